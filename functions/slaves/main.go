@@ -1,0 +1,33 @@
+// Command slaves is SlavesFunction: the /api/slaves endpoint group behind
+// API Gateway.
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/edge"
+	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	cfg, err := config.LoadSlaves(os.Getenv)
+	if err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
+	store, err := dynamo.Open(context.Background(), cfg.Tables)
+	if err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
+	h := slaves.New(store, cfg.Policy, cfg.Limits)
+	lambda.Start(edge.Handler(web.Wrap(h, web.Options{Logger: log, RequestID: edge.RequestID})))
+}

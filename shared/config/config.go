@@ -1,0 +1,120 @@
+// Package config reads the service's environment variables (SPEC §8) once,
+// at cold start, and names the variable in the one error it returns when a
+// value is invalid. Endpoints are not configuration here: the SDK reads its
+// own AWS_ENDPOINT_URL* variables.
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// Slaves is the configuration of the slave functions.
+type Slaves struct {
+	Tables             dynamo.Tables  // SLAVES_TABLE, HISTORY_TABLE, EXPIRING_TABLE
+	Limits             machine.Limits // MAX_DECOMMISSIONING_SLAVES, MAX_EXPIRING_DURATION
+	DeadSlaveRetention time.Duration  // DEAD_SLAVE_RETENTION
+	HistoryRetention   time.Duration  // HISTORY_RETENTION
+	Policy             access.Policy  // AUTH_MODE, ADMIN_GROUPS, READ_GROUPS
+}
+
+// LoadSlaves reads the slave functions' variables from getenv.
+func LoadSlaves(getenv func(string) string) (Slaves, error) {
+	r := reader{getenv: getenv}
+	c := Slaves{
+		Tables: dynamo.Tables{
+			Slaves:   r.required("SLAVES_TABLE"),
+			History:  r.required("HISTORY_TABLE"),
+			Expiring: r.required("EXPIRING_TABLE"),
+		},
+		Limits: machine.Limits{
+			MaxDecommissioning: r.count("MAX_DECOMMISSIONING_SLAVES", 2),
+			MaxExpiring:        r.duration("MAX_EXPIRING_DURATION", 30*24*time.Hour),
+		},
+		DeadSlaveRetention: r.duration("DEAD_SLAVE_RETENTION", 7*24*time.Hour),
+		HistoryRetention:   r.duration("HISTORY_RETENTION", 90*24*time.Hour),
+		Policy:             r.policy(),
+	}
+	return c, r.err
+}
+
+// reader keeps the first error, so a loader reads top to bottom.
+type reader struct {
+	getenv func(string) string
+	err    error
+}
+
+func (r *reader) fail(name, format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("invalid configuration: %s %s", name, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *reader) required(name string) string {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		r.fail(name, "must be set")
+	}
+	return v
+}
+
+func (r *reader) count(name string, def int) int {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		r.fail(name, "must be a whole number ≥ 0, got %q", v)
+	}
+	return n
+}
+
+// duration reads a Go duration ("90m", "720h") or a number of days ("30d").
+func (r *reader) duration(name string, def time.Duration) time.Duration {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return def
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n int
+		n, err = strconv.Atoi(days)
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	if err != nil || d <= 0 {
+		r.fail(name, "must be a positive duration like 90m, 720h or 30d, got %q", v)
+	}
+	return d
+}
+
+func (r *reader) list(name string) []string {
+	var out []string
+	for _, part := range strings.Split(r.getenv(name), ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (r *reader) policy() access.Policy {
+	p := access.Policy{Mode: access.ModeNone, AdminGroups: r.list("ADMIN_GROUPS"), ReadGroups: r.list("READ_GROUPS")}
+	switch v := strings.TrimSpace(r.getenv("AUTH_MODE")); v {
+	case "", "none":
+	case "authorizer":
+		p.Mode = access.ModeAuthorizer
+	default:
+		r.fail("AUTH_MODE", "must be none or authorizer, got %q", v)
+	}
+	return p
+}

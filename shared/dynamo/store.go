@@ -1,0 +1,481 @@
+// Package dynamo adapts the machine domain to DynamoDB: three tables (slaves
+// with a ByState index, history, expiring) and the transactions that keep a
+// slave's state, its history and its expiring record consistent. It
+// translates SDK errors into fault kinds.
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// API is the part of the DynamoDB client the store uses.
+type API interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	Scan(context.Context, *dynamodb.ScanInput, ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	TransactGetItems(context.Context, *dynamodb.TransactGetItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Tables names the three tables.
+type Tables struct {
+	Slaves   string
+	History  string
+	Expiring string
+}
+
+// byStateIndex is the slaves table's index keyed (state, id).
+const byStateIndex = "ByState"
+
+// limitID is the key of the item in the slaves table that holds the set of
+// slaves counting toward MAX_DECOMMISSIONING_SLAVES. Every change that
+// enters or leaves those states updates the set in its own transaction, and
+// entering is conditioned on the set's size, so the limit holds under
+// concurrent requests. The item has no state attribute: the ByState index
+// never sees it and reads skip it. Slave ids never start with '#'.
+const limitID = "#decommissioning"
+
+// attempts bounds how often a change is re-read and re-decided after losing
+// a race to a concurrent change of the same slave.
+const attempts = 8
+
+// Store keeps slaves, their history and expiring records in DynamoDB.
+type Store struct {
+	db     API
+	tables Tables
+}
+
+// New returns a store over db.
+func New(db API, tables Tables) *Store {
+	return &Store{db: db, tables: tables}
+}
+
+// Get returns the slave with id, or nil when there is none.
+func (s *Store) Get(ctx context.Context, id string) (*machine.Slave, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.tables.Slaves, Key: slaveKey(id)})
+	if err != nil {
+		return nil, translate("get slave "+id, err)
+	}
+	return decodeSlave(out.Item)
+}
+
+// List returns every slave, sorted by id. It scans the table in parallel
+// segments.
+func (s *Store) List(ctx context.Context) ([]machine.Slave, error) {
+	const segments = 4
+	parts := make([][]machine.Slave, segments)
+	errs := make([]error, segments)
+	var wg sync.WaitGroup
+	for seg := range segments {
+		wg.Go(func() {
+			in := &dynamodb.ScanInput{TableName: &s.tables.Slaves, Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(segments)}
+			p := dynamodb.NewScanPaginator(s.db, in)
+			for p.HasMorePages() {
+				out, err := p.NextPage(ctx)
+				if err != nil {
+					errs[seg] = translate("scan slaves", err)
+					return
+				}
+				for _, item := range out.Items {
+					slave, err := decodeSlave(item)
+					if err != nil {
+						errs[seg] = err
+						return
+					}
+					if slave != nil {
+						parts[seg] = append(parts[seg], *slave)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	all := slices.Concat(parts...)
+	slices.SortFunc(all, func(a, b machine.Slave) int { return strings.Compare(a.ID, b.ID) })
+	return all, nil
+}
+
+// ListByState returns the slaves in state, sorted by id, from the ByState
+// index: it reads only slaves in that state.
+func (s *Store) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.tables.Slaves,
+		IndexName:                 aws.String(byStateIndex),
+		KeyConditionExpression:    aws.String("#s = :s"),
+		ExpressionAttributeNames:  map[string]string{"#s": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(string(state))},
+	}
+	var slaves []machine.Slave
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, translate("query slaves in "+string(state), err)
+		}
+		for _, item := range out.Items {
+			slave, err := decodeSlave(item)
+			if err != nil {
+				return nil, err
+			}
+			if slave != nil {
+				slaves = append(slaves, *slave)
+			}
+		}
+	}
+	return slaves, nil
+}
+
+// History returns the slave's history, newest first; none for an unknown id.
+func (s *Store) History(ctx context.Context, id string) ([]machine.Update, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.tables.History,
+		KeyConditionExpression:    aws.String("slaveId = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(id)},
+		ScanIndexForward:          aws.Bool(false),
+	}
+	var updates []machine.Update
+	p := dynamodb.NewQueryPaginator(s.db, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, translate("query history of "+id, err)
+		}
+		var recs []historyRecord
+		if err := attributevalue.UnmarshalListOfMaps(out.Items, &recs); err != nil {
+			return nil, fmt.Errorf("decode history of %s: %w", id, err)
+		}
+		for _, r := range recs {
+			updates = append(updates, r.update())
+		}
+	}
+	return updates, nil
+}
+
+// ListExpiring returns every expiring record, sorted by machine id.
+func (s *Store) ListExpiring(ctx context.Context) ([]machine.Expiring, error) {
+	var all []machine.Expiring
+	p := dynamodb.NewScanPaginator(s.db, &dynamodb.ScanInput{TableName: &s.tables.Expiring})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, translate("scan expiring", err)
+		}
+		var recs []expiringRecord
+		if err := attributevalue.UnmarshalListOfMaps(out.Items, &recs); err != nil {
+			return nil, fmt.Errorf("decode expiring records: %w", err)
+		}
+		for _, r := range recs {
+			all = append(all, r.expiring())
+		}
+	}
+	slices.SortFunc(all, func(a, b machine.Expiring) int { return strings.Compare(a.MachineID, b.MachineID) })
+	return all, nil
+}
+
+// DeleteExpiring deletes the slave's expiring record, if any.
+func (s *Store) DeleteExpiring(ctx context.Context, id string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.tables.Expiring, Key: expiringKey(id)})
+	return translate("delete expiring record of "+id, err)
+}
+
+// Apply reads the slave and its expiring record together, asks decide what
+// to do and writes the plan in one transaction conditioned on what was read.
+// When a concurrent change wins the race, it reads and decides again, so the
+// decision is always made on the state it changes. It returns decide's
+// error, machine.LimitError when the plan would exceed its decommission
+// limit, and fault.Unavailable when it keeps losing races.
+func (s *Store) Apply(ctx context.Context, id string, decide machine.Decide) error {
+	for attempt := range attempts {
+		snap, version, err := s.snapshot(ctx, id)
+		if err == nil {
+			var plan *machine.Plan
+			plan, err = decide(snap)
+			if err != nil || plan == nil {
+				return err
+			}
+			err = s.write(ctx, snap, version, plan)
+		}
+		if !errors.Is(err, errRace) {
+			return err
+		}
+		if err := pause(ctx, attempt); err != nil {
+			return err
+		}
+	}
+	return fault.Unavailable("too many concurrent changes of slave %s, try again", id)
+}
+
+// errRace reports a transaction cancelled because what it was decided from
+// changed in the meantime.
+var errRace = errors.New("lost a race with a concurrent change")
+
+func (s *Store) snapshot(ctx context.Context, id string) (machine.Snapshot, int64, error) {
+	out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: []types.TransactGetItem{
+		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(id)}},
+		{Get: &types.Get{TableName: &s.tables.Expiring, Key: expiringKey(id)}},
+	}})
+	if err != nil {
+		if isCancelled(err) {
+			// A transactional read collided with a write in flight.
+			return machine.Snapshot{}, 0, errRace
+		}
+		return machine.Snapshot{}, 0, translate("read slave "+id, err)
+	}
+	var snap machine.Snapshot
+	var version int64
+	if item := out.Responses[0].Item; len(item) > 0 {
+		var r slaveRecord
+		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+			return snap, 0, fmt.Errorf("decode slave %s: %w", id, err)
+		}
+		if r.State != "" {
+			slave := r.slave()
+			snap.Slave, version = &slave, r.Version
+		}
+	}
+	if item := out.Responses[1].Item; len(item) > 0 {
+		var r expiringRecord
+		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+			return snap, 0, fmt.Errorf("decode expiring record of %s: %w", id, err)
+		}
+		e := r.expiring()
+		snap.Expiring = &e
+	}
+	return snap, version, nil
+}
+
+// write applies plan in one transaction: the slave (conditioned on the
+// version read), the history entry, the expiring record and the
+// decommissioning set change together or not at all.
+func (s *Store) write(ctx context.Context, snap machine.Snapshot, version int64, plan *machine.Plan) error {
+	id := plan.Slave.ID
+	if plan.Entry == nil {
+		// Only descriptive fields change: no history entry, no version bump.
+		item, err := attributevalue.MarshalMap(newSlaveRecord(plan.Slave, version))
+		if err != nil {
+			return fmt.Errorf("encode slave %s: %w", id, err)
+		}
+		put := s.putSlave(item, snap.Slave != nil, version)
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: put.TableName, Item: put.Item,
+			ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues,
+		})
+		var failed *types.ConditionalCheckFailedException
+		if errors.As(err, &failed) {
+			return errRace
+		}
+		return translate("describe slave "+id, err)
+	}
+	next := version + 1
+	slaveItem, err := attributevalue.MarshalMap(newSlaveRecord(plan.Slave, next))
+	if err != nil {
+		return fmt.Errorf("encode slave %s: %w", id, err)
+	}
+	entry := *plan.Entry
+	historyItem, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: next, State: string(entry.State), Timestamp: entry.Timestamp, User: entry.User, Message: entry.Message})
+	if err != nil {
+		return fmt.Errorf("encode history of %s: %w", id, err)
+	}
+	items := []types.TransactWriteItem{
+		{Put: s.putSlave(slaveItem, snap.Slave != nil, version)},
+		{Put: &types.Put{TableName: &s.tables.History, Item: historyItem, ConditionExpression: aws.String("attribute_not_exists(slaveId)")}},
+	}
+	switch {
+	case plan.PutExpiring != nil:
+		item, err := attributevalue.MarshalMap(newExpiringRecord(*plan.PutExpiring))
+		if err != nil {
+			return fmt.Errorf("encode expiring record of %s: %w", id, err)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.tables.Expiring, Item: item, ConditionExpression: aws.String("attribute_not_exists(machineId)")}})
+	case plan.DropExpiring:
+		items = append(items, types.TransactWriteItem{Delete: s.deleteExpiring(snap.Expiring.ActionID)(id)})
+	}
+	limitIndex := -1
+	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
+	switch now := entry.State.CountsTowardLimit(); {
+	case now && !was:
+		limitIndex = len(items)
+		items = append(items, types.TransactWriteItem{Update: s.joinLimit(id, plan.Limit)})
+	case was && !now:
+		items = append(items, types.TransactWriteItem{Update: s.leaveLimit(id)})
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	return writeError(id, err, limitIndex, plan.Limit)
+}
+
+func (s *Store) putSlave(item map[string]types.AttributeValue, exists bool, version int64) *types.Put {
+	put := &types.Put{TableName: &s.tables.Slaves, Item: item}
+	if exists {
+		put.ConditionExpression = aws.String("version = :v")
+		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(version)}
+	} else {
+		put.ConditionExpression = aws.String("attribute_not_exists(id)")
+	}
+	return put
+}
+
+// deleteExpiring deletes a slave's expiring record only if it is still the
+// one with actionID, so a record created concurrently is never lost.
+func (s *Store) deleteExpiring(actionID string) func(id string) *types.Delete {
+	return func(id string) *types.Delete {
+		return &types.Delete{
+			TableName:                 &s.tables.Expiring,
+			Key:                       expiringKey(id),
+			ConditionExpression:       aws.String("actionId = :a"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(actionID)},
+		}
+	}
+}
+
+func (s *Store) joinLimit(id string, limit int) *types.Update {
+	u := &types.Update{
+		TableName:                 &s.tables.Slaves,
+		Key:                       slaveKey(limitID),
+		UpdateExpression:          aws.String("ADD members :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{id}}},
+	}
+	if limit > 0 {
+		u.ConditionExpression = aws.String("attribute_not_exists(members) OR size(members) < :max")
+		u.ExpressionAttributeValues[":max"] = num(int64(limit))
+		u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	return u
+}
+
+func (s *Store) leaveLimit(id string) *types.Update {
+	return &types.Update{
+		TableName:                 &s.tables.Slaves,
+		Key:                       slaveKey(limitID),
+		UpdateExpression:          aws.String("DELETE members :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{id}}},
+	}
+}
+
+// writeError translates a transaction's failure: a failed condition on the
+// decommissioning set is the limit; any other cancellation is a lost race.
+func writeError(id string, err error, limitIndex, limit int) error {
+	var cancelled *types.TransactionCanceledException
+	if !errors.As(err, &cancelled) {
+		return translate("change slave "+id, err)
+	}
+	reasons := cancelled.CancellationReasons
+	if len(reasons) > 0 && aws.ToString(reasons[0].Code) != "None" {
+		return errRace // the slave itself changed: decide again
+	}
+	if limitIndex >= 0 && limitIndex < len(reasons) {
+		reason := reasons[limitIndex]
+		if aws.ToString(reason.Code) == "ConditionalCheckFailed" {
+			var held struct {
+				Members []string `dynamodbav:"members"`
+			}
+			_ = attributevalue.UnmarshalMap(reason.Item, &held)
+			return machine.LimitError(len(held.Members), limit)
+		}
+	}
+	return errRace
+}
+
+// pause waits a little before another attempt, longer each time, with
+// jitter so that racing requests spread out.
+func pause(ctx context.Context, attempt int) error {
+	d := time.Duration(5<<attempt)*time.Millisecond + time.Duration(time.Now().UnixNano()%5)*time.Millisecond
+	select {
+	case <-ctx.Done():
+		return translate("wait to retry", ctx.Err())
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func decodeSlave(item map[string]types.AttributeValue) (*machine.Slave, error) {
+	if len(item) == 0 {
+		return nil, nil
+	}
+	var r slaveRecord
+	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+		return nil, fmt.Errorf("decode slave: %w", err)
+	}
+	if r.State == "" {
+		return nil, nil // the decommissioning set, not a slave
+	}
+	s := r.slave()
+	return &s, nil
+}
+
+func isCancelled(err error) bool {
+	var cancelled *types.TransactionCanceledException
+	return errors.As(err, &cancelled)
+}
+
+// translate maps SDK failures to fault kinds, keeping the cause for logs.
+func translate(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if fault.KindOf(err) != fault.KindInternal {
+		return err
+	}
+	var apiErr smithy.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for DynamoDB"), err)
+	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()):
+		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB is busy, try again"), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func isThrottle(code string) bool {
+	switch code {
+	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "TransactionInProgressException":
+		return true
+	}
+	return false
+}
+
+func slaveKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"id": str(id)}
+}
+
+func expiringKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"machineId": str(id)}
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func num(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: fmt.Sprint(v)}
+}
+
+// Open builds a store on a DynamoDB client configured the SDK's way
+// (region, credentials and AWS_ENDPOINT_URL* from the environment).
+func Open(ctx context.Context, tables Tables) (*Store, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return New(dynamodb.NewFromConfig(cfg), tables), nil
+}

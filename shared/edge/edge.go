@@ -1,0 +1,312 @@
+// Package edge owns the boundary between API Gateway and net/http: it turns
+// Lambda proxy events (REST API payload 1.0 and HTTP API payload 2.0) into
+// *http.Request values carrying the caller's identity and request ids, and
+// turns the recorded response back into the proxy response. It is the only
+// package that imports the aws-lambda-go events types, so the same
+// http.Handler serves Lambda, the local server and httptest.
+package edge
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/fleetops/fleet/shared/access"
+)
+
+// ErrNotProxyEvent reports a Lambda payload that is not an API Gateway proxy
+// event at all (not a JSON object, or without an HTTP method). Handler returns
+// it as a Lambda error, since there is no HTTP client to answer.
+var ErrNotProxyEvent = errors.New("not an API Gateway proxy event")
+
+// Format is the payload format version of a proxy event; the response must be
+// written in the format of the request.
+type Format int
+
+const (
+	// FormatV1 is the REST API payload (also HTTP API payload 1.0).
+	FormatV1 Format = 1
+	// FormatV2 is the HTTP API payload 2.0.
+	FormatV2 Format = 2
+)
+
+// Handler returns a Lambda handler function serving h. It accepts payload 1.0
+// and 2.0 events and answers in the matching format. A malformed event is
+// answered with a JSON 400 without calling h; a payload that is not a proxy
+// event at all returns an error wrapping ErrNotProxyEvent.
+func Handler(h http.Handler) func(ctx context.Context, event json.RawMessage) (json.RawMessage, error) {
+	return func(ctx context.Context, event json.RawMessage) (json.RawMessage, error) {
+		r, format, err := Request(ctx, event)
+		if errors.Is(err, ErrNotProxyEvent) {
+			return nil, err
+		}
+		rec := httptest.NewRecorder()
+		if err != nil {
+			writeError(rec, http.StatusBadRequest, err.Error())
+		} else {
+			h.ServeHTTP(rec, r)
+		}
+		return Response(format, rec.Result())
+	}
+}
+
+// Request converts a proxy event into a server-side *http.Request whose context
+// carries the request ids (see RequestID) and, when the authorizer context
+// names one, the caller's access.Identity. It also returns the event's format.
+// The error wraps ErrNotProxyEvent when event is not a proxy event; any other
+// error means a malformed event, to be answered with a 400.
+func Request(ctx context.Context, event json.RawMessage) (*http.Request, Format, error) {
+	var probe struct {
+		Version        string `json:"version"`
+		HTTPMethod     string `json:"httpMethod"`
+		RequestContext struct {
+			HTTP struct {
+				Method string `json:"method"`
+			} `json:"http"`
+		} `json:"requestContext"`
+	}
+	if err := json.Unmarshal(event, &probe); err != nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrNotProxyEvent, err)
+	}
+	format, method := FormatV1, probe.HTTPMethod
+	if probe.Version == "2.0" {
+		format, method = FormatV2, probe.RequestContext.HTTP.Method
+	}
+	if method == "" {
+		return nil, format, fmt.Errorf("%w: no HTTP method", ErrNotProxyEvent)
+	}
+	var p proxy
+	var err error
+	if format == FormatV2 {
+		p, err = fromV2(event)
+	} else {
+		p, err = fromV1(event)
+	}
+	if err != nil {
+		return nil, format, fmt.Errorf("malformed API Gateway event: %w", err)
+	}
+	r, err := p.request(ctx)
+	return r, format, err
+}
+
+// proxy is what both payload formats carry, in the form a request needs.
+type proxy struct {
+	method, rawPath, rawQuery string
+	header                    http.Header
+	body                      string
+	base64                    bool
+	host, sourceIP, requestID string
+	identity                  access.Identity
+}
+
+func fromV1(event json.RawMessage) (proxy, error) {
+	var e events.APIGatewayProxyRequest
+	if err := decode(event, &e); err != nil {
+		return proxy{}, err
+	}
+	// path is the resource path without the stage prefix that
+	// requestContext.path carries, which is what the routes are written for.
+	p := proxy{method: e.HTTPMethod, rawPath: e.Path, header: http.Header{}, body: e.Body, base64: e.IsBase64Encoded,
+		host: e.RequestContext.DomainName, sourceIP: e.RequestContext.Identity.SourceIP, requestID: e.RequestContext.RequestID}
+	query := url.Values{}
+	for k, vs := range e.MultiValueQueryStringParameters {
+		query[k] = vs
+	}
+	if len(query) == 0 {
+		for k, v := range e.QueryStringParameters {
+			query.Set(k, v)
+		}
+	}
+	p.rawQuery = query.Encode()
+	for k, vs := range e.MultiValueHeaders {
+		for _, v := range vs {
+			p.header.Add(k, v)
+		}
+	}
+	if len(p.header) == 0 {
+		for k, v := range e.Headers {
+			p.header.Set(k, v)
+		}
+	}
+	p.identity = identityFrom(e.RequestContext.Authorizer)
+	if p.identity.ID == "" {
+		id := e.RequestContext.Identity
+		p.identity = access.Identity{ID: id.UserArn, Name: first(id.Caller, id.User)}
+	}
+	return p, nil
+}
+
+// v2Event shadows the SDK's request context: the SDK types JWT claims as
+// strings, and one numeric or array claim would otherwise fail every request.
+type v2Event struct {
+	events.APIGatewayV2HTTPRequest
+	RequestContext struct {
+		RequestID  string                                               `json:"requestId"`
+		DomainName string                                               `json:"domainName"`
+		HTTP       events.APIGatewayV2HTTPRequestContextHTTPDescription `json:"http"`
+		Authorizer map[string]any                                       `json:"authorizer"`
+	} `json:"requestContext"`
+}
+
+func fromV2(event json.RawMessage) (proxy, error) {
+	var e v2Event
+	if err := decode(event, &e); err != nil {
+		return proxy{}, err
+	}
+	rc := e.RequestContext
+	p := proxy{method: rc.HTTP.Method, rawPath: e.RawPath, rawQuery: e.RawQueryString, header: http.Header{},
+		body: e.Body, base64: e.IsBase64Encoded, host: rc.DomainName, sourceIP: rc.HTTP.SourceIP, requestID: rc.RequestID}
+	for k, v := range e.Headers {
+		p.header.Set(k, v) // repeated headers arrive comma-joined, which HTTP allows
+	}
+	if len(e.Cookies) > 0 {
+		p.header.Set("Cookie", strings.Join(e.Cookies, "; "))
+	}
+	p.identity = identityFrom(rc.Authorizer)
+	if iam, ok := rc.Authorizer["iam"].(map[string]any); ok && p.identity.ID == "" {
+		p.identity = access.Identity{ID: str(iam["userArn"]), Name: first(str(iam["callerId"]), str(iam["userId"]))}
+	}
+	return p, nil
+}
+
+// decode keeps authorizer numbers as json.Number so numeric ids keep every digit.
+func decode(event json.RawMessage, v any) error {
+	d := json.NewDecoder(bytes.NewReader(event))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+func (p proxy) request(ctx context.Context) (*http.Request, error) {
+	body := []byte(p.body)
+	if p.base64 {
+		var err error
+		if body, err = base64.StdEncoding.DecodeString(p.body); err != nil {
+			return nil, errors.New("request body is not valid base64")
+		}
+	}
+	// The gateway hands over the path as received, still escaped; RawPath keeps
+	// the escaping so ServeMux decodes path values like a%2Fb exactly once.
+	path, err := url.PathUnescape(p.rawPath)
+	if err != nil || !strings.HasPrefix(path, "/") {
+		return nil, fmt.Errorf("request path %q is not a valid escaped absolute path", p.rawPath)
+	}
+	u := &url.URL{Path: path, RawPath: p.rawPath, RawQuery: p.rawQuery}
+	// Like net/http's server, promote Host out of the header map.
+	if h := p.header.Get("Host"); h != "" {
+		p.host = h
+	}
+	p.header.Del("Host")
+	r := &http.Request{Method: p.method, URL: u, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: p.header, Body: http.NoBody, ContentLength: int64(len(body)),
+		Host: p.host, RemoteAddr: p.sourceIP, RequestURI: u.RequestURI()}
+	if len(body) > 0 {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	ids := requestIDs{gateway: p.requestID}
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		ids.lambda = lc.AwsRequestID
+	}
+	ctx = context.WithValue(ctx, requestIDsKey{}, ids)
+	if p.identity.ID != "" {
+		ctx = access.WithIdentity(ctx, p.identity)
+	}
+	return r.WithContext(ctx), nil
+}
+
+type requestIDsKey struct{}
+
+type requestIDs struct{ gateway, lambda string }
+
+// RequestID returns the API Gateway request id of r when present, else the
+// Lambda request id, else "" (as for requests that did not come through edge).
+func RequestID(r *http.Request) string {
+	ids, _ := r.Context().Value(requestIDsKey{}).(requestIDs)
+	return first(ids.gateway, ids.lambda)
+}
+
+// Response converts a recorded response (for example
+// httptest.ResponseRecorder.Result()) into a proxy response in format f. A
+// zero status is 200. Bodies that are not textual, or that carry a
+// Content-Encoding, are base64-encoded, as API Gateway requires for binary.
+func Response(f Format, res *http.Response) (json.RawMessage, error) {
+	var body []byte
+	if res.Body != nil {
+		var err error
+		if body, err = io.ReadAll(res.Body); err != nil {
+			return nil, fmt.Errorf("read response body: %w", err)
+		}
+	}
+	status := res.StatusCode
+	if status == 0 {
+		status = http.StatusOK
+	}
+	text, encoded := string(body), isBinary(res.Header, body)
+	if encoded {
+		text = base64.StdEncoding.EncodeToString(body)
+	}
+	if f == FormatV2 {
+		out := events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{}, Body: text,
+			IsBase64Encoded: encoded, Cookies: res.Header.Values("Set-Cookie")}
+		for k, vs := range res.Header {
+			if k != "Set-Cookie" {
+				out.Headers[k] = strings.Join(vs, ", ")
+			}
+		}
+		return json.Marshal(out)
+	}
+	// API Gateway merges both maps; single values also go in Headers for
+	// consumers (and older local emulators) that read only that map.
+	out := events.APIGatewayProxyResponse{StatusCode: status, Headers: map[string]string{},
+		MultiValueHeaders: map[string][]string{}, Body: text, IsBase64Encoded: encoded}
+	for k, vs := range res.Header {
+		out.MultiValueHeaders[k] = vs
+		if len(vs) == 1 {
+			out.Headers[k] = vs[0]
+		}
+	}
+	return json.Marshal(out)
+}
+
+func isBinary(h http.Header, body []byte) bool {
+	if len(body) == 0 {
+		return false
+	}
+	if ce := h.Get("Content-Encoding"); ce != "" && ce != "identity" {
+		return true
+	}
+	if !utf8.Valid(body) {
+		return true // a JSON string cannot carry these bytes unchanged
+	}
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return true
+	}
+	return !(strings.HasPrefix(mt, "text/") || mt == "application/json" || mt == "application/xml" ||
+		strings.HasSuffix(mt, "+json") || strings.HasSuffix(mt, "+xml") || strings.Contains(mt, "javascript"))
+}
+
+func writeError(w http.ResponseWriter, status int, message string) {
+	b, _ := json.Marshal(struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{status, message})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,600 @@
+package edge
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/fleetops/fleet/shared/access"
+)
+
+// seen is what the test mux saw of a request, sent back as the response body.
+type seen struct {
+	Pattern       string
+	SlaveID       string
+	Method        string
+	Path          string
+	RequestURI    string
+	Host          string
+	RemoteAddr    string
+	RequestID     string
+	Query         url.Values
+	Header        http.Header
+	Body          string
+	ContentLength int64
+	Identity      *access.Identity
+}
+
+// answer holds the fields of both proxy response formats.
+type answer struct {
+	StatusCode        int                 `json:"statusCode"`
+	Headers           map[string]string   `json:"headers"`
+	MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+	Body              string              `json:"body"`
+	IsBase64Encoded   bool                `json:"isBase64Encoded"`
+	Cookies           []string            `json:"cookies"`
+}
+
+func echo(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s := seen{Pattern: r.Pattern, SlaveID: r.PathValue("slaveId"), Method: r.Method, Path: r.URL.Path,
+		RequestURI: r.RequestURI, Host: r.Host, RemoteAddr: r.RemoteAddr, RequestID: RequestID(r),
+		Query: r.URL.Query(), Header: r.Header, Body: string(body), ContentLength: r.ContentLength}
+	if id, ok := access.FromContext(r.Context()); ok {
+		s.Identity = &id
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s)
+}
+
+func testMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, p := range []string{
+		"GET /api/slaves",
+		"GET /api/slaves/expiring",
+		"DELETE /api/slaves/dead",
+		"GET /api/slaves/slave/{slaveId}",
+		"GET /api/slaves/slave/{slaveId}/details",
+		"POST /api/slaves/slave/{slaveId}/freeze",
+		"POST /api/slaves/slave/{slaveId}/decommission",
+		"POST /api/slaves/slave/{slaveId}/activate",
+		"DELETE /api/slaves/slave/{slaveId}/expiring",
+	} {
+		mux.HandleFunc(p, echo)
+	}
+	return mux
+}
+
+func fixture(t *testing.T, name string) json.RawMessage {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// invoke runs event through Handler(h) and decodes the proxy response.
+func invoke(t *testing.T, ctx context.Context, h http.Handler, event json.RawMessage) answer {
+	t.Helper()
+	out, err := Handler(h)(ctx, event)
+	if err != nil {
+		t.Fatalf("got error %v, want a proxy response", err)
+	}
+	var a answer
+	if err := json.Unmarshal(out, &a); err != nil {
+		t.Fatalf("response %s is not a proxy response: %v", out, err)
+	}
+	return a
+}
+
+const slaveID = "20261121-051400-16777343-5050-1234-S3"
+
+func TestHandlerServesEveryFixtureThroughTheMux(t *testing.T) {
+	tests := []struct {
+		name, file   string
+		pattern      string
+		slaveID      string
+		path         string
+		requestURI   string
+		host         string
+		remoteAddr   string
+		requestID    string
+		query        url.Values
+		header       http.Header // subset that must be present, exactly
+		body         string
+		identity     *access.Identity
+		absentHeader string
+	}{
+		{
+			name: "a REST GET routes on the path without the stage and keeps every query and header value", file: "rest-get-query.json",
+			pattern: "GET /api/slaves/slave/{slaveId}/details", slaveID: slaveID,
+			path: "/api/slaves/slave/" + slaveID + "/details", requestURI: "/api/slaves/slave/" + slaveID + "/details?state=ACTIVE&state=FROZEN&verbose=true",
+			host: "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "c6af9ac6-7b61-11e6-9a41-93e8deadbeef",
+			query:        url.Values{"state": {"ACTIVE", "FROZEN"}, "verbose": {"true"}},
+			header:       http.Header{"X-Fleet-Trace": {"alpha", "beta"}, "Accept": {"application/json"}},
+			absentHeader: "Host",
+		},
+		{
+			name: "a REST POST with a base64 body arrives decoded with its length", file: "rest-post-base64.json",
+			pattern: "POST /api/slaves/slave/{slaveId}/freeze", slaveID: slaveID, path: "/api/slaves/slave/" + slaveID + "/freeze",
+			requestURI: "/api/slaves/slave/" + slaveID + "/freeze",
+			host:       "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "5c1e6c4d-2f0b-4a52-9a63-6d1f3b0e8a11",
+			query:  url.Values{},
+			header: http.Header{"Content-Type": {"application/json"}},
+			body:   `{"message":"kernel upgrade","durationMillis":3600000,"revertToState":"ACTIVE"}`,
+		},
+		{
+			name: "a REST Cognito caller gets the claims identity with groups parsed from a bracketed string", file: "rest-cognito.json",
+			pattern: "POST /api/slaves/slave/{slaveId}/decommission", slaveID: slaveID, path: "/api/slaves/slave/" + slaveID + "/decommission",
+			requestURI: "/api/slaves/slave/" + slaveID + "/decommission",
+			host:       "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "9b7c2a10-5d4e-4f3a-8b21-0c9d8e7f6a55",
+			query: url.Values{}, body: `{"message":"retire rack r12"}`,
+			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin", "ops"}},
+		},
+		{
+			name: "a REST Lambda authorizer caller is its principal with the context's email, name and groups", file: "rest-lambda-authorizer.json",
+			pattern: "GET /api/slaves/expiring", path: "/api/slaves/expiring", requestURI: "/api/slaves/expiring",
+			host: "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "3f2e1d0c-9b8a-4776-8554-433221100fed",
+			query:    url.Values{},
+			identity: &access.Identity{ID: "u-1042", Name: "Ops Bot", Email: "ops.bot@example.com", Groups: []string{"ops", "readers"}},
+		},
+		{
+			name: "a REST IAM caller is its user ARN", file: "rest-iam.json",
+			pattern: "DELETE /api/slaves/dead", path: "/api/slaves/dead", requestURI: "/api/slaves/dead",
+			host: "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
+			query:    url.Values{},
+			identity: &access.Identity{ID: "arn:aws:iam::123456789012:user/fleet-operator", Name: "AIDAJQABLZS4A3QDU576Q"},
+		},
+		{
+			name: "a REST slave id with an escaped slash and space is decoded exactly once", file: "rest-encoded-slave-id.json",
+			pattern: "GET /api/slaves/slave/{slaveId}/details", slaveID: "a/b c", path: "/api/slaves/slave/a/b c/details",
+			requestURI: "/api/slaves/slave/a%2Fb%20c/details",
+			host:       "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "7e6d5c4b-3a29-4817-a6f5-e4d3c2b1a090",
+			query: url.Values{},
+		},
+		{
+			name: "an HTTP API GET keeps the raw query string and turns cookies into a Cookie header", file: "http-get-cookies.json",
+			pattern: "GET /api/slaves/slave/{slaveId}", slaveID: slaveID, path: "/api/slaves/slave/" + slaveID,
+			requestURI: "/api/slaves/slave/" + slaveID + "?state=ACTIVE&state=FROZEN&note=a%20b%26c",
+			host:       "q7w8e9r0t1.execute-api.us-east-1.amazonaws.com", remoteAddr: "198.51.100.23", requestID: "BVfLWhTmoAMEVbQ=",
+			query:        url.Values{"state": {"ACTIVE", "FROZEN"}, "note": {"a b&c"}},
+			header:       http.Header{"Cookie": {"session=abc123; theme=dark"}, "X-Fleet-Trace": {"alpha,beta"}, "Accept": {"application/json"}},
+			absentHeader: "Host",
+		},
+		{
+			name: "an HTTP API JWT caller gets the claims identity with groups parsed from a space-separated list", file: "http-jwt.json",
+			pattern: "POST /api/slaves/slave/{slaveId}/activate", slaveID: slaveID, path: "/api/slaves/slave/" + slaveID + "/activate",
+			requestURI: "/api/slaves/slave/" + slaveID + "/activate",
+			host:       "q7w8e9r0t1.execute-api.us-east-1.amazonaws.com", remoteAddr: "198.51.100.23", requestID: "BVgA1jKLoAMEc2Q=",
+			query: url.Values{}, body: `{"message":"back in service"}`,
+			header:   http.Header{"Content-Type": {"application/json"}},
+			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin", "ops"}},
+		},
+		{
+			name: "an HTTP API Lambda authorizer caller is its context's userId with JSON-array groups", file: "http-lambda-authorizer.json",
+			pattern: "GET /api/slaves", path: "/api/slaves", requestURI: "/api/slaves?state=frozen",
+			host: "q7w8e9r0t1.execute-api.us-east-1.amazonaws.com", remoteAddr: "198.51.100.23", requestID: "BVgB7mNPoAMEd4R=",
+			query:    url.Values{"state": {"frozen"}},
+			identity: &access.Identity{ID: "svc-reporter", Email: "reporter@example.com", Groups: []string{"readers", "ops"}},
+		},
+		{
+			name: "an HTTP API IAM caller is its user ARN", file: "http-iam.json",
+			pattern: "DELETE /api/slaves/slave/{slaveId}/expiring", slaveID: slaveID, path: "/api/slaves/slave/" + slaveID + "/expiring",
+			requestURI: "/api/slaves/slave/" + slaveID + "/expiring",
+			host:       "q7w8e9r0t1.execute-api.us-east-1.amazonaws.com", remoteAddr: "198.51.100.23", requestID: "BVgC3pQRoAMEe5S=",
+			query:    url.Values{},
+			identity: &access.Identity{ID: "arn:aws:sts::123456789012:assumed-role/fleet-ci/fleet-ci", Name: "AROA7ZJZYVRE7C3DUXHH6:fleet-ci"},
+		},
+		{
+			name: "an HTTP API slave id with an escaped slash and space is decoded exactly once", file: "http-encoded-slave-id.json",
+			pattern: "GET /api/slaves/slave/{slaveId}/details", slaveID: "a/b c", path: "/api/slaves/slave/a/b c/details",
+			requestURI: "/api/slaves/slave/a%2Fb%20c/details",
+			host:       "q7w8e9r0t1.execute-api.us-east-1.amazonaws.com", remoteAddr: "198.51.100.23", requestID: "BVgD9sTUoAMEf6T=",
+			query: url.Values{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := invoke(t, t.Context(), testMux(), fixture(t, tt.file))
+			if a.StatusCode != http.StatusOK {
+				t.Fatalf("got status %d (body %s), want 200", a.StatusCode, a.Body)
+			}
+			var s seen
+			if err := json.Unmarshal([]byte(a.Body), &s); err != nil {
+				t.Fatalf("got body %q, want the echo JSON: %v", a.Body, err)
+			}
+			for _, f := range []struct{ field, got, want string }{
+				{"pattern", s.Pattern, tt.pattern},
+				{"slaveId", s.SlaveID, tt.slaveID},
+				{"URL.Path", s.Path, tt.path},
+				{"RequestURI", s.RequestURI, tt.requestURI},
+				{"Host", s.Host, tt.host},
+				{"RemoteAddr", s.RemoteAddr, tt.remoteAddr},
+				{"RequestID", s.RequestID, tt.requestID},
+				{"body", s.Body, tt.body},
+			} {
+				if f.got != f.want {
+					t.Errorf("got %s %q, want %q", f.field, f.got, f.want)
+				}
+			}
+			if s.ContentLength != int64(len(tt.body)) {
+				t.Errorf("got ContentLength %d, want %d", s.ContentLength, len(tt.body))
+			}
+			if !reflect.DeepEqual(s.Query, tt.query) {
+				t.Errorf("got query %v, want %v", s.Query, tt.query)
+			}
+			for k, want := range tt.header {
+				if got := s.Header[k]; !slices.Equal(got, want) {
+					t.Errorf("got header %s %q, want %q", k, got, want)
+				}
+			}
+			if tt.absentHeader != "" && s.Header.Get(tt.absentHeader) != "" {
+				t.Errorf("got header %s %q, want it moved out of the header map", tt.absentHeader, s.Header.Get(tt.absentHeader))
+			}
+			if !reflect.DeepEqual(s.Identity, tt.identity) {
+				t.Errorf("got identity %+v, want %+v", s.Identity, tt.identity)
+			}
+		})
+	}
+}
+
+func TestRequestIDPrefersTheGatewayIDOverTheLambdaID(t *testing.T) {
+	lambdaCtx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "lambda-7"})
+	noGatewayID := withField(t, fixture(t, "rest-iam.json"), []string{"requestContext", "requestId"}, "")
+	tests := []struct {
+		name  string
+		ctx   context.Context
+		event json.RawMessage
+		want  string
+	}{
+		{"the gateway id wins when both are present", lambdaCtx, fixture(t, "rest-iam.json"), "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"},
+		{"the Lambda id is used when the event has none", lambdaCtx, noGatewayID, "lambda-7"},
+		{"the id is empty when neither is present", context.Background(), noGatewayID, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _, err := Request(tt.ctx, tt.event)
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if got := RequestID(r); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+	t.Run("a request that did not come through edge has no id", func(t *testing.T) {
+		if got := RequestID(httptest.NewRequest(http.MethodGet, "/", nil)); got != "" {
+			t.Errorf("got %q, want empty", got)
+		}
+	})
+}
+
+func TestHandlerAnswersMalformedEventsWith400WithoutCallingTheHandler(t *testing.T) {
+	tests := []struct {
+		name   string
+		event  json.RawMessage
+		format Format
+	}{
+		{"a REST body that is not base64", fixture(t, "rest-post-bad-base64.json"), FormatV1},
+		{"an HTTP API body that is not base64", withField(t, fixture(t, "http-jwt.json"), []string{"isBase64Encoded"}, true), FormatV2},
+		{"a path with a broken escape", withField(t, fixture(t, "rest-iam.json"), []string{"path"}, "/api/slaves/slave/a%zz"), FormatV1},
+		{"a body of the wrong JSON type", withField(t, fixture(t, "rest-iam.json"), []string{"body"}, 42), FormatV1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("got the handler called, want it skipped") })
+			out, err := Handler(h)(t.Context(), tt.event)
+			if err != nil {
+				t.Fatalf("got error %v, want a 400 response", err)
+			}
+			var a answer
+			if err := json.Unmarshal(out, &a); err != nil {
+				t.Fatal(err)
+			}
+			var body struct {
+				Code    int     `json:"code"`
+				Message *string `json:"message"`
+			}
+			if err := json.Unmarshal([]byte(a.Body), &body); err != nil || a.StatusCode != 400 || body.Code != 400 || body.Message == nil || *body.Message == "" {
+				t.Errorf("got status %d body %s, want 400 with a JSON code and message", a.StatusCode, a.Body)
+			}
+			if got := a.Headers["Content-Type"]; got != "application/json" {
+				t.Errorf("got Content-Type %q, want application/json", got)
+			}
+			// Only the v2 format has a cookies field.
+			if got := bytes.Contains(out, []byte(`"cookies"`)); got != (tt.format == FormatV2) {
+				t.Errorf("got cookies field present %v, want %v (format %d): %s", got, tt.format == FormatV2, tt.format, out)
+			}
+		})
+	}
+}
+
+func TestHandlerReturnsAnErrorForPayloadsThatAreNotProxyEvents(t *testing.T) {
+	for _, tt := range []struct{ name, event string }{
+		{"a JSON string", `"hello"`},
+		{"a JSON array", `[1, 2]`},
+		{"JSON null", `null`},
+		{"an empty object", `{}`},
+		{"an SQS event", `{"Records":[{"messageId":"1","body":"x"}]}`},
+		{"a 2.0 event without a method", `{"version":"2.0","rawPath":"/api/slaves","requestContext":{}}`},
+		{"a REST event without a method", `{"path":"/api/slaves","requestContext":{"requestId":"x"}}`},
+		{"a method of the wrong type", `{"httpMethod":5}`},
+		{"text that is not JSON", `GET /api/slaves`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("got the handler called, want it skipped") })
+			out, err := Handler(h)(t.Context(), json.RawMessage(tt.event))
+			if !errors.Is(err, ErrNotProxyEvent) {
+				t.Errorf("got response %s error %v, want ErrNotProxyEvent", out, err)
+			}
+		})
+	}
+}
+
+func TestHandlerConvertsTheResponse(t *testing.T) {
+	gz := gzipped(t, `{"id":"x"}`)
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+	tests := []struct {
+		name        string
+		file        string
+		serve       http.HandlerFunc
+		status      int
+		headers     map[string]string   // exact Headers, v1 and v2
+		multi       map[string][]string // exact MultiValueHeaders, v1 only
+		cookies     []string            // v2 only
+		body        []byte              // after base64 decoding when encoded
+		base64      bool
+		checkFormat Format
+	}{
+		{
+			name: "a handler that writes nothing answers 200 with an empty body", file: "rest-get-query.json",
+			serve:  func(http.ResponseWriter, *http.Request) {},
+			status: 200, headers: map[string]string{}, multi: map[string][]string{}, body: nil,
+		},
+		{
+			name: "a REST answer keeps repeated headers only in the multi-value map", file: "rest-get-query.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header()["Vary"] = []string{"Accept", "Origin"}
+				w.Header().Add("Set-Cookie", "a=1")
+				w.Header().Add("Set-Cookie", "b=2")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			},
+			status:  201,
+			headers: map[string]string{"Content-Type": "application/json"},
+			multi:   map[string][]string{"Content-Type": {"application/json"}, "Vary": {"Accept", "Origin"}, "Set-Cookie": {"a=1", "b=2"}},
+			body:    []byte(`{"ok":true}`),
+		},
+		{
+			name: "an HTTP API answer joins repeated headers and moves Set-Cookie to cookies", file: "http-get-cookies.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header()["Vary"] = []string{"Accept", "Origin"}
+				w.Header().Add("Set-Cookie", "a=1")
+				w.Header().Add("Set-Cookie", "b=2; HttpOnly")
+				w.WriteHeader(http.StatusConflict)
+				_, _ = io.WriteString(w, `{"code":409,"message":"busy"}`)
+			},
+			status:  409,
+			headers: map[string]string{"Content-Type": "application/json", "Vary": "Accept, Origin"},
+			cookies: []string{"a=1", "b=2; HttpOnly"},
+			body:    []byte(`{"code":409,"message":"busy"}`),
+		},
+		{
+			name: "a gzip-encoded JSON answer is base64", file: "http-get-cookies.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Encoding", "gzip")
+				_, _ = w.Write(gz)
+			},
+			status:  200,
+			headers: map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"},
+			body:    gz, base64: true,
+		},
+		{
+			name: "a binary answer is base64", file: "rest-get-query.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "image/png")
+				_, _ = w.Write(png)
+			},
+			status:  200,
+			headers: map[string]string{"Content-Type": "image/png"},
+			multi:   map[string][]string{"Content-Type": {"image/png"}},
+			body:    png, base64: true,
+		},
+		{
+			name: "an octet-stream answer is base64 even when its bytes are text", file: "rest-get-query.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/octet-stream")
+				_, _ = io.WriteString(w, "plain bytes")
+			},
+			status:  200,
+			headers: map[string]string{"Content-Type": "application/octet-stream"},
+			multi:   map[string][]string{"Content-Type": {"application/octet-stream"}},
+			body:    []byte("plain bytes"), base64: true,
+		},
+		{
+			name: "a problem+json answer stays text", file: "rest-get-query.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/problem+json; charset=utf-8")
+				_, _ = io.WriteString(w, `{"title":"é"}`)
+			},
+			status:  200,
+			headers: map[string]string{"Content-Type": "application/problem+json; charset=utf-8"},
+			multi:   map[string][]string{"Content-Type": {"application/problem+json; charset=utf-8"}},
+			body:    []byte(`{"title":"é"}`),
+		},
+		{
+			name: "a text answer that is not UTF-8 is base64 so no byte is lost", file: "http-get-cookies.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "text/plain; charset=iso-8859-1")
+				_, _ = w.Write([]byte("caf\xe9"))
+			},
+			status:  200,
+			headers: map[string]string{"Content-Type": "text/plain; charset=iso-8859-1"},
+			body:    []byte("caf\xe9"), base64: true,
+		},
+		{
+			name: "an empty answer with a binary type stays an empty string", file: "rest-get-query.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "image/png")
+				w.WriteHeader(http.StatusNoContent)
+			},
+			status:  204,
+			headers: map[string]string{"Content-Type": "image/png"},
+			multi:   map[string][]string{"Content-Type": {"image/png"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := invoke(t, t.Context(), tt.serve, fixture(t, tt.file))
+			if a.StatusCode != tt.status {
+				t.Errorf("got status %d, want %d", a.StatusCode, tt.status)
+			}
+			if !reflect.DeepEqual(a.Headers, tt.headers) {
+				t.Errorf("got headers %v, want %v", a.Headers, tt.headers)
+			}
+			if tt.multi != nil && !reflect.DeepEqual(a.MultiValueHeaders, tt.multi) {
+				t.Errorf("got multiValueHeaders %v, want %v", a.MultiValueHeaders, tt.multi)
+			}
+			if !slices.Equal(a.Cookies, tt.cookies) {
+				t.Errorf("got cookies %q, want %q", a.Cookies, tt.cookies)
+			}
+			if a.IsBase64Encoded != tt.base64 {
+				t.Errorf("got isBase64Encoded %v, want %v", a.IsBase64Encoded, tt.base64)
+			}
+			body := []byte(a.Body)
+			if a.IsBase64Encoded {
+				var err error
+				if body, err = base64.StdEncoding.DecodeString(a.Body); err != nil {
+					t.Fatalf("got body %q, want base64: %v", a.Body, err)
+				}
+			}
+			if !bytes.Equal(body, tt.body) {
+				t.Errorf("got body %q, want %q", body, tt.body)
+			}
+		})
+	}
+}
+
+func TestResponseDefaultsAZeroStatusTo200(t *testing.T) {
+	out, err := Response(FormatV1, &http.Response{Header: http.Header{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a answer
+	if err := json.Unmarshal(out, &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.StatusCode != 200 || a.Body != "" {
+		t.Errorf("got status %d body %q, want 200 and an empty body", a.StatusCode, a.Body)
+	}
+}
+
+func TestGroupsReadsEveryFormTheGatewayDelivers(t *testing.T) {
+	tests := []struct {
+		name string
+		in   any
+		want []string
+	}{
+		{"a single group", "admin", []string{"admin"}},
+		{"a comma-separated list", "admin,ops", []string{"admin", "ops"}},
+		{"a REST Cognito bracketed list", "[admin, ops]", []string{"admin", "ops"}},
+		{"an HTTP API bracketed list", "[admin ops]", []string{"admin", "ops"}},
+		{"a JSON array in a string", `["admin","ops"]`, []string{"admin", "ops"}},
+		{"a real JSON array", []any{"admin", "ops"}, []string{"admin", "ops"}},
+		{"an empty string", "", nil},
+		{"empty brackets", "[]", nil},
+		{"no claim at all", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := groups(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLambdaAuthorizerIDsKeepTheirExactText(t *testing.T) {
+	event := fixture(t, "rest-lambda-authorizer.json")
+	tests := []struct {
+		name, from, to, want string
+	}{
+		{"a numeric userId keeps every digit", `"principalId": "u-1042"`, `"userId": 90071992547409931`, "90071992547409931"},
+		{"a boolean id reads as its JSON text", `"principalId": "u-1042"`, `"id": true`, "true"},
+		{"an empty principalId falls back to id", `"principalId": "u-1042"`, `"principalId": "", "id": "u-7"`, "u-7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			changed := bytes.Replace(event, []byte(tt.from), []byte(tt.to), 1)
+			if bytes.Equal(changed, event) {
+				t.Fatalf("fixture has no %s", tt.from)
+			}
+			r, _, err := Request(t.Context(), changed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, _ := access.FromContext(r.Context())
+			if id.ID != tt.want {
+				t.Errorf("got id %q, want %q", id.ID, tt.want)
+			}
+		})
+	}
+	t.Run("a context with no id key attaches no identity", func(t *testing.T) {
+		r, _, err := Request(t.Context(), bytes.Replace(event, []byte(`"principalId": "u-1042"`), []byte(`"principalId": ""`), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := access.FromContext(r.Context()); ok {
+			t.Errorf("got identity %+v, want none", id)
+		}
+	})
+}
+
+// withField returns event with the value at path replaced.
+func withField(t *testing.T, event json.RawMessage, path []string, value any) json.RawMessage {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(event, &m); err != nil {
+		t.Fatal(err)
+	}
+	inner := m
+	for _, k := range path[:len(path)-1] {
+		inner = inner[k].(map[string]any)
+	}
+	inner[path[len(path)-1]] = value
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func gzipped(t *testing.T, s string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := io.WriteString(zw, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,187 @@
+// Package inventory applies the scheduler's machine reports (SPEC §7): it
+// reads an EventBridge "Machine Report" event or its bare detail, and turns
+// each machine into a system transition decided by the machine package.
+package inventory
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// DetailType is the EventBridge detail-type of a machine report.
+const DetailType = "Machine Report"
+
+// Store is what reports need from storage.
+type Store interface {
+	List(ctx context.Context) ([]machine.Slave, error)
+	Apply(ctx context.Context, id string, decide machine.Decide) error
+}
+
+// Handler applies machine reports.
+type Handler struct {
+	store Store
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// New returns a report handler.
+func New(store Store, log *slog.Logger) *Handler {
+	return &Handler{store: store, log: log, now: time.Now}
+}
+
+// Result counts what a report did.
+type Result struct {
+	Machines int `json:"machines"`
+	Invalid  int `json:"invalid"`
+	Absent   int `json:"absent"`
+	Failed   int `json:"failed"`
+}
+
+type envelope struct {
+	DetailType string          `json:"detail-type"`
+	Time       time.Time       `json:"time"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+type report struct {
+	Complete bool              `json:"complete"`
+	Machines []json.RawMessage `json:"machines"`
+}
+
+type machineJSON struct {
+	ID           string            `json:"id"`
+	SlaveID      string            `json:"slaveId"`
+	Host         string            `json:"host"`
+	RackID       string            `json:"rackId"`
+	Attributes   map[string]string `json:"attributes"`
+	Resources    json.RawMessage   `json:"resources"`
+	Lost         bool              `json:"lost"`
+	RunningTasks *int              `json:"runningTasks"`
+}
+
+// Handle applies one report. A machine entry that cannot be read is logged
+// and skipped; a failure to store any machine fails the invocation so that
+// EventBridge retries it, which is safe because reports are idempotent.
+func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
+	now := h.now().UnixMilli()
+	at := now
+	var env envelope
+	if err := json.Unmarshal(event, &env); err != nil {
+		return Result{}, fmt.Errorf("machine report is not a JSON object: %w", err)
+	}
+	body := event
+	if env.Detail != nil || env.DetailType != "" {
+		if env.DetailType != DetailType {
+			return Result{}, fmt.Errorf("event detail-type %q is not %q", env.DetailType, DetailType)
+		}
+		body = env.Detail
+		if !env.Time.IsZero() {
+			at = env.Time.UnixMilli()
+		}
+	}
+	var rep report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return Result{}, fmt.Errorf("machine report detail: %w", err)
+	}
+
+	res := Result{Machines: len(rep.Machines)}
+	seen := map[string]bool{}
+	var obs []machine.Observation
+	for i, raw := range rep.Machines {
+		o, err := observation(raw, at)
+		if err != nil {
+			res.Invalid++
+			h.log.Warn("skipped machine in report", "index", i, "error", err.Error())
+			continue
+		}
+		seen[o.ID] = true
+		obs = append(obs, o)
+	}
+	if rep.Complete {
+		known, err := h.store.List(ctx)
+		if err != nil {
+			return res, err
+		}
+		for _, s := range known {
+			if !seen[s.ID] && s.Current.State != machine.Dead {
+				obs = append(obs, machine.Observation{ID: s.ID, Absent: true, At: at})
+				res.Absent++
+			}
+		}
+	}
+	errs := h.apply(ctx, obs, now)
+	res.Failed = len(errs)
+	h.log.Info("machine report applied", "machines", res.Machines, "invalid", res.Invalid, "absent", res.Absent, "failed", res.Failed)
+	return res, errors.Join(errs...)
+}
+
+// apply stores observations a few at a time.
+func (h *Handler) apply(ctx context.Context, obs []machine.Observation, now int64) []error {
+	const workers = 8
+	work := make(chan machine.Observation)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for o := range work {
+				if err := h.store.Apply(ctx, o.ID, machine.Observe(o, now)); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("machine %s: %w", o.ID, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, o := range obs {
+		work <- o
+	}
+	close(work)
+	wg.Wait()
+	return errs
+}
+
+func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
+	var m machineJSON
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return machine.Observation{}, err
+	}
+	id := m.ID
+	if id == "" {
+		id = m.SlaveID
+	}
+	if err := validID(id); err != nil {
+		return machine.Observation{}, err
+	}
+	res := bytes.TrimSpace(m.Resources)
+	if len(res) == 0 || string(res) == "null" {
+		res = nil
+	} else if res[0] != '{' {
+		return machine.Observation{}, fmt.Errorf("machine %s: resources must be an object", id)
+	}
+	return machine.Observation{
+		ID: id, Host: m.Host, RackID: m.RackID, Attributes: m.Attributes, Resources: res,
+		Lost: m.Lost, RunningTasks: m.RunningTasks, At: at,
+	}, nil
+}
+
+// validID accepts what an agent id can be: non-empty, printable, no '/',
+// and not starting with '#', which the store reserves.
+func validID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("machine has no id")
+	case len(id) > 256, strings.HasPrefix(id, "#"), strings.ContainsAny(id, "/\x00\n\r\t"):
+		return fmt.Errorf("machine id %q is not valid", id)
+	}
+	return nil
+}

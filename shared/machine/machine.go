@@ -1,0 +1,83 @@
+package machine
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+)
+
+// Update is one entry of a slave's state history, and its current state.
+type Update struct {
+	SlaveID   string
+	State     State
+	Timestamp int64 // epoch ms
+	User      string
+	Message   string
+}
+
+// Slave is a worker machine known to the scheduler.
+type Slave struct {
+	ID          string
+	FirstSeenAt int64
+	Current     Update
+	Host        string
+	RackID      string
+	Attributes  map[string]string
+	Resources   json.RawMessage // flat open JSON object, kept as reported
+}
+
+// ChangeRequest is the optional body of freeze, decommission and activate.
+type ChangeRequest struct {
+	Message                        string
+	DurationMillis                 *int64
+	RevertToState                  *State
+	ActionID                       string
+	KillTasksOnDecommissionTimeout bool
+}
+
+// Expiring is a pending revert of a slave's state (at most one per slave).
+type Expiring struct {
+	MachineID                      string
+	User                           string
+	StartMillis                    int64
+	ActionID                       string
+	RevertTo                       State
+	KillTasksOnDecommissionTimeout bool
+	Request                        ChangeRequest
+}
+
+// DueAt is the instant after which the record is due, in epoch ms.
+func (e Expiring) DueAt() int64 { return e.StartMillis + *e.Request.DurationMillis }
+
+// Due reports whether the record is due at now: strictly more than
+// durationMillis has passed since it started.
+func (e Expiring) Due(now int64) bool { return now-e.StartMillis > *e.Request.DurationMillis }
+
+// Snapshot is a slave and its expiring record, read together.
+type Snapshot struct {
+	Slave    *Slave
+	Expiring *Expiring
+}
+
+// Plan is one atomic change to a slave, as decided by this package. The
+// storage adapter writes all of it or nothing, conditioned on the snapshot it
+// was decided from.
+type Plan struct {
+	Slave        Slave     // the slave as it will be stored
+	Entry        *Update   // history entry to append; nil when only host, rack, attributes or resources change
+	PutExpiring  *Expiring // expiring record created with the change
+	DropExpiring bool      // the snapshot's expiring record is deleted
+	Limit        int       // > 0: entering a decommissioning state is refused when Limit slaves already count
+}
+
+// Decide computes the plan for a snapshot; a nil plan means nothing to write.
+type Decide func(Snapshot) (*Plan, error)
+
+// NewActionID returns a random UUID version 4.
+func NewActionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,147 @@
+package machine
+
+import (
+	"time"
+
+	"github.com/fleetops/fleet/shared/fault"
+)
+
+// CheckTransition returns fault.Conflict when a slave in current may not be
+// moved to target by a user or an expiring revert (SPEC §5.1). The messages
+// name the requested state, as clients of the old API expect.
+func CheckTransition(id string, current, target State) error {
+	switch {
+	case current == target:
+		return fault.Conflict("FAILURE_ALREADY_AT_STATE - Slave %s is in %s state", id, target)
+	case target == Frozen && current.IsDecommissioning(),
+		target == StartingDecommission && current.IsDecommissioning():
+		return fault.Conflict("FAILURE_ILLEGAL_TRANSITION - Slave %s is in %s state", id, target)
+	}
+	return nil
+}
+
+// ClearsExpiring reports whether moving to next makes an expiring record that
+// reverts to revert pointless, so that it is deleted with the change (SPEC §5.3).
+func ClearsExpiring(revert, next State) bool {
+	switch {
+	case next == revert, next.IsInactive():
+		return true
+	case revert == StartingDecommission, revert == Frozen:
+		return next.IsDecommissioning()
+	case revert == Decommissioning, revert == Decommissioned:
+		return next == Frozen || next == Active
+	}
+	return false
+}
+
+// Limits are the configured bounds on user changes.
+type Limits struct {
+	MaxDecommissioning int           // slaves in STARTING_DECOMMISSION or DECOMMISSIONING at once; 0 means no limit
+	MaxExpiring        time.Duration // longest durationMillis accepted
+}
+
+// LimitError is the refusal of a decommission over the limit: n slaves
+// already count toward max.
+func LimitError(n, max int) error {
+	return fault.Invalid("%d slaves are already decommissioning state (%d allowed at once). Allow these slaves to finish before decommissioning another", n, max)
+}
+
+// Change is a user's request to move a slave to Target.
+type Change struct {
+	SlaveID string
+	Target  State
+	Request ChangeRequest
+	User    string // acting user's email, "" when none
+	Now     int64  // epoch ms
+}
+
+// UserChange decides a freeze, decommission or activate, in the check order
+// of SPEC §5.1: expiring-request validation, slave exists, transition legal.
+// The decommission limit is enforced by the adapter from Plan.Limit.
+func UserChange(c Change, limits Limits) Decide {
+	return func(snap Snapshot) (*Plan, error) {
+		if c.Request.DurationMillis != nil {
+			if err := ValidateExpiring(c.Target, c.Request, snap.Expiring != nil, limits.MaxExpiring); err != nil {
+				return nil, err
+			}
+		}
+		if snap.Slave == nil {
+			return nil, NotFound(c.SlaveID)
+		}
+		if err := CheckTransition(c.SlaveID, snap.Slave.Current.State, c.Target); err != nil {
+			return nil, err
+		}
+		plan := transition(snap, Update{SlaveID: c.SlaveID, State: c.Target, Timestamp: c.Now, User: c.User, Message: c.Request.Message})
+		if c.Target == StartingDecommission {
+			plan.Limit = limits.MaxDecommissioning
+		}
+		if c.Request.DurationMillis != nil {
+			req := c.Request
+			if req.ActionID == "" {
+				req.ActionID = NewActionID()
+			}
+			plan.PutExpiring = &Expiring{
+				MachineID:                      c.SlaveID,
+				User:                           c.User,
+				StartMillis:                    c.Now,
+				ActionID:                       req.ActionID,
+				RevertTo:                       *req.RevertToState,
+				KillTasksOnDecommissionTimeout: req.KillTasksOnDecommissionTimeout,
+				Request:                        req,
+			}
+		}
+		return plan, nil
+	}
+}
+
+// transition returns the plan that moves snap's slave to entry's state, with
+// the expiring cleanup of SPEC §5.3.
+func transition(snap Snapshot, entry Update) *Plan {
+	slave := *snap.Slave
+	slave.Current = entry
+	return &Plan{
+		Slave:        slave,
+		Entry:        &entry,
+		DropExpiring: snap.Expiring != nil && ClearsExpiring(snap.Expiring.RevertTo, entry.State),
+	}
+}
+
+// ValidateExpiring checks an expiring change request in the order of SPEC
+// §5.3 for an action whose state is target. exists says whether the slave
+// already has an expiring record. It returns fault.Invalid or fault.Conflict.
+func ValidateExpiring(target State, req ChangeRequest, exists bool, max time.Duration) error {
+	if req.RevertToState == nil {
+		return fault.Invalid("Must include a machine state to revert to for an expiring machine state change")
+	}
+	if exists {
+		return fault.Conflict("A current expiring object already exists, delete it first")
+	}
+	revert := *req.RevertToState
+	switch {
+	case revert == StartingDecommission && target.IsDecommissioning():
+		return fault.Invalid("Cannot revert to %s from a decommissioning state", revert)
+	case (revert == Decommissioning || revert == Decommissioned) && (target == Frozen || target == Active):
+		return fault.Invalid("Cannot revert to %s from %s: a machine must be decommissioned to get there", revert, target)
+	case revert == Frozen && target.IsDecommissioning():
+		return fault.Invalid("Cannot revert to %s from a decommissioning state", revert)
+	case revert == Dead || revert == MissingOnStartup || revert == Decommissioning:
+		return fault.Invalid("Cannot revert to %s: that state is set only by the system", revert)
+	case revert == Decommissioned && !req.KillTasksOnDecommissionTimeout:
+		return fault.Invalid("Must set killTasksOnDecommissionTimeout to revert to %s", revert)
+	}
+	if d := *req.DurationMillis; d <= 0 || d > max.Milliseconds() {
+		return fault.Invalid("durationMillis must be between 1 and %d (MAX_EXPIRING_DURATION), got %d", max.Milliseconds(), d)
+	}
+	return nil
+}
+
+// NotFound is the answer to a read or change of an unknown slave.
+func NotFound(id string) error {
+	return fault.NotFound("Couldn't find an active Slave with id %s (result: FAILURE_NOT_FOUND)", id)
+}
+
+// NotFoundForDelete is the answer to deleting an unknown slave, worded as
+// the old API words it.
+func NotFoundForDelete(id string) error {
+	return fault.NotFound("Couldn't find dead Slave with id %s", id)
+}

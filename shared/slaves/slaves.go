@@ -1,0 +1,260 @@
+// Package slaves serves the /api/slaves endpoint group (SPEC §4): the route
+// table, identity and authorization checks in the order of SPEC §5.1, and
+// the mapping between wire JSON and the machine domain.
+package slaves
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// Store is what the handlers need from storage.
+type Store interface {
+	Get(ctx context.Context, id string) (*machine.Slave, error)
+	List(ctx context.Context) ([]machine.Slave, error)
+	ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error)
+	History(ctx context.Context, id string) ([]machine.Update, error)
+	ListExpiring(ctx context.Context) ([]machine.Expiring, error)
+	Apply(ctx context.Context, id string, decide machine.Decide) error
+	Delete(ctx context.Context, id string, only machine.State) (bool, error)
+	DeleteExpiring(ctx context.Context, id string) error
+}
+
+// Handler serves /api/slaves.
+type Handler struct {
+	store  Store
+	policy access.Policy
+	limits machine.Limits
+	now    func() time.Time
+	mux    *http.ServeMux
+}
+
+// New returns the handler of the slave routes.
+func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
+	h := &Handler{store: store, policy: policy, limits: limits, now: time.Now, mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET /api/slaves", h.list)
+	h.mux.HandleFunc("GET /api/slaves/{$}", h.list)
+	h.mux.HandleFunc("GET /api/slaves/expiring", h.listExpiring)
+	h.mux.HandleFunc("DELETE /api/slaves/dead", h.deleteDead)
+	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}/details", h.details)
+	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}", h.history)
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/freeze", h.change(machine.Frozen))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/decommission", h.change(machine.StartingDecommission))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/activate", h.change(machine.Active))
+	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}", h.delete)
+	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}/expiring", h.deleteExpiring)
+	h.mux.HandleFunc("/", web.NotFound)
+	return h
+}
+
+// ServeHTTP routes the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// caller checks identity (401) and permission (403), then reads the
+// optional SchedulerUser body (400), which names the actor only when auth is
+// off.
+func (h *Handler) caller(r *http.Request, change bool) (access.Identity, error) {
+	if h.policy.Mode == access.ModeAuthorizer {
+		id, err := h.policy.Actor(r.Context(), nil)
+		if err == nil {
+			err = h.permit(id, change)
+		}
+		if err == nil {
+			_, err = web.DecodeBody(r, &userJSON{})
+		}
+		return id, err
+	}
+	var u userJSON
+	present, err := web.DecodeBody(r, &u)
+	if err != nil || !present {
+		return access.Identity{}, err
+	}
+	return u.identity(), nil
+}
+
+func (h *Handler) permit(id access.Identity, change bool) error {
+	if change {
+		return h.policy.CanChange(id)
+	}
+	return h.policy.CanRead(id)
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.caller(r, false); err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	var slaves []machine.Slave
+	var err error
+	if q := r.URL.Query().Get("state"); q != "" {
+		var state machine.State
+		if state, err = machine.ParseQuery(q); err == nil {
+			slaves, err = h.store.ListByState(r.Context(), state)
+		}
+	} else {
+		slaves, err = h.store.List(r.Context())
+	}
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	out := make([]slaveJSON, len(slaves))
+	for i, s := range slaves {
+		out[i] = toSlaveJSON(s)
+	}
+	web.JSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) details(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("slaveId")
+	if _, err := h.caller(r, false); err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	slave, err := h.store.Get(r.Context(), id)
+	if err == nil && slave == nil {
+		err = machine.NotFound(id)
+	}
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	web.JSON(w, http.StatusOK, toSlaveJSON(*slave))
+}
+
+func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.caller(r, false); err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	updates, err := h.store.History(r.Context(), r.PathValue("slaveId"))
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	out := make([]updateJSON, len(updates))
+	for i, u := range updates {
+		out[i] = toUpdateJSON(u)
+	}
+	web.JSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) listExpiring(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.caller(r, false); err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	records, err := h.store.ListExpiring(r.Context())
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	out := make([]expiringJSON, len(records))
+	for i, e := range records {
+		out[i] = toExpiringJSON(e)
+	}
+	web.JSON(w, http.StatusOK, out)
+}
+
+// change serves freeze, decommission and activate, whose optional body is a
+// change request rather than a user record.
+func (h *Handler) change(target machine.State) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("slaveId")
+		actor, err := h.policy.Actor(r.Context(), nil)
+		if err == nil {
+			err = h.policy.CanChange(actor)
+		}
+		var body changeRequestJSON
+		if err == nil {
+			_, err = web.DecodeBody(r, &body)
+		}
+		var req machine.ChangeRequest
+		if err == nil {
+			req, err = body.changeRequest()
+		}
+		if err == nil {
+			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.now().UnixMilli()}
+			err = h.store.Apply(r.Context(), id, machine.UserChange(c, h.limits))
+		}
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		web.OK(w)
+	}
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("slaveId")
+	if _, err := h.caller(r, true); err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	found, err := h.store.Delete(r.Context(), id, "")
+	if err == nil && !found {
+		err = machine.NotFoundForDelete(id)
+	}
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	web.OK(w)
+}
+
+func (h *Handler) deleteExpiring(w http.ResponseWriter, r *http.Request) {
+	_, err := h.caller(r, true)
+	if err == nil {
+		err = h.store.DeleteExpiring(r.Context(), r.PathValue("slaveId"))
+	}
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	web.OK(w)
+}
+
+// deleteDead removes every DEAD slave, a few at a time; a slave that came
+// back to life meanwhile is kept.
+func (h *Handler) deleteDead(w http.ResponseWriter, r *http.Request) {
+	if _, err := h.caller(r, true); err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	dead, err := h.store.ListByState(r.Context(), machine.Dead)
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	const workers = 8
+	ids := make(chan string)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for id := range ids {
+				if _, err := h.store.Delete(r.Context(), id, machine.Dead); err != nil && errs[i] == nil {
+					errs[i] = err
+				}
+			}
+		})
+	}
+	for _, s := range dead {
+		ids <- s.ID
+	}
+	close(ids)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+	}
+	web.OK(w)
+}

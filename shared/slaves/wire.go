@@ -1,0 +1,126 @@
+package slaves
+
+import (
+	"encoding/json"
+
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// The JSON models of SPEC §2. Optional fields are omitted, never null.
+
+type updateJSON struct {
+	ObjectID  string `json:"objectId"`
+	State     string `json:"state"`
+	Timestamp int64  `json:"timestamp"`
+	User      string `json:"user,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
+
+type slaveJSON struct {
+	ID           string            `json:"id"`
+	FirstSeenAt  int64             `json:"firstSeenAt"`
+	CurrentState updateJSON        `json:"currentState"`
+	Host         string            `json:"host"`
+	RackID       string            `json:"rackId"`
+	Attributes   map[string]string `json:"attributes"`
+	Resources    json.RawMessage   `json:"resources,omitempty"`
+}
+
+type changeRequestJSON struct {
+	Message                        *string `json:"message,omitempty"`
+	DurationMillis                 *int64  `json:"durationMillis,omitempty"`
+	RevertToState                  *string `json:"revertToState,omitempty"`
+	ActionID                       *string `json:"actionId,omitempty"`
+	KillTasksOnDecommissionTimeout bool    `json:"killTasksOnDecommissionTimeout"`
+}
+
+type expiringJSON struct {
+	MachineID                      string            `json:"machineId"`
+	User                           string            `json:"user,omitempty"`
+	StartMillis                    int64             `json:"startMillis"`
+	ActionID                       string            `json:"actionId"`
+	RevertToState                  string            `json:"revertToState"`
+	KillTasksOnDecommissionTimeout bool              `json:"killTasksOnDecommissionTimeout"`
+	ExpiringAPIRequestObject       changeRequestJSON `json:"expiringAPIRequestObject"`
+}
+
+type userJSON struct {
+	ID            string   `json:"id"`
+	Name          string   `json:"name"`
+	Email         string   `json:"email,omitempty"`
+	Groups        []string `json:"groups"`
+	Authenticated bool     `json:"authenticated"`
+}
+
+func (u userJSON) identity() access.Identity {
+	return access.Identity{ID: u.ID, Name: u.Name, Email: u.Email, Groups: u.Groups}
+}
+
+func toUpdateJSON(u machine.Update) updateJSON {
+	return updateJSON{ObjectID: u.SlaveID, State: string(u.State), Timestamp: u.Timestamp, User: u.User, Message: u.Message}
+}
+
+func toSlaveJSON(s machine.Slave) slaveJSON {
+	attrs := s.Attributes
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	return slaveJSON{
+		ID:           s.ID,
+		FirstSeenAt:  s.FirstSeenAt,
+		CurrentState: toUpdateJSON(s.Current),
+		Host:         s.Host,
+		RackID:       s.RackID,
+		Attributes:   attrs,
+		Resources:    s.Resources,
+	}
+}
+
+func toExpiringJSON(e machine.Expiring) expiringJSON {
+	req := e.Request
+	out := expiringJSON{
+		MachineID:                      e.MachineID,
+		User:                           e.User,
+		StartMillis:                    e.StartMillis,
+		ActionID:                       e.ActionID,
+		RevertToState:                  string(e.RevertTo),
+		KillTasksOnDecommissionTimeout: e.KillTasksOnDecommissionTimeout,
+		ExpiringAPIRequestObject: changeRequestJSON{
+			DurationMillis:                 req.DurationMillis,
+			KillTasksOnDecommissionTimeout: req.KillTasksOnDecommissionTimeout,
+		},
+	}
+	if req.Message != "" {
+		out.ExpiringAPIRequestObject.Message = &req.Message
+	}
+	if req.RevertToState != nil {
+		s := string(*req.RevertToState)
+		out.ExpiringAPIRequestObject.RevertToState = &s
+	}
+	if req.ActionID != "" {
+		out.ExpiringAPIRequestObject.ActionID = &req.ActionID
+	}
+	return out
+}
+
+// changeRequest validates the wire request: revertToState must name a state
+// exactly, as in every JSON body.
+func (c changeRequestJSON) changeRequest() (machine.ChangeRequest, error) {
+	req := machine.ChangeRequest{DurationMillis: c.DurationMillis, KillTasksOnDecommissionTimeout: c.KillTasksOnDecommissionTimeout}
+	if c.Message != nil {
+		req.Message = *c.Message
+	}
+	if c.ActionID != nil {
+		req.ActionID = *c.ActionID
+	}
+	if c.RevertToState != nil {
+		st := machine.State(*c.RevertToState)
+		if !st.Valid() {
+			return req, fault.Invalid("revertToState must be one of %s", machine.Names())
+		}
+		req.RevertToState = &st
+	}
+	return req, nil
+}

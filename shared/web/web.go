@@ -1,0 +1,218 @@
+// Package web holds what every endpoint group shares on the HTTP side: the
+// wire conventions of SPEC §1 (JSON bodies, tolerant optional bodies, the
+// error body), the one mapping from fault kinds to HTTP status, and the
+// middleware that gives every request an id, a log line and panic safety.
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fleetops/fleet/shared/fault"
+)
+
+// MaxBody is the largest request body accepted (SPEC §1).
+const MaxBody = 64 << 10
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// Status is the one mapping from errors to HTTP status codes.
+func Status(err error) int {
+	switch fault.KindOf(err) {
+	case fault.KindInvalid:
+		return http.StatusBadRequest
+	case fault.KindUnauthorized:
+		return http.StatusUnauthorized
+	case fault.KindForbidden:
+		return http.StatusForbidden
+	case fault.KindNotFound:
+		return http.StatusNotFound
+	case fault.KindConflict:
+		return http.StatusConflict
+	case fault.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case fault.KindUnavailable:
+		return http.StatusServiceUnavailable
+	case fault.KindTimeout:
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
+}
+
+// Error writes err as a JSON error body. A 500 says only which request
+// failed; the full error is logged once, here, with that request id.
+func Error(w http.ResponseWriter, r *http.Request, err error) {
+	status := Status(err)
+	msg := fault.Message(err)
+	if status == http.StatusInternalServerError {
+		msg = fmt.Sprintf("internal error (request %s)", RequestID(r))
+	}
+	if status >= 500 {
+		logger(r).Error("request failed", "request_id", RequestID(r), "status", status, "error", err.Error())
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	JSON(w, status, ErrorBody{Code: status, Message: msg})
+}
+
+// JSON writes v as the JSON response body with status.
+func JSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"code":500,"message":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// OK writes the empty 200 response of a successful change.
+func OK(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+}
+
+// DecodeBody reads the optional JSON body into v and reports whether there
+// was one. An empty body, `{}` and `null` mean no body; a body that is not
+// JSON is fault.Invalid; one over MaxBody is fault.TooLarge.
+func DecodeBody(r *http.Request, v any) (bool, error) {
+	if r.Body == nil {
+		return false, nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		return false, fault.Invalid("could not read the request body")
+	}
+	if len(raw) > MaxBody {
+		return false, fault.TooLarge("request body is larger than %d bytes", MaxBody)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return false, fault.Invalid("request body field %s must be %s", typeErr.Field, typeErr.Type)
+		}
+		return false, fault.Invalid("request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return string(raw) != "{}", nil
+}
+
+// NotFound answers an unknown route.
+func NotFound(w http.ResponseWriter, r *http.Request) {
+	Error(w, r, fault.NotFound("no route for %s %s", r.Method, r.URL.Path))
+}
+
+// Options configures Wrap.
+type Options struct {
+	Logger *slog.Logger
+	// RequestID returns the platform's id of the request ("" when none);
+	// a random one is made otherwise.
+	RequestID func(*http.Request) string
+}
+
+type ctxKey int
+
+const (
+	requestIDKey ctxKey = iota
+	loggerKey
+)
+
+// RequestID returns the id Wrap gave the request.
+func RequestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey).(string)
+	return id
+}
+
+func logger(r *http.Request) *slog.Logger {
+	if l, ok := r.Context().Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+// Wrap serves h with a request id, one log line per request, a JSON 500 for
+// a panic, and a JSON 404 for paths with empty, "." or ".." segments, which
+// ServeMux would otherwise redirect to another route.
+func Wrap(h http.Handler, opts Options) http.Handler {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := ""
+		if opts.RequestID != nil {
+			id = opts.RequestID(r)
+		}
+		if id == "" {
+			id = randomID()
+		}
+		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey, id), loggerKey, log)
+		r = r.WithContext(ctx)
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				Error(rec, r, fmt.Errorf("panic: %v", p))
+			}
+			log.Info("request", "request_id", id, "method", r.Method, "route", r.Pattern, "path", r.URL.Path,
+				"status", rec.status, "latency_ms", float64(time.Since(start).Microseconds())/1000)
+		}()
+		if !cleanPath(r.URL.EscapedPath()) {
+			NotFound(rec, r)
+			return
+		}
+		h.ServeHTTP(rec, r)
+	})
+}
+
+// cleanPath reports whether every segment of an escaped path is a real
+// name. A trailing slash is allowed (`/api/slaves/`).
+func cleanPath(p string) bool {
+	segs := strings.Split(strings.TrimSuffix(strings.TrimPrefix(p, "/"), "/"), "/")
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." {
+			return p == "/"
+		}
+	}
+	return true
+}
+
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func randomID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
