@@ -23,17 +23,19 @@ type Observation struct {
 const DefaultRack = "DEFAULT"
 
 // Observe decides the system transition of SPEC §5.2 for one observation
-// made at o.At and applied at now. A report older than the slave's current
+// made at o.At and applied at now. System changes are stamped with the time
+// the scheduler observed them, and a report older than the slave's current
 // state changes nothing, so a delayed report never overwrites a newer user
-// change; a report that matches what is stored writes nothing, which makes
-// reports idempotent.
+// change while reports keep applying in the order they were made. A report
+// that matches what is stored writes nothing, which makes reports
+// idempotent.
 func Observe(o Observation, now int64) Decide {
 	return func(snap Snapshot) (*Plan, error) {
 		if snap.Slave == nil {
 			if o.Lost || o.Absent {
 				return nil, nil
 			}
-			entry := Update{SlaveID: o.ID, State: Active, Timestamp: now, Message: "New machine reported"}
+			entry := Update{SlaveID: o.ID, State: Active, Timestamp: o.At, Message: "New machine reported"}
 			slave := Slave{ID: o.ID, FirstSeenAt: now, Current: entry}
 			describe(&slave, o)
 			return &Plan{Slave: slave, Entry: &entry}, nil
@@ -53,7 +55,7 @@ func Observe(o Observation, now int64) Decide {
 			}
 			return &Plan{Slave: slave}, nil
 		}
-		entry := Update{SlaveID: o.ID, State: next, Timestamp: now, Message: reason}
+		entry := Update{SlaveID: o.ID, State: next, Timestamp: o.At, Message: reason}
 		if cur.State.IsDecommissioning() && next.IsDecommissioning() {
 			// The operator's decommission progressing: keep who asked and why.
 			entry.User, entry.Message = cur.User, cur.Message

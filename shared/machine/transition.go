@@ -77,17 +77,18 @@ func UserChange(c Change, limits Limits) Decide {
 		}
 		if c.Request.DurationMillis != nil {
 			req := c.Request
-			if req.ActionID == "" {
-				req.ActionID = NewActionID()
+			actionID := req.ActionID
+			if actionID == "" {
+				actionID = NewActionID()
 			}
 			plan.PutExpiring = &Expiring{
 				MachineID:                      c.SlaveID,
 				User:                           c.User,
 				StartMillis:                    c.Now,
-				ActionID:                       req.ActionID,
+				ActionID:                       actionID,
 				RevertTo:                       *req.RevertToState,
 				KillTasksOnDecommissionTimeout: req.KillTasksOnDecommissionTimeout,
-				Request:                        req,
+				Request:                        req, // as received
 			}
 		}
 		return plan, nil
