@@ -1,0 +1,166 @@
+package lambdarun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// helloBinary is testdata/hello, built by TestMain as the Makefile builds a
+// function, but for this machine so that it runs here.
+var helloBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lambdarun-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	helloBinary = filepath.Join(dir, "bootstrap")
+	build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", helloBinary, "./testdata/hello")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build testdata/hello: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func hello(t *testing.T) string {
+	t.Helper()
+	return helloBinary
+}
+
+type helloAnswer struct {
+	Greeting    string            `json:"greeting"`
+	RequestID   string            `json:"requestId"`
+	FunctionARN string            `json:"functionArn"`
+	HasDeadline bool              `json:"hasDeadline"`
+	Env         map[string]string `json:"env"`
+}
+
+func TestInvokeReturnsTheResponseAndTimings(t *testing.T) {
+	t.Setenv("AWS_PROFILE", "someone-elses")
+	f := Function{
+		Binary:     hello(t),
+		Name:       "HelloFunction",
+		MemorySize: 256,
+		Env:        map[string]string{"GREETING_STYLE": "plain", "AWS_REGION": "eu-west-1"},
+		Timeout:    5 * time.Second,
+		Logs:       t.Output(),
+	}
+	res, err := f.Invoke(context.Background(), []byte(`{"name": "fleet"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got helloAnswer
+	if err := json.Unmarshal(res.Response, &got); err != nil {
+		t.Fatalf("response %s: %v", res.Response, err)
+	}
+
+	if got.Greeting != "hello fleet" {
+		t.Errorf("greeting: got %q, want %q", got.Greeting, "hello fleet")
+	}
+	if got.RequestID != res.RequestID || !regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`).MatchString(res.RequestID) {
+		t.Errorf("request id: function saw %q, result has %q, want the same UUID", got.RequestID, res.RequestID)
+	}
+	if want := "arn:aws:lambda:eu-west-1:123456789012:function:HelloFunction"; got.FunctionARN != want {
+		t.Errorf("function ARN: got %q, want %q", got.FunctionARN, want)
+	}
+	if !got.HasDeadline {
+		t.Error("the handler's context has no deadline")
+	}
+	for k, want := range map[string]string{
+		"AWS_LAMBDA_FUNCTION_NAME":        "HelloFunction",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+		"AWS_REGION":                      "eu-west-1",
+		"GREETING_STYLE":                  "plain",
+	} {
+		if got.Env[k] != want {
+			t.Errorf("env %s: got %q, want %q", k, got.Env[k], want)
+		}
+	}
+	if !strings.HasPrefix(got.Env["_X_AMZN_TRACE_ID"], "Root=1-") {
+		t.Errorf("trace id: got %q, want an X-Ray header", got.Env["_X_AMZN_TRACE_ID"])
+	}
+	if v, ok := got.Env["AWS_PROFILE"]; ok {
+		t.Errorf("AWS_PROFILE leaked into the function: %q", v)
+	}
+	if res.Init <= 0 || res.Total < res.Init || res.Handler() < 0 {
+		t.Errorf("timings: init %v, total %v, want 0 < init <= total", res.Init, res.Total)
+	}
+}
+
+func TestInvokeReportsFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		event   string
+		env     map[string]string
+		timeout time.Duration
+		typ     string
+		message string
+		init    bool
+	}{
+		{name: "returned error", event: `{"fail": true}`, typ: "errorString", message: "asked to fail"},
+		{name: "panic", event: `{"panic": true}`, typ: "string", message: "asked to panic"},
+		{name: "timeout", event: `{"sleep": "10s"}`, timeout: 500 * time.Millisecond, typ: "Sandbox.Timedout", message: "Task timed out after 0.50 seconds"},
+		{name: "exit while handling", event: `{"exit": 3}`, typ: "Runtime.ExitError", message: "exit status 3"},
+		{name: "exit during init", event: `{}`, env: map[string]string{"HELLO_INIT_FAIL": "1"}, typ: "Runtime.ExitError", message: "HELLO_INIT_FAIL is set", init: true},
+		{name: "response too large", event: `{"big": true}`, typ: "Function.ResponseSizeTooLarge", message: "exceeded maximum"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Function{Binary: hello(t), Env: tc.env, Timeout: tc.timeout}
+			res, err := f.Invoke(context.Background(), []byte(tc.event))
+			var ferr *FunctionError
+			if !errors.As(err, &ferr) {
+				t.Fatalf("got %v (response %s), want a *FunctionError", err, res.Response)
+			}
+			if ferr.Type != tc.typ || !strings.Contains(ferr.Message, tc.message) || ferr.Init != tc.init {
+				t.Errorf("got %+v, want type %q, message containing %q, init %v", ferr, tc.typ, tc.message, tc.init)
+			}
+			if res.Response != nil {
+				t.Errorf("got a response %s beside the error", res.Response)
+			}
+		})
+	}
+}
+
+func TestInvokeHelper(t *testing.T) {
+	resp, err := Invoke(context.Background(), hello(t), nil, []byte(`{"name": "again"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(resp), `"greeting":"hello again"`) {
+		t.Errorf("got %s, want the greeting", resp)
+	}
+}
+
+func TestInvokeStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Function{Binary: hello(t), Timeout: time.Minute}.Invoke(ctx, []byte(`{"sleep": "30s"}`))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("got %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("returned after %v, want promptly", d)
+	}
+}
+
+func TestInvokeOfAMissingBinary(t *testing.T) {
+	_, err := Function{Binary: filepath.Join(t.TempDir(), "bootstrap")}.Invoke(context.Background(), []byte(`{}`))
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("got %v, want a missing-file error", err)
+	}
+}

@@ -1,0 +1,76 @@
+// Command hello is the function lambdarun's tests run: it answers an event
+// {"name": ...} with a greeting and what the runtime told it, and misbehaves
+// on request ({"fail": true}, {"panic": true}, {"sleep": "5s"}, {"exit": 3},
+// {"big": true}).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+)
+
+type event struct {
+	Name  string `json:"name"`
+	Fail  bool   `json:"fail"`
+	Panic bool   `json:"panic"`
+	Sleep string `json:"sleep"`
+	Exit  int    `json:"exit"`
+	Big   bool   `json:"big"`
+}
+
+type answer struct {
+	Greeting    string            `json:"greeting"`
+	RequestID   string            `json:"requestId"`
+	FunctionARN string            `json:"functionArn"`
+	HasDeadline bool              `json:"hasDeadline"`
+	Env         map[string]string `json:"env"`
+	Padding     string            `json:"padding,omitempty"`
+}
+
+func handle(ctx context.Context, e event) (answer, error) {
+	fmt.Fprintln(os.Stderr, "hello: handling", e.Name)
+	switch {
+	case e.Fail:
+		return answer{}, errors.New("asked to fail")
+	case e.Panic:
+		panic("asked to panic")
+	case e.Exit != 0:
+		os.Exit(e.Exit)
+	case e.Sleep != "":
+		d, _ := time.ParseDuration(e.Sleep)
+		time.Sleep(d)
+	}
+	lc, _ := lambdacontext.FromContext(ctx)
+	_, hasDeadline := ctx.Deadline()
+	a := answer{
+		Greeting:    "hello " + e.Name,
+		RequestID:   lc.AwsRequestID,
+		FunctionARN: lc.InvokedFunctionArn,
+		HasDeadline: hasDeadline,
+		Env:         map[string]string{},
+	}
+	for _, k := range []string{"AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "AWS_REGION", "_X_AMZN_TRACE_ID", "GREETING_STYLE", "AWS_PROFILE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			a.Env[k] = v
+		}
+	}
+	if e.Big {
+		a.Padding = strings.Repeat("x", 7<<20)
+	}
+	return a, nil
+}
+
+func main() {
+	if os.Getenv("HELLO_INIT_FAIL") != "" {
+		fmt.Fprintln(os.Stderr, "hello: cannot start: HELLO_INIT_FAIL is set")
+		os.Exit(2)
+	}
+	lambda.Start(handle)
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Serve moto, the AWS emulator, handling one request at a time.
+
+moto's own threaded server (moto_server) does not run DynamoDB transactions
+atomically: TransactWriteItems checks its conditions and applies its writes
+without a lock, and rolls back by restoring a copy of the whole table, which
+can drop other requests' writes. The service relies on transactions for its
+state changes (SPEC §5.1), so this launcher serves the same application as
+moto_server behind one global lock: requests are still accepted concurrently,
+but processed alone.
+
+Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
+
+--port 0 picks a free port. Once listening, the server prints one line,
+"motoserver listening on http://HOST:PORT", to stdout. SIGTERM and SIGINT stop it.
+"""
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+
+try:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+except ImportError as err:
+    sys.exit(f"motoserver: {err}; install moto with: python3 -m pip install 'moto[server]'")
+
+
+def serialized(app):
+    """Wrap a WSGI app so that one request at a time runs it.
+
+    The response body is materialized inside the lock: a WSGI app may do its
+    work lazily while the server iterates the body, after the call returns.
+    """
+    lock = threading.Lock()
+
+    def wrapped(environ, start_response):
+        with lock:
+            body = app(environ, start_response)
+            try:
+                chunks = list(body)
+            finally:
+                close = getattr(body, "close", None)
+                if close is not None:
+                    close()
+        return chunks
+
+    return wrapped
+
+
+def stop(signum, frame):
+    sys.exit(0)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=4566, help="port to bind, 0 for a free one (default 4566)")
+    parser.add_argument("--quiet", action="store_true", help="do not log each request")
+    args = parser.parse_args(argv)
+
+    if args.quiet:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    # make_server is what werkzeug's run_simple(host, port, app, threaded=True)
+    # builds, minus the reloader; unlike run_simple it tells which port it bound.
+    app = serialized(DomainDispatcherApplication(create_backend_app))
+    server = make_server(args.host, args.port, app, threaded=True)
+    port = server.socket.getsockname()[1]
+    # moto builds some resource URLs (SQS queues, for one) from MOTO_PORT.
+    os.environ.setdefault("MOTO_PORT", str(port))
+    print(f"motoserver listening on http://{args.host}:{port}", flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

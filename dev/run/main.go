@@ -1,0 +1,113 @@
+// Command run serves the whole API on http://127.0.0.1:3000 (PORT
+// overrides) against local emulated AWS, with the same handlers the Lambda
+// functions use: it uses whatever answers on 127.0.0.1:4566 or starts
+// moto_server there, creates the tables of template.yaml if absent, and
+// stops what it started on Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetops/fleet/dev/stack"
+	fleetconfig "github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, log); err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger) error {
+	moto, err := stack.StartMoto(ctx, "127.0.0.1:4566")
+	if err != nil {
+		return err
+	}
+	defer moto.Stop()
+	stack.LocalAWS(moto.Endpoint)
+
+	root, err := stack.RepoRoot()
+	if err != nil {
+		return err
+	}
+	tpl, err := stack.LoadTemplate(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		return err
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return err
+	}
+	local := func(logicalID string) string { return logicalID }
+	if err := tpl.CreateTables(ctx, dynamodb.NewFromConfig(awsCfg), local); err != nil {
+		return err
+	}
+	// The functions read the same variables the template gives them;
+	// locally, auth is off unless AUTH_MODE says otherwise.
+	env, err := tpl.FunctionEnv("SlavesFunction", local)
+	if err != nil {
+		return err
+	}
+	env["AUTH_MODE"] = "none"
+	getenv := func(name string) string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return env[name]
+	}
+	cfg, err := fleetconfig.LoadSlaves(getenv)
+	if err != nil {
+		return err
+	}
+	store, err := dynamo.Open(ctx, cfg.Tables)
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	slaveRoutes := slaves.New(store, cfg.Policy, cfg.Limits)
+	mux.Handle("/api/slaves", slaveRoutes)
+	mux.Handle("/api/slaves/", slaveRoutes)
+	mux.HandleFunc("/", web.NotFound)
+
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "3000"
+	}
+	addr := net.JoinHostPort("127.0.0.1", port)
+	srv := &http.Server{Addr: addr, Handler: web.Wrap(mux, web.Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB at %s); Ctrl-C stops\n", addr, moto.Endpoint)
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

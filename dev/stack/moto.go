@@ -1,0 +1,187 @@
+package stack
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MotoStartTimeout bounds how long StartMoto waits for a new server to answer.
+const MotoStartTimeout = 30 * time.Second
+
+const motoInstallHint = "moto_server is needed for local DynamoDB; install it with: python3 -m pip install 'moto[server]' (or run make deps)"
+
+// Moto is a running AWS emulator: one StartMoto started, or one (moto,
+// LocalStack...) that was already answering at the address asked for.
+type Moto struct {
+	// Endpoint is the emulator's URL, e.g. http://127.0.0.1:4566, for
+	// AWS_ENDPOINT_URL.
+	Endpoint string
+	// Started tells whether StartMoto started the process (and Stop stops it).
+	Started bool
+
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed when cmd has been waited for
+	output   *tail
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// StartMoto returns the emulator answering at addr ("127.0.0.1:4566"), or
+// starts python3 dev/motoserver.py there when nothing answers. Port 0
+// ("127.0.0.1:0") always starts a new server on a free port, as tests do. It
+// waits until the server answers, at most MotoStartTimeout; ctx bounds only
+// that wait, not the server's life: call Stop.
+//
+// MOTO_PYTHON names the Python interpreter to use instead of python3.
+func StartMoto(ctx context.Context, addr string) (*Moto, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("start moto: address %q: %w", addr, err)
+	}
+	if port != "0" && answers(ctx, "http://"+addr) {
+		return &Moto{Endpoint: "http://" + addr}, nil
+	}
+
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, fmt.Errorf("start moto: %w", err)
+	}
+	python := os.Getenv("MOTO_PYTHON")
+	if python == "" {
+		python = "python3"
+	}
+	script := filepath.Join(root, "dev", "motoserver.py")
+	cmd := exec.Command(python, script, "--host", host, "--port", port, "--quiet")
+	cmd.Dir = root
+	setProcessGroup(cmd)
+	m := &Moto{cmd: cmd, Started: true, exited: make(chan struct{}), output: &tail{max: 8 << 10}}
+	cmd.Stderr = m.output
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start moto: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start moto: %w; %s", err, motoInstallHint)
+	}
+
+	// The server prints one line once it listens: "motoserver listening on URL".
+	// Whatever follows is kept (the tail) for error messages only.
+	listening := make(chan string, 1)
+	go func() {
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		if _, url, ok := strings.Cut(strings.TrimSpace(line), "listening on "); ok {
+			listening <- url
+		} else {
+			_, _ = m.output.Write([]byte(line))
+		}
+		_, _ = io.Copy(m.output, r)
+	}()
+	go func() {
+		_ = cmd.Wait()
+		close(m.exited)
+	}()
+
+	timer := time.NewTimer(MotoStartTimeout)
+	defer timer.Stop()
+	select {
+	case m.Endpoint = <-listening:
+	case <-m.exited:
+		// The script names the missing module and how to install it, if that is why.
+		return nil, fmt.Errorf("start moto: %s exited (%v): %s", script, cmd.ProcessState, m.output)
+	case <-timer.C:
+		_ = m.Stop()
+		return nil, fmt.Errorf("start moto: no answer within %v: %s; %s", MotoStartTimeout, m.output, motoInstallHint)
+	case <-ctx.Done():
+		_ = m.Stop()
+		return nil, fmt.Errorf("start moto: %w", ctx.Err())
+	}
+	for !answers(ctx, m.Endpoint) {
+		select {
+		case <-m.exited:
+			return nil, fmt.Errorf("start moto: exited (%v): %s", cmd.ProcessState, m.output)
+		case <-timer.C:
+			_ = m.Stop()
+			return nil, fmt.Errorf("start moto: %s does not answer within %v: %s", m.Endpoint, MotoStartTimeout, m.output)
+		case <-ctx.Done():
+			_ = m.Stop()
+			return nil, fmt.Errorf("start moto: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return m, nil
+}
+
+// Stop stops the emulator if StartMoto started it (its whole process group),
+// and does nothing otherwise. It is safe to call more than once.
+func (m *Moto) Stop() error {
+	if m == nil || !m.Started {
+		return nil
+	}
+	m.stopOnce.Do(func() {
+		signalGroup(m.cmd, false)
+		select {
+		case <-m.exited:
+		case <-time.After(5 * time.Second):
+			signalGroup(m.cmd, true)
+			<-m.exited
+			m.stopErr = errors.New("stop moto: killed after 5 s without exiting")
+		}
+	})
+	return m.stopErr
+}
+
+// answers reports whether an HTTP server answers at url.
+func answers(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	return true
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := strings.TrimSpace(string(t.buf))
+	if s == "" {
+		return "no output"
+	}
+	return s
+}

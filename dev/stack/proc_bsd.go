@@ -1,0 +1,7 @@
+//go:build unix && !linux
+
+package stack
+
+import "syscall"
+
+func setParentDeathSignal(*syscall.SysProcAttr) {}

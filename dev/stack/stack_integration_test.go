@@ -1,0 +1,240 @@
+//go:build integration
+
+package stack
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func TestUpCreatesTheTemplateTablesIdempotently(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	local, err := Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := local.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !local.Moto.Started {
+		t.Fatal("port 0 should start a new server")
+	}
+	if got := os.Getenv("AWS_ENDPOINT_URL"); got != local.Moto.Endpoint {
+		t.Errorf("AWS_ENDPOINT_URL: got %q, want %q", got, local.Moto.Endpoint)
+	}
+
+	// A second run finds the tables and keeps them.
+	if err := local.Template.CreateTables(ctx, local.DynamoDB, LocalName); err != nil {
+		t.Fatalf("second CreateTables: %v", err)
+	}
+	tables, err := local.DynamoDB.ListTables(ctx, &dynamodb.ListTablesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tables.TableNames, []string{"ExpiringTable", "HistoryTable", "SlavesTable"}; !slices.Equal(got, want) {
+		t.Errorf("tables: got %v, want %v", got, want)
+	}
+
+	for _, tc := range []struct {
+		table   string
+		keys    []string
+		indexes map[string][]string
+		ttl     string
+	}{
+		{"SlavesTable", []string{"id HASH"}, map[string][]string{"ByState": {"state HASH", "id RANGE"}}, ""},
+		{"HistoryTable", []string{"slaveId HASH", "seq RANGE"}, nil, "expiresAt"},
+		{"ExpiringTable", []string{"machineId HASH"}, nil, "expiresAt"},
+	} {
+		t.Run(tc.table, func(t *testing.T) {
+			out, err := local.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tc.table)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := out.Table
+			if got := keyStrings(d.KeySchema); !slices.Equal(got, tc.keys) {
+				t.Errorf("keys: got %v, want %v", got, tc.keys)
+			}
+			if d.BillingModeSummary == nil || d.BillingModeSummary.BillingMode != types.BillingModePayPerRequest {
+				t.Errorf("billing: got %+v, want PAY_PER_REQUEST", d.BillingModeSummary)
+			}
+			if len(d.GlobalSecondaryIndexes) != len(tc.indexes) {
+				t.Errorf("indexes: got %d, want %d", len(d.GlobalSecondaryIndexes), len(tc.indexes))
+			}
+			for _, ix := range d.GlobalSecondaryIndexes {
+				if got, want := keyStrings(ix.KeySchema), tc.indexes[aws.ToString(ix.IndexName)]; !slices.Equal(got, want) {
+					t.Errorf("index %s: got %v, want %v", aws.ToString(ix.IndexName), got, want)
+				}
+				if ix.Projection == nil || ix.Projection.ProjectionType != types.ProjectionTypeAll {
+					t.Errorf("index %s: projection %+v, want ALL", aws.ToString(ix.IndexName), ix.Projection)
+				}
+			}
+			ttl, err := local.DynamoDB.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(tc.table)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			enabled := ttl.TimeToLiveDescription.TimeToLiveStatus == types.TimeToLiveStatusEnabled
+			if got := aws.ToString(ttl.TimeToLiveDescription.AttributeName); enabled != (tc.ttl != "") || got != tc.ttl {
+				t.Errorf("TTL: got %q (%s), want %q", got, ttl.TimeToLiveDescription.TimeToLiveStatus, tc.ttl)
+			}
+		})
+	}
+}
+
+func TestStartMotoReusesAServerThatAnswers(t *testing.T) {
+	ctx := context.Background()
+	first, err := StartMoto(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Stop()
+
+	addr := first.Endpoint[len("http://"):]
+	second, err := StartMoto(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Started || second.Endpoint != first.Endpoint {
+		t.Errorf("got started=%v endpoint=%s, want the running %s reused", second.Started, second.Endpoint, first.Endpoint)
+	}
+	if err := second.Stop(); err != nil {
+		t.Errorf("Stop of a reused server: %v", err)
+	}
+	if _, err := DynamoDBClient(first.Endpoint).ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+		t.Errorf("the reused server stopped: %v", err)
+	}
+
+	if err := first.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if answers(ctx, first.Endpoint) {
+		t.Errorf("%s still answers after Stop", first.Endpoint)
+	}
+}
+
+func TestCreateTablesRejectsATableOfAnotherShape(t *testing.T) {
+	ctx := context.Background()
+	moto, err := StartMoto(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moto.Stop()
+	client := DynamoDBClient(moto.Endpoint)
+
+	other := parse(t, `
+Resources:
+  SlavesTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+`)
+	if err := other.CreateTables(ctx, client, LocalName); err != nil {
+		t.Fatal(err)
+	}
+	root, _ := RepoRoot()
+	tpl, err := LoadTemplate(filepath.Join(root, TemplateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tpl.CreateTables(ctx, client, LocalName); err == nil {
+		t.Error("got no error for a SlavesTable keyed on pk")
+	}
+}
+
+// moto's own server applies a transaction without a lock and rolls back by
+// restoring a copy of the table, which under load (hundreds of items, many
+// writers) drops concurrent writes now and then; motoserver.py serializes
+// requests. This small run guards the behaviour the service relies on: one
+// winner per conditional claim, and no write lost beside a cancelled one.
+func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	moto, err := StartMoto(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moto.Stop()
+	client := DynamoDBClient(moto.Endpoint)
+	tpl := parse(t, `
+Resources:
+  T:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+`)
+	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
+		t.Fatal(err)
+	}
+
+	const writers = 24
+	won := make(chan int, writers)
+	errs := make(chan error, 2*writers)
+	done := make(chan struct{})
+	for i := range writers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			s := aws.String(string(rune('a' + i)))
+			// Every writer claims the same item; only one may win.
+			_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+				TransactItems: []types.TransactWriteItem{
+					{Put: &types.Put{
+						TableName:           aws.String("T"),
+						Item:                map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "claim"}, "owner": &types.AttributeValueMemberS{Value: *s}},
+						ConditionExpression: aws.String("attribute_not_exists(pk)"),
+					}},
+					{Put: &types.Put{
+						TableName: aws.String("T"),
+						Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "won-" + *s}},
+					}},
+				},
+			})
+			var canceled *types.TransactionCanceledException
+			switch {
+			case err == nil:
+				won <- i
+			case !errors.As(err, &canceled):
+				errs <- err
+			}
+			// A plain write beside the transactions must never be lost.
+			if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{
+				TableName: aws.String("T"),
+				Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "plain-" + *s}},
+			}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	for range writers {
+		<-done
+	}
+	close(won)
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := len(won); n != 1 {
+		t.Errorf("%d transactions won the same claim, want 1", n)
+	}
+	out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String("T")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(out.Items), 1+1+writers; got != want {
+		t.Errorf("got %d items, want %d (the claim, its winner's entry and every plain write)", got, want)
+	}
+}
