@@ -14,15 +14,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/fleetops/fleet/dev/stack"
-	fleetconfig "github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
@@ -39,32 +35,15 @@ func main() {
 }
 
 func run(ctx context.Context, log *slog.Logger) error {
-	moto, err := stack.StartMoto(ctx, "127.0.0.1:4566")
+	local, err := stack.Up(ctx, "127.0.0.1:4566")
 	if err != nil {
 		return err
 	}
-	defer moto.Stop()
-	stack.LocalAWS(moto.Endpoint)
+	defer local.Close()
 
-	root, err := stack.RepoRoot()
-	if err != nil {
-		return err
-	}
-	tpl, err := stack.LoadTemplate(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		return err
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return err
-	}
-	local := func(logicalID string) string { return logicalID }
-	if err := tpl.CreateTables(ctx, dynamodb.NewFromConfig(awsCfg), local); err != nil {
-		return err
-	}
 	// The functions read the same variables the template gives them;
 	// locally, auth is off unless AUTH_MODE says otherwise.
-	env, err := tpl.FunctionEnv("SlavesFunction", local)
+	env, err := local.Template.FunctionEnv("SlavesFunction", stack.LocalName)
 	if err != nil {
 		return err
 	}
@@ -75,7 +54,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 		}
 		return env[name]
 	}
-	cfg, err := fleetconfig.LoadSlaves(getenv)
+	cfg, err := config.LoadSlaves(getenv)
 	if err != nil {
 		return err
 	}
@@ -98,7 +77,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 	srv := &http.Server{Addr: addr, Handler: web.Wrap(mux, web.Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB at %s); Ctrl-C stops\n", addr, moto.Endpoint)
+	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB at %s); Ctrl-C stops\n", addr, local.Moto.Endpoint)
 	select {
 	case err := <-errc:
 		return err

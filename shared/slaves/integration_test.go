@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -37,35 +34,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx := context.Background()
-	moto, err := stack.StartMoto(ctx, "127.0.0.1:0")
+	local, err := stack.Up(context.Background(), "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer moto.Stop()
-	stack.LocalAWS(moto.Endpoint)
-	root, err := stack.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	tpl, err := stack.LoadTemplate(root + "/template.yaml")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	db := dynamodb.NewFromConfig(cfg)
-	if err := tpl.CreateTables(ctx, db, func(id string) string { return id }); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	store = dynamo.New(db, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable"})
+	defer local.Close()
+	store = dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable"})
 	return m.Run()
 }
 
@@ -593,4 +568,3 @@ func parallel(n int, f func(i int) int) map[int]int {
 	wg.Wait()
 	return counts
 }
-
