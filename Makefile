@@ -39,8 +39,11 @@ build-SlavesFunction:
 build-InventoryFunction:
 	$(call lambda_build,inventory)
 
+# Built, then run in place of the shell, so Ctrl-C and kill reach it directly
+# and it stops the emulator it started.
 run: deps
-	go run ./dev/run
+	go build -o bin/dev/run ./dev/run
+	exec bin/dev/run
 
 # Built for this machine's architecture, so it runs here; Linux only (GOOS=linux).
 invoke: deps

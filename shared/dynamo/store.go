@@ -444,6 +444,9 @@ func translate(what string, err error) error {
 		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for DynamoDB"), err)
 	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()):
 		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB is busy, try again"), err)
+	case !errors.As(err, &apiErr) && !errors.Is(err, context.Canceled):
+		// No answer at all, after the SDK's retries: connection refused or reset.
+		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB could not be reached, try again"), err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

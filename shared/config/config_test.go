@@ -1,0 +1,150 @@
+package config_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/dynamo"
+)
+
+// env returns a getenv over the required table names plus extra; an extra
+// value of "" unsets a variable.
+func env(extra map[string]string) func(string) string {
+	m := map[string]string{
+		"SLAVES_TABLE":   "fleet-slaves",
+		"HISTORY_TABLE":  "fleet-history",
+		"EXPIRING_TABLE": "fleet-expiring",
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return func(name string) string { return m[name] }
+}
+
+func load(t *testing.T, extra map[string]string) config.Slaves {
+	t.Helper()
+	c, err := config.LoadSlaves(env(extra))
+	if err != nil {
+		t.Fatalf("got error %v, want none", err)
+	}
+	return c
+}
+
+func TestLoadSlavesDefaults(t *testing.T) {
+	c := load(t, nil)
+	if want := (dynamo.Tables{Slaves: "fleet-slaves", History: "fleet-history", Expiring: "fleet-expiring"}); c.Tables != want {
+		t.Errorf("got tables %+v, want %+v", c.Tables, want)
+	}
+	checks := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"MAX_DECOMMISSIONING_SLAVES defaults to 2", c.Limits.MaxDecommissioning, 2},
+		{"MAX_EXPIRING_DURATION defaults to 30 days", c.Limits.MaxExpiring, 720 * time.Hour},
+		{"DEAD_SLAVE_RETENTION defaults to 7 days", c.DeadSlaveRetention, 168 * time.Hour},
+		{"HISTORY_RETENTION defaults to 90 days", c.HistoryRetention, 2160 * time.Hour},
+		{"AUTH_MODE defaults to none", c.Policy.Mode, access.ModeNone},
+		{"ADMIN_GROUPS defaults to none", len(c.Policy.AdminGroups), 0},
+		{"READ_GROUPS defaults to none", len(c.Policy.ReadGroups), 0},
+	}
+	for _, tt := range checks {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %v, want %v", tt.got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadSlavesValues(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		get  func(config.Slaves) any
+		want any
+	}{
+		{"a count is read", map[string]string{"MAX_DECOMMISSIONING_SLAVES": "5"},
+			func(c config.Slaves) any { return c.Limits.MaxDecommissioning }, 5},
+		{"a zero count is allowed", map[string]string{"MAX_DECOMMISSIONING_SLAVES": "0"},
+			func(c config.Slaves) any { return c.Limits.MaxDecommissioning }, 0},
+		{"a count with surrounding space is read", map[string]string{"MAX_DECOMMISSIONING_SLAVES": " 3 "},
+			func(c config.Slaves) any { return c.Limits.MaxDecommissioning }, 3},
+		{"a duration in days is read", map[string]string{"MAX_EXPIRING_DURATION": "30d"},
+			func(c config.Slaves) any { return c.Limits.MaxExpiring }, 720 * time.Hour},
+		{"a Go duration in minutes is read", map[string]string{"DEAD_SLAVE_RETENTION": "90m"},
+			func(c config.Slaves) any { return c.DeadSlaveRetention }, 90 * time.Minute},
+		{"a Go duration in hours is read", map[string]string{"HISTORY_RETENTION": "48h"},
+			func(c config.Slaves) any { return c.HistoryRetention }, 48 * time.Hour},
+		{"a blank duration takes the default", map[string]string{"HISTORY_RETENTION": "  "},
+			func(c config.Slaves) any { return c.HistoryRetention }, 2160 * time.Hour},
+		{"AUTH_MODE none is read", map[string]string{"AUTH_MODE": "none"},
+			func(c config.Slaves) any { return c.Policy.Mode }, access.ModeNone},
+		{"AUTH_MODE authorizer is read", map[string]string{"AUTH_MODE": "authorizer"},
+			func(c config.Slaves) any { return c.Policy.Mode }, access.ModeAuthorizer},
+		{"ADMIN_GROUPS drops spaces and empty entries", map[string]string{"ADMIN_GROUPS": " a, b ,,c"},
+			func(c config.Slaves) any { return strings.Join(c.Policy.AdminGroups, "|") }, "a|b|c"},
+		{"READ_GROUPS is a list too", map[string]string{"READ_GROUPS": "viewers,ops "},
+			func(c config.Slaves) any { return strings.Join(c.Policy.ReadGroups, "|") }, "viewers|ops"},
+		{"ADMIN_GROUPS of only commas is empty", map[string]string{"ADMIN_GROUPS": " , ,"},
+			func(c config.Slaves) any { return len(c.Policy.AdminGroups) }, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.get(load(t, tt.env)); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadSlavesAdminGroups(t *testing.T) {
+	c := load(t, map[string]string{"ADMIN_GROUPS": " a, b ,,c"})
+	if want := []string{"a", "b", "c"}; !slices.Equal(c.Policy.AdminGroups, want) {
+		t.Errorf("got %q, want %q", c.Policy.AdminGroups, want)
+	}
+}
+
+func TestLoadSlavesInvalid(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		variable string
+	}{
+		{"a missing slaves table is an error", map[string]string{"SLAVES_TABLE": ""}, "SLAVES_TABLE"},
+		{"a blank history table is an error", map[string]string{"HISTORY_TABLE": "   "}, "HISTORY_TABLE"},
+		{"a missing expiring table is an error", map[string]string{"EXPIRING_TABLE": ""}, "EXPIRING_TABLE"},
+		{"a negative count is an error", map[string]string{"MAX_DECOMMISSIONING_SLAVES": "-1"}, "MAX_DECOMMISSIONING_SLAVES"},
+		{"a non-numeric count is an error", map[string]string{"MAX_DECOMMISSIONING_SLAVES": "two"}, "MAX_DECOMMISSIONING_SLAVES"},
+		{"a word duration is an error", map[string]string{"MAX_EXPIRING_DURATION": "abc"}, "MAX_EXPIRING_DURATION"},
+		{"a zero duration is an error", map[string]string{"DEAD_SLAVE_RETENTION": "0s"}, "DEAD_SLAVE_RETENTION"},
+		{"zero days is an error", map[string]string{"HISTORY_RETENTION": "0d"}, "HISTORY_RETENTION"},
+		{"negative days are an error", map[string]string{"MAX_EXPIRING_DURATION": "-3d"}, "MAX_EXPIRING_DURATION"},
+		{"fractional days are an error", map[string]string{"MAX_EXPIRING_DURATION": "1.5d"}, "MAX_EXPIRING_DURATION"},
+		{"a negative Go duration is an error", map[string]string{"HISTORY_RETENTION": "-5m"}, "HISTORY_RETENTION"},
+		{"an unknown auth mode is an error", map[string]string{"AUTH_MODE": "sometimes"}, "AUTH_MODE"},
+		{"an auth mode in the wrong case is an error", map[string]string{"AUTH_MODE": "Authorizer"}, "AUTH_MODE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.LoadSlaves(env(tt.env))
+			if err == nil {
+				t.Fatalf("got no error, want one naming %s", tt.variable)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.variable) || strings.Contains(msg, "\n") {
+				t.Errorf("got %q, want one line naming %s", msg, tt.variable)
+			}
+		})
+	}
+}
+
+func TestLoadSlavesReportsTheFirstInvalidVariable(t *testing.T) {
+	_, err := config.LoadSlaves(env(map[string]string{"SLAVES_TABLE": "", "AUTH_MODE": "sometimes"}))
+	if err == nil || !strings.Contains(err.Error(), "SLAVES_TABLE") || strings.Contains(err.Error(), "AUTH_MODE") {
+		t.Errorf("got %v, want one error naming only SLAVES_TABLE", err)
+	}
+}

@@ -1,0 +1,446 @@
+package web_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// changeRequest stands in for a handler's optional body.
+type changeRequest struct {
+	Message        string `json:"message"`
+	DurationMillis int64  `json:"durationMillis"`
+}
+
+// jsonOfSize returns a JSON object of exactly n bytes.
+func jsonOfSize(t *testing.T, n int) string {
+	t.Helper()
+	const frame = `{"message":""}`
+	if n < len(frame) {
+		t.Fatalf("jsonOfSize(%d): smaller than %d", n, len(frame))
+	}
+	return `{"message":"` + strings.Repeat("x", n-len(frame)) + `"}`
+}
+
+func TestDecodeBody(t *testing.T) {
+	tests := []struct {
+		name        string
+		body        string
+		wantPresent bool
+		wantMessage string // decoded message when present
+		wantStatus  int    // 0: no error
+		wantErrHas  string // substring of the fault message
+	}{
+		{name: "an empty body means no body", body: ""},
+		{name: "a whitespace body means no body", body: " \n\t\r "},
+		{name: "an empty object means no body", body: "{}"},
+		{name: "an empty object with surrounding space means no body", body: "\n {} \n"},
+		{name: "null means no body", body: "null"},
+		{name: "null with surrounding space means no body", body: "  null\n"},
+		{name: "an object with unknown fields decodes", body: `{"extra":true,"message":"hi","nested":{"a":[1]}}`,
+			wantPresent: true, wantMessage: "hi"},
+		{name: "an object of only unknown fields is a body", body: `{"extra":1}`, wantPresent: true},
+		{name: "plain text is a 400", body: "freeze it please", wantStatus: http.StatusBadRequest, wantErrHas: "not valid JSON"},
+		{name: "truncated JSON is a 400", body: `{"message":`, wantStatus: http.StatusBadRequest, wantErrHas: "not valid JSON"},
+		{name: "trailing garbage after JSON is a 400", body: `{} x`, wantStatus: http.StatusBadRequest},
+		{name: "a wrong field type is a 400 naming the field", body: `{"durationMillis":"soon"}`,
+			wantStatus: http.StatusBadRequest, wantErrHas: "durationMillis"},
+		{name: "a body of exactly 64 KiB is accepted", body: jsonOfSize(t, web.MaxBody),
+			wantPresent: true, wantMessage: strings.Repeat("x", web.MaxBody-len(`{"message":""}`))},
+		{name: "a body of 64 KiB and one byte is a 413", body: jsonOfSize(t, web.MaxBody+1),
+			wantStatus: http.StatusRequestEntityTooLarge},
+		{name: "a huge non-JSON body is a 413, not a 400", body: strings.Repeat("z", 3*web.MaxBody),
+			wantStatus: http.StatusRequestEntityTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/api/slaves/slave/S1/freeze", strings.NewReader(tt.body))
+			var got changeRequest
+			present, err := web.DecodeBody(r, &got)
+			if tt.wantStatus != 0 {
+				if err == nil {
+					t.Fatalf("got no error (present=%v), want status %d", present, tt.wantStatus)
+				}
+				if s := web.Status(err); s != tt.wantStatus {
+					t.Errorf("got status %d (%v), want %d", s, err, tt.wantStatus)
+				}
+				if !strings.Contains(fault.Message(err), tt.wantErrHas) {
+					t.Errorf("got message %q, want it to contain %q", fault.Message(err), tt.wantErrHas)
+				}
+				if present {
+					t.Errorf("got present=true with an error, want false")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got error %v, want none", err)
+			}
+			if present != tt.wantPresent {
+				t.Errorf("got present=%v, want %v", present, tt.wantPresent)
+			}
+			if got.Message != tt.wantMessage {
+				t.Errorf("got message of %d bytes, want %d", len(got.Message), len(tt.wantMessage))
+			}
+		})
+	}
+}
+
+func TestDecodeBodyWithoutBody(t *testing.T) {
+	r := httptest.NewRequest(http.MethodGet, "/api/slaves/", nil)
+	r.Body = nil
+	var v changeRequest
+	present, err := web.DecodeBody(r, &v)
+	if present || err != nil {
+		t.Fatalf("got (%v, %v), want (false, nil)", present, err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"invalid is 400", fault.Invalid("bad %s", "x"), http.StatusBadRequest},
+		{"unauthorized is 401", fault.Unauthorized("authentication required"), http.StatusUnauthorized},
+		{"forbidden is 403", fault.Forbidden("no"), http.StatusForbidden},
+		{"not found is 404", fault.NotFound("gone"), http.StatusNotFound},
+		{"conflict is 409", fault.Conflict("already"), http.StatusConflict},
+		{"too large is 413", fault.TooLarge("big"), http.StatusRequestEntityTooLarge},
+		{"unavailable is 503", fault.Unavailable("throttled"), http.StatusServiceUnavailable},
+		{"timeout is 504", fault.Timeout("slow"), http.StatusGatewayTimeout},
+		{"an explicit internal fault is 500", &fault.Error{Kind: fault.KindInternal, Message: "x"}, http.StatusInternalServerError},
+		{"a plain error is 500", errors.New("boom"), http.StatusInternalServerError},
+		{"a wrapped fault keeps its kind", fmt.Errorf("freeze S1: %w", fault.Conflict("already")), http.StatusConflict},
+		{"an unknown kind is 500", &fault.Error{Kind: fault.Kind(99), Message: "x"}, http.StatusInternalServerError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := web.Status(tt.err); got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// logLines parses the JSON log lines in buf.
+func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(buf.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// linesWithMsg returns the log lines whose msg is msg.
+func linesWithMsg(lines []map[string]any, msg string) []map[string]any {
+	var out []map[string]any
+	for _, l := range lines {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func fixedID(id string) func(*http.Request) string {
+	return func(*http.Request) string { return id }
+}
+
+func TestError(t *testing.T) {
+	const secret = "dynamodb: AccessDenied arn:aws:iam::123456789012:role/secret"
+	tests := []struct {
+		name           string
+		err            error
+		wantStatus     int
+		wantBody       string
+		wantRetryAfter bool
+		wantLogged     bool
+	}{
+		{name: "an internal error says only which request failed", err: errors.New(secret),
+			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}`, wantLogged: true},
+		{name: "a wrapped internal error says only which request failed", err: fmt.Errorf("freeze S1: %w", errors.New(secret)),
+			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}`, wantLogged: true},
+		{name: "an internal fault hides its message", err: &fault.Error{Kind: fault.KindInternal, Message: secret},
+			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}`, wantLogged: true},
+		{name: "unavailable sets Retry-After", err: fault.Unavailable("DynamoDB is throttling"),
+			wantStatus: 503, wantBody: `{"code":503,"message":"DynamoDB is throttling"}`, wantRetryAfter: true, wantLogged: true},
+		{name: "timeout keeps its safe message", err: fault.Timeout("Timed out waiting for response from S3 for r1"),
+			wantStatus: 504, wantBody: `{"code":504,"message":"Timed out waiting for response from S3 for r1"}`, wantLogged: true},
+		{name: "not found keeps its message", err: fault.NotFound("Couldn't find dead Slave with id S1"),
+			wantStatus: 404, wantBody: `{"code":404,"message":"Couldn't find dead Slave with id S1"}`},
+		{name: "invalid keeps its message", err: fault.Invalid("bad"),
+			wantStatus: 400, wantBody: `{"code":400,"message":"bad"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				web.Error(w, r, tt.err)
+			}), web.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: fixedID("req-42")})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/slaves/", nil))
+
+			if rec.Code != tt.wantStatus {
+				t.Errorf("got status %d, want %d", rec.Code, tt.wantStatus)
+			}
+			if got := rec.Body.String(); got != tt.wantBody {
+				t.Errorf("got body %s, want %s", got, tt.wantBody)
+			}
+			if strings.Contains(rec.Body.String(), "AccessDenied") {
+				t.Errorf("got body %s, want no internal text", rec.Body.String())
+			}
+			if got := rec.Header().Get("Content-Type"); got != "application/json" {
+				t.Errorf("got Content-Type %q, want application/json", got)
+			}
+			if got := rec.Header().Get("Retry-After"); (got != "") != tt.wantRetryAfter {
+				t.Errorf("got Retry-After %q, want present=%v", got, tt.wantRetryAfter)
+			}
+			failed := linesWithMsg(logLines(t, &logs), "request failed")
+			if !tt.wantLogged {
+				if len(failed) != 0 {
+					t.Errorf("got %d error log lines, want 0", len(failed))
+				}
+				return
+			}
+			if len(failed) != 1 {
+				t.Fatalf("got %d error log lines, want 1: %s", len(failed), logs.String())
+			}
+			if failed[0]["request_id"] != "req-42" {
+				t.Errorf("got logged request_id %v, want req-42", failed[0]["request_id"])
+			}
+			if failed[0]["error"] != tt.err.Error() {
+				t.Errorf("got logged error %v, want %q", failed[0]["error"], tt.err.Error())
+			}
+		})
+	}
+}
+
+var hexID = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
+func TestWrapRequestID(t *testing.T) {
+	tests := []struct {
+		name      string
+		requestID func(*http.Request) string
+		want      string // "" means a random id
+	}{
+		{name: "the platform's id is used when it has one", requestID: fixedID("abc-123"), want: "abc-123"},
+		{name: "a random id is made when the platform's is empty", requestID: fixedID("")},
+		{name: "a random id is made when there is no platform id function"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen []string
+			h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen = append(seen, web.RequestID(r))
+				web.OK(w)
+			}), web.Options{Logger: slog.New(slog.DiscardHandler), RequestID: tt.requestID})
+			for range 2 {
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/api/slaves/", nil))
+			}
+			if len(seen) != 2 {
+				t.Fatalf("got %d handled requests, want 2", len(seen))
+			}
+			if tt.want != "" {
+				if seen[0] != tt.want || seen[1] != tt.want {
+					t.Errorf("got ids %q, want %q", seen, tt.want)
+				}
+				return
+			}
+			for _, id := range seen {
+				if !hexID.MatchString(id) {
+					t.Errorf("got id %q, want 16 hex digits", id)
+				}
+			}
+			if seen[0] == seen[1] {
+				t.Errorf("got the same random id %q twice, want different ids", seen[0])
+			}
+		})
+	}
+}
+
+func TestWrapRecoversPanic(t *testing.T) {
+	var logs bytes.Buffer
+	h := web.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		panic("nil map in the secret handler")
+	}), web.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: fixedID("req-7")})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/slaves/", nil))
+
+	if rec.Code != http.StatusInternalServerError {
+		t.Errorf("got status %d, want 500", rec.Code)
+	}
+	if want := `{"code":500,"message":"internal error (request req-7)"}`; rec.Body.String() != want {
+		t.Errorf("got body %s, want %s", rec.Body.String(), want)
+	}
+	if got := rec.Header().Get("Content-Type"); got != "application/json" {
+		t.Errorf("got Content-Type %q, want application/json", got)
+	}
+	lines := logLines(t, &logs)
+	failed := linesWithMsg(lines, "request failed")
+	if len(failed) != 1 || !strings.Contains(fmt.Sprint(failed[0]["error"]), "secret handler") {
+		t.Errorf("got error log lines %v, want one carrying the panic value", failed)
+	}
+	reqs := linesWithMsg(lines, "request")
+	if len(reqs) != 1 || reqs[0]["status"] != float64(500) {
+		t.Errorf("got request log lines %v, want one with status 500", reqs)
+	}
+}
+
+// testMux is a small route table like an endpoint group's.
+func testMux(called *bool) *http.ServeMux {
+	mux := http.NewServeMux()
+	ok := func(w http.ResponseWriter, r *http.Request) {
+		*called = true
+		web.JSON(w, http.StatusOK, map[string]string{"route": r.Pattern, "slaveId": r.PathValue("slaveId")})
+	}
+	mux.HandleFunc("GET /api/slaves/{$}", ok)
+	mux.HandleFunc("GET /api/slaves/slave/{slaveId}/details", ok)
+	mux.HandleFunc("GET /api/slaves/slave/{slaveId}", ok)
+	mux.HandleFunc("GET /api/x", ok)
+	mux.HandleFunc("GET /details", ok)
+	mux.HandleFunc("/", web.NotFound)
+	return mux
+}
+
+func TestWrapPaths(t *testing.T) {
+	tests := []struct {
+		name       string
+		path       string
+		wantStatus int
+		wantCalled bool
+	}{
+		{name: "a normal path reaches its route", path: "/api/slaves/slave/S1/details", wantStatus: 200, wantCalled: true},
+		{name: "a trailing slash is fine", path: "/api/slaves/", wantStatus: 200, wantCalled: true},
+		{name: "an empty slave id segment is a 404", path: "/api/slaves/slave//details", wantStatus: 404},
+		{name: "a dot segment is a 404", path: "/api/./x", wantStatus: 404},
+		{name: "a dot-dot segment is a 404", path: "/api/slaves/slave/../details", wantStatus: 404},
+		{name: "a leading double slash is a 404", path: "//api/x", wantStatus: 404},
+		{name: "a double slash before a trailing slash is a 404", path: "/api/slaves//", wantStatus: 404},
+		{name: "a trailing dot segment is a 404", path: "/api/slaves/slave/.", wantStatus: 404},
+		{name: "an unknown route is a JSON 404", path: "/api/nothing", wantStatus: 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var called bool
+			h := web.Wrap(testMux(&called), web.Options{Logger: slog.New(slog.DiscardHandler)})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+
+			if rec.Code != tt.wantStatus {
+				t.Errorf("got status %d (Location %q), want %d", rec.Code, rec.Header().Get("Location"), tt.wantStatus)
+			}
+			if called != tt.wantCalled {
+				t.Errorf("got handler called=%v, want %v", called, tt.wantCalled)
+			}
+			if got := rec.Header().Get("Content-Type"); got != "application/json" {
+				t.Errorf("got Content-Type %q, want application/json", got)
+			}
+			if tt.wantStatus == 404 {
+				var body web.ErrorBody
+				if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || body.Code != 404 || body.Message == "" {
+					t.Errorf("got body %s, want a JSON error with code 404", rec.Body.String())
+				}
+			}
+		})
+	}
+}
+
+func TestWrapLogsOneLinePerRequest(t *testing.T) {
+	tests := []struct {
+		name      string
+		path      string
+		handler   http.HandlerFunc // nil: the route answers 200
+		wantRoute string
+		status    int
+	}{
+		{name: "a served request logs its route and status", path: "/api/slaves/slave/S1/details",
+			wantRoute: "GET /api/slaves/slave/{slaveId}/details", status: 200},
+		{name: "a failed request logs its fault status", path: "/api/slaves/slave/S1/details",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				web.Error(w, r, fault.NotFound("Couldn't find slave S1"))
+			},
+			wantRoute: "GET /api/slaves/slave/{slaveId}/details", status: 404},
+		{name: "a panicking request logs status 500", path: "/api/slaves/slave/S1/details",
+			handler:   func(http.ResponseWriter, *http.Request) { panic("boom") },
+			wantRoute: "GET /api/slaves/slave/{slaveId}/details", status: 500},
+		{name: "a rejected path logs a 404 with no route", path: "/api/slaves/slave//details", wantRoute: "", status: 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			h := tt.handler
+			if h == nil {
+				h = func(w http.ResponseWriter, r *http.Request) { web.JSON(w, http.StatusOK, []string{}) }
+			}
+			mux.Handle("GET /api/slaves/slave/{slaveId}/details", h)
+			var logs bytes.Buffer
+			srv := web.Wrap(mux, web.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: fixedID("req-1")})
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+			if rec.Code != tt.status {
+				t.Fatalf("got status %d, want %d", rec.Code, tt.status)
+			}
+
+			reqs := linesWithMsg(logLines(t, &logs), "request")
+			if len(reqs) != 1 {
+				t.Fatalf("got %d request log lines, want 1: %s", len(reqs), logs.String())
+			}
+			line := reqs[0]
+			want := map[string]any{
+				"request_id": "req-1",
+				"status":     float64(tt.status),
+				"route":      tt.wantRoute,
+				"method":     "GET",
+				"path":       tt.path,
+			}
+			for k, v := range want {
+				if line[k] != v {
+					t.Errorf("got %s=%v, want %v", k, line[k], v)
+				}
+			}
+			if _, ok := line["latency_ms"].(float64); !ok {
+				t.Errorf("got latency_ms=%v, want a number", line["latency_ms"])
+			}
+		})
+	}
+}
+
+func TestJSONAndOK(t *testing.T) {
+	t.Run("JSON writes the status, the body and the content type", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		web.JSON(rec, http.StatusCreated, map[string]int{"n": 1})
+		if rec.Code != http.StatusCreated || rec.Body.String() != `{"n":1}` {
+			t.Errorf("got %d %s, want 201 {\"n\":1}", rec.Code, rec.Body.String())
+		}
+		if got := rec.Header().Get("Content-Type"); got != "application/json" {
+			t.Errorf("got Content-Type %q, want application/json", got)
+		}
+	})
+	t.Run("OK writes an empty 200", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		web.OK(rec)
+		body, _ := io.ReadAll(rec.Body)
+		if rec.Code != http.StatusOK || len(body) != 0 {
+			t.Errorf("got %d %q, want 200 with an empty body", rec.Code, body)
+		}
+	})
+}
