@@ -6,6 +6,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -87,6 +88,9 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 	if days, ok := strings.CutSuffix(v, "d"); ok {
 		var n int
 		n, err = strconv.Atoi(days)
+		if err == nil && n > int(math.MaxInt64/int64(24*time.Hour)) {
+			err = strconv.ErrRange
+		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
 		d, err = time.ParseDuration(v)

@@ -125,6 +125,7 @@ func TestLoadSlavesInvalid(t *testing.T) {
 		{"zero days is an error", map[string]string{"HISTORY_RETENTION": "0d"}, "HISTORY_RETENTION"},
 		{"negative days are an error", map[string]string{"MAX_EXPIRING_DURATION": "-3d"}, "MAX_EXPIRING_DURATION"},
 		{"fractional days are an error", map[string]string{"MAX_EXPIRING_DURATION": "1.5d"}, "MAX_EXPIRING_DURATION"},
+		{"days that overflow a duration are an error", map[string]string{"MAX_EXPIRING_DURATION": "213504d"}, "MAX_EXPIRING_DURATION"},
 		{"a negative Go duration is an error", map[string]string{"HISTORY_RETENTION": "-5m"}, "HISTORY_RETENTION"},
 		{"an unknown auth mode is an error", map[string]string{"AUTH_MODE": "sometimes"}, "AUTH_MODE"},
 		{"an auth mode in the wrong case is an error", map[string]string{"AUTH_MODE": "Authorizer"}, "AUTH_MODE"},

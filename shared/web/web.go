@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -108,12 +109,37 @@ func DecodeBody(r *http.Request, v any) (bool, error) {
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) && typeErr.Field != "" {
-			return false, fault.Invalid("request body field %s must be %s", typeErr.Field, typeErr.Type)
+		if errors.As(err, &typeErr) {
+			if typeErr.Field == "" {
+				return false, fault.Invalid("request body must be a JSON object")
+			}
+			return false, fault.Invalid("request body field %s must be %s", typeErr.Field, jsonKind(typeErr.Type))
 		}
 		return false, fault.Invalid("request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	return string(raw) != "{}", nil
+	var fields map[string]json.RawMessage
+	return json.Unmarshal(raw, &fields) != nil || len(fields) > 0, nil
+}
+
+// jsonKind names a Go type the way a JSON client knows it.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
 }
 
 // NotFound answers an unknown route.
