@@ -311,7 +311,7 @@ func (s *Store) write(ctx context.Context, snap machine.Snapshot, version int64,
 		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.tables.Expiring, Item: item, ConditionExpression: aws.String("attribute_not_exists(machineId)")}})
 	case plan.DropExpiring:
-		items = append(items, types.TransactWriteItem{Delete: s.deleteExpiring(snap.Expiring.ActionID)(id)})
+		items = append(items, types.TransactWriteItem{Delete: s.deleteExpiring(id, snap.Expiring.ActionID)})
 	}
 	limitIndex := -1
 	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
@@ -339,14 +339,12 @@ func (s *Store) putSlave(item map[string]types.AttributeValue, exists bool, vers
 
 // deleteExpiring deletes a slave's expiring record only if it is still the
 // one with actionID, so a record created concurrently is never lost.
-func (s *Store) deleteExpiring(actionID string) func(id string) *types.Delete {
-	return func(id string) *types.Delete {
-		return &types.Delete{
-			TableName:                 &s.tables.Expiring,
-			Key:                       expiringKey(id),
-			ConditionExpression:       aws.String("actionId = :a"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(actionID)},
-		}
+func (s *Store) deleteExpiring(id, actionID string) *types.Delete {
+	return &types.Delete{
+		TableName:                 &s.tables.Expiring,
+		Key:                       expiringKey(id),
+		ConditionExpression:       aws.String("actionId = :a"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(actionID)},
 	}
 }
 
