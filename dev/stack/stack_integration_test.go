@@ -126,22 +126,9 @@ func TestStartMotoReusesAServerThatAnswers(t *testing.T) {
 
 func TestCreateTablesRejectsATableOfAnotherShape(t *testing.T) {
 	ctx := context.Background()
-	moto, err := StartMoto(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer moto.Stop()
-	client := DynamoDBClient(moto.Endpoint)
+	client := freshEmulator(t)
 
-	other := parse(t, `
-Resources:
-  SlavesTable:
-    Type: AWS::DynamoDB::Table
-    Properties:
-      BillingMode: PAY_PER_REQUEST
-      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
-      KeySchema: [{AttributeName: pk, KeyType: HASH}]
-`)
+	other := parse(t, pkTable("SlavesTable"))
 	if err := other.CreateTables(ctx, client, LocalName); err != nil {
 		t.Fatal(err)
 	}
@@ -162,21 +149,8 @@ Resources:
 // winner per conditional claim, and no write lost beside a cancelled one.
 func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 	ctx := context.Background()
-	moto, err := StartMoto(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer moto.Stop()
-	client := DynamoDBClient(moto.Endpoint)
-	tpl := parse(t, `
-Resources:
-  T:
-    Type: AWS::DynamoDB::Table
-    Properties:
-      BillingMode: PAY_PER_REQUEST
-      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
-      KeySchema: [{AttributeName: pk, KeyType: HASH}]
-`)
+	client := freshEmulator(t)
+	tpl := parse(t, pkTable("T"))
 	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
 		t.Fatal(err)
 	}
@@ -237,4 +211,28 @@ Resources:
 	if got, want := len(out.Items), 1+1+writers; got != want {
 		t.Errorf("got %d items, want %d (the claim, its winner's entry and every plain write)", got, want)
 	}
+}
+
+// freshEmulator starts an emulator of the test's own and returns a client of it.
+func freshEmulator(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	moto, err := StartMoto(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { moto.Stop() })
+	return DynamoDBClient(moto.Endpoint)
+}
+
+// pkTable is a template with one table, logicalID, keyed on a string pk.
+func pkTable(logicalID string) string {
+	return `
+Resources:
+  ` + logicalID + `:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
+      KeySchema: [{AttributeName: pk, KeyType: HASH}]
+`
 }
