@@ -9,6 +9,12 @@ state changes (SPEC §5.1), so this launcher serves the same application as
 moto_server behind one global lock: requests are still accepted concurrently,
 but processed alone.
 
+moto also snapshots every table a transaction touches (a deepcopy of the
+whole table) so that it can roll back, which makes each transaction cost as
+much as the tables are large. Because requests are processed alone here, the
+launcher snapshots only the items a transaction names and restores those
+instead; the outcome is the same, at a cost that does not grow with the tables.
+
 Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
 
 --port 0 picks a free port. Once listening, the server prints one line,
@@ -16,13 +22,18 @@ Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
 """
 
 import argparse
+import copy
 import logging
 import os
 import signal
 import sys
 import threading
+import types
 
 try:
+    import moto.dynamodb.models as dynamodb_models
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 except ImportError as err:
@@ -51,6 +62,51 @@ def serialized(app):
     return wrapped
 
 
+def item_rollback():
+    """Make DynamoDB transactions roll back item by item, not table by table.
+
+    transact_write_items deep-copies each table it touches before writing and
+    puts the copies back on failure. Here tables are not copied (the rollback
+    then puts back the very same table), and the wrapper saves and restores
+    the items the transaction names. Only valid while requests run one at a
+    time, as serialized() ensures.
+    """
+
+    def deepcopy(value, memo=None):
+        return value if isinstance(value, Table) else copy.deepcopy(value, memo)
+
+    dynamodb_models.copy = types.SimpleNamespace(deepcopy=deepcopy)
+    original = dynamodb_models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        saved = []
+        for entry in transact_items:
+            for op in entry.values():
+                table = self.tables.get(op.get("TableName"))
+                if table is None:
+                    continue
+                key = op.get("Item") or op.get("Key") or {}
+                try:
+                    h = DynamoType(key[table.hash_key_attr])
+                    r = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+                except (KeyError, TypeError):
+                    continue  # malformed: moto rejects it before writing anything
+                saved.append((table, h, r, copy.deepcopy(table.get_item(h, r))))
+        try:
+            return original(self, transact_items)
+        except Exception:
+            for table, h, r, item in reversed(saved):
+                if item is None:
+                    table.delete_item(h, r)
+                elif r is None:
+                    table.items[h] = item
+                else:
+                    table.items[h][r] = item
+            raise
+
+    dynamodb_models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
 def stop(signum, frame):
     sys.exit(0)
 
@@ -70,6 +126,7 @@ def main(argv=None):
 
     # make_server is what werkzeug's run_simple(host, port, app, threaded=True)
     # builds, minus the reloader; unlike run_simple it tells which port it bound.
+    item_rollback()
     app = serialized(DomainDispatcherApplication(create_backend_app))
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]
