@@ -12,7 +12,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 
-FUNCTIONS := SlavesFunction InventoryFunction
+FUNCTIONS := SlavesFunction InventoryFunction ExpiryFunction
 
 # Lambda runs the functions on arm64 (template.yaml, Architectures).
 LAMBDA_GOARCH ?= arm64
@@ -38,6 +38,9 @@ build-SlavesFunction:
 
 build-InventoryFunction:
 	$(call lambda_build,inventory)
+
+build-ExpiryFunction:
+	$(call lambda_build,expiry)
 
 # Built, then run in place of the shell, so Ctrl-C and kill reach it directly
 # and it stops the emulator it started.

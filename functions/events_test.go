@@ -37,14 +37,17 @@ var steps = []struct {
 	{"slaves-activate.json", "SlavesFunction", 200},
 	{"slaves-freeze-expiring.json", "SlavesFunction", 200},
 	{"slaves-list-expiring.json", "SlavesFunction", 200},
+	{"expiry-run.json", "ExpiryFunction", 0},
+	{"expiry-scheduled-event.json", "ExpiryFunction", 0},
 	{"slaves-delete-expiring.json", "SlavesFunction", 200},
 	{"slaves-decommission.json", "SlavesFunction", 200},
 	{"inventory-machine-lost.json", "InventoryFunction", 0},
+	{"expiry-retention.json", "ExpiryFunction", 0},
 	{"slaves-delete-dead.json", "SlavesFunction", 200},
 	{"slaves-delete.json", "SlavesFunction", 200},
 }
 
-var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory"}
+var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry"}
 
 func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	ctx := context.Background()

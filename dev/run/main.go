@@ -58,7 +58,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, err := dynamo.Open(ctx, cfg.Tables)
+	store, err := dynamo.Open(ctx, cfg.Tables, cfg.HistoryRetention)
 	if err != nil {
 		return err
 	}

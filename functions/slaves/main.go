@@ -23,7 +23,7 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
-	store, err := dynamo.Open(context.Background(), cfg.Tables)
+	store, err := dynamo.Open(context.Background(), cfg.Tables, cfg.HistoryRetention)
 	if err != nil {
 		log.Error(err.Error())
 		os.Exit(1)

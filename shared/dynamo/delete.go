@@ -2,7 +2,10 @@ package dynamo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -18,7 +21,7 @@ import (
 const finalHistory = 97
 
 // Delete removes the slave, its whole history and its expiring record. With
-// only set, it removes the slave only while it is in that state. It reports
+// match set, it removes the slave only while match holds for it. It reports
 // whether a slave was removed.
 //
 // A history can outgrow one transaction (100 items), so older entries go
@@ -27,7 +30,7 @@ const finalHistory = 97
 // the entry of its current state, and an entry written by a concurrent
 // change makes the transaction fail and the deletion start over, so no entry
 // outlives its slave.
-func (s *Store) Delete(ctx context.Context, id string, only machine.State) (bool, error) {
+func (s *Store) Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error) {
 	for attempt := range attempts {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.tables.Slaves, Key: slaveKey(id), ConsistentRead: aws.Bool(true)})
 		if err != nil {
@@ -38,8 +41,8 @@ func (s *Store) Delete(ctx context.Context, id string, only machine.State) (bool
 			return false, fmt.Errorf("decode slave %s: %w", id, err)
 		}
 		state := machine.State(rec.State)
-		if state == "" || (only != "" && state != only) {
-			return false, nil // no slave (or the decommissioning set), or not in the state asked for
+		if state == "" || (match != nil && !match(rec.slave())) {
+			return false, nil // no slave (or the decommissioning set), or not one to delete
 		}
 		keys, err := s.historyKeys(ctx, id)
 		if err != nil {
@@ -124,4 +127,43 @@ func (s *Store) batchDelete(ctx context.Context, table string, keys []map[string
 		}
 	}
 	return nil
+}
+
+// DeleteDead removes every DEAD slave whose state changed before the epoch
+// ms before, with its history and expiring record, 8 at a time, and returns
+// how many it removed. A slave that leaves DEAD in the meantime is kept.
+func (s *Store) DeleteDead(ctx context.Context, before int64) (int, error) {
+	dead, err := s.ListByState(ctx, machine.Dead)
+	if err != nil {
+		return 0, err
+	}
+	match := func(sl machine.Slave) bool {
+		return sl.Current.State == machine.Dead && sl.Current.Timestamp < before
+	}
+	const workers = 8
+	ids := make(chan string)
+	var removed atomic.Int64
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			for id := range ids {
+				ok, err := s.Delete(ctx, id, match)
+				if err != nil && errs[i] == nil {
+					errs[i] = err
+				}
+				if ok {
+					removed.Add(1)
+				}
+			}
+		})
+	}
+	for _, sl := range dead {
+		if match(sl) {
+			ids <- sl.ID
+		}
+	}
+	close(ids)
+	wg.Wait()
+	return int(removed.Load()), errors.Join(errs...)
 }

@@ -67,6 +67,7 @@ type historyRecord struct {
 	Timestamp int64  `dynamodbav:"timestamp"`
 	User      string `dynamodbav:"user,omitempty"`
 	Message   string `dynamodbav:"message,omitempty"`
+	ExpiresAt int64  `dynamodbav:"expiresAt,omitempty"` // TTL, epoch seconds; set once the entry is superseded
 }
 
 func (r historyRecord) update() machine.Update {
@@ -85,6 +86,7 @@ type expiringRecord struct {
 	KillTasks   bool          `dynamodbav:"killTasksOnDecommissionTimeout"`
 	Request     requestRecord `dynamodbav:"request"`
 	DueAt       int64         `dynamodbav:"dueAt"`
+	DueShard    int64         `dynamodbav:"dueShard"`  // partition of the ByDue index
 	ExpiresAt   int64         `dynamodbav:"expiresAt"` // epoch seconds
 }
 
@@ -119,6 +121,7 @@ func newExpiringRecord(e machine.Expiring) expiringRecord {
 		KillTasks:   e.KillTasksOnDecommissionTimeout,
 		Request:     req,
 		DueAt:       e.DueAt(),
+		DueShard:    dueShard(e.MachineID),
 		ExpiresAt:   e.DueAt()/1000 + expiringRetentionSeconds,
 	}
 }

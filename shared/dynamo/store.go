@@ -32,6 +32,7 @@ type API interface {
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
 	TransactGetItems(context.Context, *dynamodb.TransactGetItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error)
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
@@ -61,13 +62,15 @@ const attempts = 8
 
 // Store keeps slaves, their history and expiring records in DynamoDB.
 type Store struct {
-	db     API
-	tables Tables
+	db               API
+	tables           Tables
+	historyRetention time.Duration
 }
 
-// New returns a store over db.
-func New(db API, tables Tables) *Store {
-	return &Store{db: db, tables: tables}
+// New returns a store over db. History entries expire (DynamoDB TTL)
+// historyRetention after they were written, once superseded; 0 keeps them.
+func New(db API, tables Tables, historyRetention time.Duration) *Store {
+	return &Store{db: db, tables: tables, historyRetention: historyRetention}
 }
 
 // Get returns the slave with id, or nil when there is none.
@@ -148,12 +151,15 @@ func (s *Store) ListByState(ctx context.Context, state machine.State) ([]machine
 	return slaves, nil
 }
 
-// History returns the slave's history, newest first; none for an unknown id.
-func (s *Store) History(ctx context.Context, id string) ([]machine.Update, error) {
+// History returns the slave's history at now, newest first; none for an
+// unknown id. Entries past their TTL, which DynamoDB may not have collected
+// yet, are left out.
+func (s *Store) History(ctx context.Context, id string, now time.Time) ([]machine.Update, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.tables.History,
 		KeyConditionExpression:    aws.String("slaveId = :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(id)},
+		FilterExpression:          aws.String("attribute_not_exists(expiresAt) OR expiresAt > :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": str(id), ":now": num(now.Unix())},
 		ScanIndexForward:          aws.Bool(false),
 	}
 	var updates []machine.Update
@@ -174,10 +180,16 @@ func (s *Store) History(ctx context.Context, id string) ([]machine.Update, error
 	return updates, nil
 }
 
-// ListExpiring returns every expiring record, sorted by machine id.
-func (s *Store) ListExpiring(ctx context.Context) ([]machine.Expiring, error) {
+// ListExpiring returns the pending expiring records at now, sorted by
+// machine id. Records past their TTL (kept only until DynamoDB collects
+// them) and records of slaves that are gone are left out.
+func (s *Store) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error) {
 	var all []machine.Expiring
-	p := dynamodb.NewScanPaginator(s.db, &dynamodb.ScanInput{TableName: &s.tables.Expiring})
+	p := dynamodb.NewScanPaginator(s.db, &dynamodb.ScanInput{
+		TableName:                 &s.tables.Expiring,
+		FilterExpression:          aws.String("expiresAt > :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": num(now.Unix())},
+	})
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
@@ -191,6 +203,15 @@ func (s *Store) ListExpiring(ctx context.Context) ([]machine.Expiring, error) {
 			all = append(all, r.expiring())
 		}
 	}
+	ids := make([]string, len(all))
+	for i, e := range all {
+		ids[i] = e.MachineID
+	}
+	found, err := s.existing(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	all = slices.DeleteFunc(all, func(e machine.Expiring) bool { return !found[e.MachineID] })
 	slices.SortFunc(all, func(a, b machine.Expiring) int { return strings.Compare(a.MachineID, b.MachineID) })
 	return all, nil
 }
@@ -216,7 +237,7 @@ func (s *Store) Apply(ctx context.Context, id string, decide machine.Decide) err
 			if err != nil || plan == nil {
 				return err
 			}
-			err = s.write(ctx, snap, version, plan)
+			err = s.write(ctx, id, snap, version, plan)
 		}
 		if !errors.Is(err, errRace) {
 			return err
@@ -270,8 +291,16 @@ func (s *Store) snapshot(ctx context.Context, id string) (machine.Snapshot, int6
 // write applies plan in one transaction: the slave (conditioned on the
 // version read), the history entry, the expiring record and the
 // decommissioning set change together or not at all.
-func (s *Store) write(ctx context.Context, snap machine.Snapshot, version int64, plan *machine.Plan) error {
-	id := plan.Slave.ID
+func (s *Store) write(ctx context.Context, id string, snap machine.Snapshot, version int64, plan *machine.Plan) error {
+	if plan.Entry == nil && plan.DropExpiring {
+		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Delete: s.deleteExpiring(id, snap.Expiring.ActionID)},
+		}})
+		if isCancelled(err) {
+			return errRace
+		}
+		return translate("drop expiring record of "+id, err)
+	}
 	if plan.Entry == nil {
 		// Only descriptive fields change: no history entry, no version bump.
 		item, err := attributevalue.MarshalMap(newSlaveRecord(plan.Slave, version))
@@ -302,6 +331,18 @@ func (s *Store) write(ctx context.Context, snap machine.Snapshot, version int64,
 	items := []types.TransactWriteItem{
 		{Put: s.putSlave(slaveItem, snap.Slave != nil, version)},
 		{Put: &types.Put{TableName: &s.tables.History, Item: historyItem, ConditionExpression: aws.String("attribute_not_exists(slaveId)")}},
+	}
+	if snap.Slave != nil && s.historyRetention > 0 {
+		// The entry of the state being left is superseded now: from here on
+		// it may expire. The current state's entry never carries a TTL, so a
+		// slave that has not changed for longer than the retention keeps it.
+		prev := snap.Slave.Current
+		item, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: version, State: string(prev.State), Timestamp: prev.Timestamp,
+			User: prev.User, Message: prev.Message, ExpiresAt: (prev.Timestamp + s.historyRetention.Milliseconds()) / 1000})
+		if err != nil {
+			return fmt.Errorf("encode history of %s: %w", id, err)
+		}
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.tables.History, Item: item}})
 	}
 	switch {
 	case plan.PutExpiring != nil:
@@ -473,10 +514,10 @@ func num(v int64) types.AttributeValue {
 
 // Open builds a store on a DynamoDB client configured the SDK's way
 // (region, credentials and AWS_ENDPOINT_URL* from the environment).
-func Open(ctx context.Context, tables Tables) (*Store, error) {
+func Open(ctx context.Context, tables Tables, historyRetention time.Duration) (*Store, error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
-	return New(dynamodb.NewFromConfig(cfg), tables), nil
+	return New(dynamodb.NewFromConfig(cfg), tables, historyRetention), nil
 }

@@ -61,7 +61,8 @@ type Snapshot struct {
 
 // Plan is one atomic change to a slave, as decided by this package. The
 // storage adapter writes all of it or nothing, conditioned on the snapshot it
-// was decided from.
+// was decided from. A plan with DropExpiring and no Entry deletes only the
+// expiring record; its Slave is not written.
 type Plan struct {
 	Slave        Slave     // the slave as it will be stored
 	Entry        *Update   // history entry to append; nil when only host, rack, attributes or resources change

@@ -5,8 +5,8 @@ package slaves
 
 import (
 	"context"
+	"math"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
@@ -19,10 +19,11 @@ type Store interface {
 	Get(ctx context.Context, id string) (*machine.Slave, error)
 	List(ctx context.Context) ([]machine.Slave, error)
 	ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error)
-	History(ctx context.Context, id string) ([]machine.Update, error)
-	ListExpiring(ctx context.Context) ([]machine.Expiring, error)
+	History(ctx context.Context, id string, now time.Time) ([]machine.Update, error)
+	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
 	Apply(ctx context.Context, id string, decide machine.Decide) error
-	Delete(ctx context.Context, id string, only machine.State) (bool, error)
+	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
+	DeleteDead(ctx context.Context, before int64) (int, error)
 	DeleteExpiring(ctx context.Context, id string) error
 }
 
@@ -133,7 +134,7 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	updates, err := h.store.History(r.Context(), r.PathValue("slaveId"))
+	updates, err := h.store.History(r.Context(), r.PathValue("slaveId"), h.now())
 	if err != nil {
 		web.Error(w, r, err)
 		return
@@ -150,7 +151,7 @@ func (h *Handler) listExpiring(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	records, err := h.store.ListExpiring(r.Context())
+	records, err := h.store.ListExpiring(r.Context(), h.now())
 	if err != nil {
 		web.Error(w, r, err)
 		return
@@ -197,7 +198,7 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	found, err := h.store.Delete(r.Context(), id, "")
+	found, err := h.store.Delete(r.Context(), id, nil)
 	if err == nil && !found {
 		err = machine.NotFoundForDelete(id)
 	}
@@ -227,34 +228,9 @@ func (h *Handler) deleteDead(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	dead, err := h.store.ListByState(r.Context(), machine.Dead)
-	if err != nil {
+	if _, err := h.store.DeleteDead(r.Context(), math.MaxInt64); err != nil {
 		web.Error(w, r, err)
 		return
-	}
-	const workers = 8
-	ids := make(chan string)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for i := range workers {
-		wg.Go(func() {
-			for id := range ids {
-				if _, err := h.store.Delete(r.Context(), id, machine.Dead); err != nil && errs[i] == nil {
-					errs[i] = err
-				}
-			}
-		})
-	}
-	for _, s := range dead {
-		ids <- s.ID
-	}
-	close(ids)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
 	}
 	web.OK(w)
 }

@@ -1,0 +1,122 @@
+package dynamo
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The expiring table's ByDue index is keyed (dueShard, dueAt) and projects
+// keys only. Finding the due records is then one Query per shard for the
+// records with dueAt < now, which reads only due records however many are
+// pending: a Scan would read the whole table every minute. The shard spreads
+// the records over dueShards partitions (a hash of the machine id), so that
+// no single index partition takes every write and the shards are read in
+// parallel.
+const (
+	byDueIndex = "ByDue"
+	dueShards  = 8
+)
+
+func dueShard(machineID string) int64 {
+	h := fnv.New32a()
+	h.Write([]byte(machineID))
+	return int64(h.Sum32() % dueShards)
+}
+
+// DueIDs returns the ids of the slaves whose expiring record is due at now
+// (dueAt < now, SPEC §5.3), oldest first.
+func (s *Store) DueIDs(ctx context.Context, now int64) ([]string, error) {
+	type due struct {
+		id    string
+		dueAt int64
+	}
+	parts := make([][]due, dueShards)
+	errs := make([]error, dueShards)
+	var wg sync.WaitGroup
+	for shard := range dueShards {
+		wg.Go(func() {
+			p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+				TableName:              &s.tables.Expiring,
+				IndexName:              aws.String(byDueIndex),
+				KeyConditionExpression: aws.String("dueShard = :shard AND dueAt < :now"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{
+					":shard": num(int64(shard)),
+					":now":   num(now),
+				},
+			})
+			for p.HasMorePages() {
+				out, err := p.NextPage(ctx)
+				if err != nil {
+					errs[shard] = translate("query due expiring records", err)
+					return
+				}
+				for _, item := range out.Items {
+					id, _ := item["machineId"].(*types.AttributeValueMemberS)
+					at, _ := item["dueAt"].(*types.AttributeValueMemberN)
+					if id == nil || at == nil {
+						continue
+					}
+					dueAt, _ := strconv.ParseInt(at.Value, 10, 64)
+					parts[shard] = append(parts[shard], due{id.Value, dueAt})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	all := slices.Concat(parts...)
+	slices.SortFunc(all, func(a, b due) int { return cmp.Compare(a.dueAt, b.dueAt) })
+	ids := make([]string, len(all))
+	for i, d := range all {
+		ids[i] = d.id
+	}
+	return ids, nil
+}
+
+// existing returns the subset of ids that are slaves, with consistent
+// BatchGetItem reads of their keys.
+func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, error) {
+	found := map[string]bool{}
+	for start := 0; start < len(ids); start += 100 {
+		var keys []map[string]types.AttributeValue
+		for _, id := range ids[start:min(start+100, len(ids))] {
+			keys = append(keys, slaveKey(id))
+		}
+		pending := map[string]types.KeysAndAttributes{s.tables.Slaves: {
+			Keys: keys, ProjectionExpression: aws.String("id"), ConsistentRead: aws.Bool(true),
+		}}
+		for attempt := 0; len(pending) > 0; attempt++ {
+			if attempt == attempts {
+				return nil, fmt.Errorf("read slaves: unprocessed keys after %d attempts", attempts)
+			}
+			if attempt > 0 {
+				if err := pause(ctx, min(attempt, 6)); err != nil {
+					return nil, err
+				}
+			}
+			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+			if err != nil {
+				return nil, translate("read slaves", err)
+			}
+			for _, item := range out.Responses[s.tables.Slaves] {
+				if id, ok := item["id"].(*types.AttributeValueMemberS); ok {
+					found[id.Value] = true
+				}
+			}
+			pending = out.UnprocessedKeys
+		}
+	}
+	return found, nil
+}

@@ -1,0 +1,175 @@
+// Package expiry runs the scheduled jobs over the slave tables: the expiry
+// trigger, which applies every due expiring state change (SPEC §5.3), and
+// the retention job, which removes DEAD slaves kept longer than
+// DEAD_SLAVE_RETENTION (SPEC §5.2). History entries need no job: they expire
+// by DynamoDB TTL.
+package expiry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// Store is what the jobs need from storage.
+type Store interface {
+	DueIDs(ctx context.Context, now int64) ([]string, error)
+	Apply(ctx context.Context, id string, decide machine.Decide) error
+	DeleteDead(ctx context.Context, before int64) (int, error)
+}
+
+// The jobs an event can ask for.
+const (
+	JobExpiry    = "expiry"
+	JobRetention = "retention"
+)
+
+// workers is how many records are applied at once. Each one is a read and a
+// write transaction on its own slave, so they do not contend.
+const workers = 32
+
+// margin is the time kept free before the invocation's deadline: records
+// not started by then are left for the next run rather than cut off.
+const margin = 10 * time.Second
+
+// Runner runs the jobs.
+type Runner struct {
+	store         Store
+	limits        machine.Limits
+	deadRetention time.Duration
+	log           *slog.Logger
+	now           func() time.Time
+}
+
+// New returns a runner. limits.MaxDecommissioning applies to reverts into
+// STARTING_DECOMMISSION; deadRetention is how long a DEAD slave is kept.
+func New(store Store, limits machine.Limits, deadRetention time.Duration, log *slog.Logger) *Runner {
+	return &Runner{store: store, limits: limits, deadRetention: deadRetention, log: log, now: time.Now}
+}
+
+// Result says what one run did. It is both the invocation's response and
+// the run's log line.
+type Result struct {
+	Job        string `json:"job"`
+	Due        int    `json:"due,omitempty"`        // due records found
+	Applied    int    `json:"applied"`              // slaves reverted
+	Skipped    int    `json:"skipped"`              // illegal or already-at-state reverts: record deleted only
+	Dropped    int    `json:"dropped"`              // records of slaves that are gone
+	Superseded int    `json:"superseded,omitempty"` // already handled by a concurrent run or change
+	Deferred   int    `json:"deferred,omitempty"`   // waiting for room under the decommission limit
+	Failed     int    `json:"failed,omitempty"`     // left for the next run after an error
+	Remaining  int    `json:"remaining,omitempty"`  // not started before the deadline; left for the next run
+	Removed    int    `json:"removed,omitempty"`    // DEAD slaves removed by retention
+	Millis     int64  `json:"millis"`
+}
+
+// event is what the schedules send: {"job": "expiry"} or {"job":
+// "retention"}. Anything else that is a JSON object, an EventBridge
+// "Scheduled Event" for one, runs the expiry job.
+type event struct {
+	Job string `json:"job"`
+}
+
+// Handle runs the job the event names. It fails only when the job could not
+// run at all; records that fail are counted, logged and retried by the next
+// run.
+func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error) {
+	var e event
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return Result{}, fmt.Errorf("scheduled event is not a JSON object: %w", err)
+	}
+	switch e.Job {
+	case "", JobExpiry:
+		return r.Expire(ctx)
+	case JobRetention:
+		return r.Retain(ctx)
+	}
+	return Result{}, fmt.Errorf("unknown job %q: want %q or %q", e.Job, JobExpiry, JobRetention)
+}
+
+// Expire applies every record due now, in parallel.
+func (r *Runner) Expire(ctx context.Context) (Result, error) {
+	start := r.now()
+	now := start.UnixMilli()
+	res := Result{Job: JobExpiry}
+	ids, err := r.store.DueIDs(ctx, now)
+	if err != nil {
+		return res, fmt.Errorf("find due records: %w", err)
+	}
+	res.Due = len(ids)
+
+	stop := func() bool { return false }
+	if deadline, ok := ctx.Deadline(); ok {
+		stop = func() bool { return time.Until(deadline) < margin }
+	}
+	queue := make(chan string)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(workers, len(ids)) {
+		wg.Go(func() {
+			for id := range queue {
+				var outcome machine.Outcome
+				err := r.store.Apply(ctx, id, machine.Expire(id, now, r.limits, &outcome))
+				mu.Lock()
+				r.count(&res, id, outcome, err)
+				mu.Unlock()
+			}
+		})
+	}
+	for i, id := range ids {
+		if stop() {
+			res.Remaining = len(ids) - i
+			break
+		}
+		queue <- id
+	}
+	close(queue)
+	wg.Wait()
+	res.Millis = r.now().Sub(start).Milliseconds()
+	r.report(res)
+	return res, nil
+}
+
+func (r *Runner) count(res *Result, id string, outcome machine.Outcome, err error) {
+	switch {
+	case err != nil && fault.KindOf(err) == fault.KindInvalid:
+		res.Deferred++ // the only refusal a revert meets: the decommission limit
+	case err != nil:
+		res.Failed++
+		r.log.Warn("expiring record not applied", "slaveId", id, "error", err.Error())
+	case outcome == machine.Applied:
+		res.Applied++
+	case outcome == machine.Skipped:
+		res.Skipped++
+	case outcome == machine.Dropped:
+		res.Dropped++
+	default:
+		res.Superseded++
+	}
+}
+
+// Retain removes the DEAD slaves whose state is older than the retention.
+func (r *Runner) Retain(ctx context.Context) (Result, error) {
+	start := r.now()
+	res := Result{Job: JobRetention}
+	removed, err := r.store.DeleteDead(ctx, start.Add(-r.deadRetention).UnixMilli())
+	res.Removed = removed
+	res.Millis = r.now().Sub(start).Milliseconds()
+	if err != nil {
+		return res, fmt.Errorf("remove dead slaves: %w", err)
+	}
+	r.report(res)
+	return res, nil
+}
+
+func (r *Runner) report(res Result) {
+	r.log.Info("scheduled job done", "job", res.Job, "due", res.Due, "applied", res.Applied, "skipped", res.Skipped,
+		"dropped", res.Dropped, "superseded", res.Superseded, "deferred", res.Deferred, "failed", res.Failed,
+		"remaining", res.Remaining, "removed", res.Removed, "millis", res.Millis)
+}
