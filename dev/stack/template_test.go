@@ -274,7 +274,7 @@ Resources:
 
 func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	tpl := loadRepoTemplate(t)
-	if got, want := tpl.Functions(), []string{"InventoryFunction", "SlavesFunction"}; !slices.Equal(got, want) {
+	if got, want := tpl.Functions(), []string{"ExpiryFunction", "InventoryFunction", "SlavesFunction"}; !slices.Equal(got, want) {
 		t.Errorf("Functions: got %v, want %v", got, want)
 	}
 	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "SlavesTable"}; !slices.Equal(got, want) {
