@@ -7,12 +7,14 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/machine"
 )
 
@@ -41,6 +43,41 @@ func LoadSlaves(getenv func(string) string) (Slaves, error) {
 		DeadSlaveRetention: r.duration("DEAD_SLAVE_RETENTION", 7*24*time.Hour),
 		HistoryRetention:   r.duration("HISTORY_RETENTION", 90*24*time.Hour),
 		Policy:             r.policy(),
+	}
+	return c, r.err
+}
+
+// MaxURLTTL caps LOG_URL_TTL: a URL presigned with a Lambda role's
+// temporary credentials stops working when they expire anyway (SPEC §6.5).
+const MaxURLTTL = 12 * time.Hour
+
+// Logs is the configuration of the log function.
+type Logs struct {
+	Buckets     []string      // LOG_BUCKETS; none means S3 is not configured
+	Format      logkey.Format // LOG_KEY_FORMAT
+	URLTTL      time.Duration // LOG_URL_TTL
+	Lookback    time.Duration // LOG_LOOKBACK
+	ListTimeout time.Duration // LOG_LIST_TIMEOUT
+	LinkTimeout time.Duration // LOG_LINK_TIMEOUT
+	PathStyle   bool          // S3_FORCE_PATH_STYLE, for S3 servers without virtual-hosted buckets
+	Policy      access.Policy // AUTH_MODE, ADMIN_GROUPS, READ_GROUPS
+}
+
+// LoadLogs reads the log function's variables from getenv.
+func LoadLogs(getenv func(string) string) (Logs, error) {
+	r := reader{getenv: getenv}
+	c := Logs{
+		Buckets:     r.buckets("LOG_BUCKETS"),
+		Format:      r.format("LOG_KEY_FORMAT"),
+		URLTTL:      r.duration("LOG_URL_TTL", time.Hour),
+		Lookback:    r.duration("LOG_LOOKBACK", 30*24*time.Hour),
+		ListTimeout: r.duration("LOG_LIST_TIMEOUT", 5*time.Second),
+		LinkTimeout: r.duration("LOG_LINK_TIMEOUT", 2*time.Second),
+		PathStyle:   r.boolean("S3_FORCE_PATH_STYLE"),
+		Policy:      r.policy(),
+	}
+	if c.URLTTL > MaxURLTTL {
+		r.fail("LOG_URL_TTL", "must be at most %v, got %v", MaxURLTTL, c.URLTTL)
 	}
 	return c, r.err
 }
@@ -121,4 +158,45 @@ func (r *reader) policy() access.Policy {
 		r.fail("AUTH_MODE", "must be none or authorizer, got %q", v)
 	}
 	return p
+}
+
+// buckets reads a list of S3 bucket names (lowercase letters, digits, '.'
+// and '-', 3 to 63 characters), without duplicates.
+func (r *reader) buckets(name string) []string {
+	names := r.list(name)
+	for i, b := range names {
+		ok := len(b) >= 3 && len(b) <= 63 && !strings.Contains(b, "..") &&
+			strings.Trim(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") == ""
+		if !ok {
+			r.fail(name, "must be S3 bucket names separated by commas, got %q", b)
+		}
+		if slices.Contains(names[:i], b) {
+			r.fail(name, "names bucket %q twice", b)
+		}
+	}
+	return names
+}
+
+func (r *reader) format(name string) logkey.Format {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		v = logkey.DefaultFormat
+	}
+	f, err := logkey.ParseFormat(v)
+	if err != nil {
+		r.fail(name, "%v", err)
+	}
+	return f
+}
+
+func (r *reader) boolean(name string) bool {
+	switch v := strings.TrimSpace(r.getenv(name)); strings.ToLower(v) {
+	case "", "false", "0":
+		return false
+	case "true", "1":
+		return true
+	default:
+		r.fail(name, "must be true or false, got %q", v)
+		return false
+	}
 }

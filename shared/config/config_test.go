@@ -149,3 +149,61 @@ func TestLoadSlavesReportsTheFirstInvalidVariable(t *testing.T) {
 		t.Errorf("got %v, want one error naming only SLAVES_TABLE", err)
 	}
 }
+
+func TestLoadLogsDefaults(t *testing.T) {
+	c, err := config.LoadLogs(func(string) string { return "" })
+	if err != nil {
+		t.Fatalf("got error %v, want none", err)
+	}
+	if len(c.Buckets) != 0 || c.Format.String() != "%requestId/%Y/%m/%taskId_%index-%s-%filename" ||
+		c.URLTTL != time.Hour || c.Lookback != 30*24*time.Hour || c.ListTimeout != 5*time.Second ||
+		c.LinkTimeout != 2*time.Second || c.PathStyle || c.Policy.Mode != access.ModeNone {
+		t.Errorf("got %+v, want the SPEC defaults and no bucket", c)
+	}
+}
+
+func TestLoadLogsValues(t *testing.T) {
+	c, err := config.LoadLogs(func(name string) string {
+		return map[string]string{
+			"LOG_BUCKETS": "task-logs, task-logs.eu-west-1 ", "LOG_KEY_FORMAT": "%requestId/%taskId/%filename",
+			"LOG_URL_TTL": "12h", "LOG_LOOKBACK": "7d", "LOG_LIST_TIMEOUT": "3s", "LOG_LINK_TIMEOUT": "500ms",
+			"S3_FORCE_PATH_STYLE": "true", "AUTH_MODE": "authorizer", "READ_GROUPS": "ops",
+		}[name]
+	})
+	if err != nil {
+		t.Fatalf("got error %v, want none", err)
+	}
+	if !slices.Equal(c.Buckets, []string{"task-logs", "task-logs.eu-west-1"}) || c.Format.String() != "%requestId/%taskId/%filename" ||
+		c.URLTTL != 12*time.Hour || c.Lookback != 7*24*time.Hour || c.ListTimeout != 3*time.Second ||
+		c.LinkTimeout != 500*time.Millisecond || !c.PathStyle || c.Policy.Mode != access.ModeAuthorizer ||
+		!slices.Equal(c.Policy.ReadGroups, []string{"ops"}) {
+		t.Errorf("got %+v", c)
+	}
+}
+
+func TestLoadLogsInvalid(t *testing.T) {
+	tests := []struct {
+		name, variable, value string
+	}{
+		{"an upper-case bucket name is an error", "LOG_BUCKETS", "Task-Logs"},
+		{"a bucket name with a slash is an error", "LOG_BUCKETS", "task-logs/other"},
+		{"a bucket named twice is an error", "LOG_BUCKETS", "task-logs,task-logs"},
+		{"an unknown key token is an error", "LOG_KEY_FORMAT", "%requestId/%bogus"},
+		{"a URL lifetime over 12 hours is an error", "LOG_URL_TTL", "13h"},
+		{"a zero list timeout is an error", "LOG_LIST_TIMEOUT", "0s"},
+		{"a path style that is no boolean is an error", "S3_FORCE_PATH_STYLE", "yes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.LoadLogs(func(name string) string {
+				if name == tt.variable {
+					return tt.value
+				}
+				return ""
+			})
+			if err == nil || !strings.Contains(err.Error(), tt.variable) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("got %v, want one line naming %s", err, tt.variable)
+			}
+		})
+	}
+}

@@ -1,0 +1,98 @@
+package logkey
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fleetops/fleet/shared/fault"
+)
+
+// maxIDLen bounds every id in bytes; no real id comes near it.
+const maxIDLen = 512
+
+// Task is a parsed task id:
+// <requestId>-<deployId>-<startedAt>-<instanceNo>-<host>-<rackId>.
+type Task struct {
+	ID         string // the id as given
+	RequestID  string // may contain '-'
+	DeployID   string
+	StartedAt  int64 // epoch ms
+	InstanceNo int
+	Host       string
+	RackID     string
+}
+
+// ParseTaskID parses a task id (SPEC §6.2): split on '-', the last five parts
+// are deployId, startedAt, instanceNo, host and rackId, and the rest is the
+// requestId. Every part must be non-empty, the numbers plain decimal digits,
+// and the whole id a valid id (see CheckRequestID). Otherwise it returns
+// fault.Invalid "<id> is not a valid task id".
+func ParseTaskID(id string) (Task, error) {
+	bad := fault.Invalid("%s is not a valid task id", id)
+	if !validID(id) {
+		return Task{}, bad
+	}
+	parts := strings.Split(id, "-")
+	n := len(parts) - 5
+	if n < 1 {
+		return Task{}, bad
+	}
+	t := Task{
+		ID:        id,
+		RequestID: strings.Join(parts[:n], "-"),
+		DeployID:  parts[n],
+		Host:      parts[n+3],
+		RackID:    parts[n+4],
+	}
+	if t.RequestID == "" || t.DeployID == "" || t.Host == "" || t.RackID == "" {
+		return Task{}, bad
+	}
+	started, err1 := parseDigits(parts[n+1], 63)
+	instance, err2 := parseDigits(parts[n+2], strconv.IntSize-1)
+	if err1 != nil || err2 != nil {
+		return Task{}, bad
+	}
+	t.StartedAt, t.InstanceNo = int64(started), int(instance)
+	return t, nil
+}
+
+// parseDigits parses a non-negative decimal of at most bits bits; unlike
+// strconv it refuses signs, so an id has one spelling per number.
+func parseDigits(s string, bits int) (uint64, error) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, strconv.ErrSyntax
+	}
+	return strconv.ParseUint(s, 10, bits)
+}
+
+// CheckRequestID returns fault.Invalid "<id> is not a valid request id" unless
+// id is valid. Ids end up inside key prefixes, so an id that could widen or
+// escape a prefix is refused: empty, longer than 512 bytes, not UTF-8, or
+// containing '/', '%', '\', "..", white space or control characters. Other
+// characters, '-' and non-ASCII letters included, are fine.
+func CheckRequestID(id string) error {
+	if !validID(id) {
+		return fault.Invalid("%s is not a valid request id", id)
+	}
+	return nil
+}
+
+// CheckDeployID returns fault.Invalid "<id> is not a valid deploy id" unless
+// id is valid as a request id and has no '-', which would make the task ids
+// of its deploy ambiguous.
+func CheckDeployID(id string) error {
+	if !validID(id) || strings.Contains(id, "-") {
+		return fault.Invalid("%s is not a valid deploy id", id)
+	}
+	return nil
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > maxIDLen || !utf8.ValidString(id) ||
+		strings.ContainsAny(id, `/%\`) || strings.Contains(id, "..") {
+		return false
+	}
+	return !strings.ContainsFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
+}
