@@ -1,9 +1,10 @@
 # Fleet: build, run, test and lint. GNU make.
 #
 #   make build                               every function into bin/<LogicalId>/bootstrap
-#   make run                                 the API on http://127.0.0.1:3000 over local DynamoDB
+#   make run                                 the API on http://127.0.0.1:3000 over local DynamoDB and S3
+#   make seed-logs                           sample task logs into the local log bucket (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally
-#   make test                                unit tests, then integration tests (they start moto)
+#   make test                                unit tests, then integration tests (they start moto and MinIO)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #
 # sam build calls build-<LogicalId> (BuildMethod: makefile) with ARTIFACTS_DIR.
@@ -12,7 +13,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 
-FUNCTIONS := SlavesFunction InventoryFunction ExpiryFunction
+FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction
 
 # Lambda runs the functions on arm64 (template.yaml, Architectures).
 LAMBDA_GOARCH ?= arm64
@@ -21,12 +22,19 @@ STATICCHECK_VERSION := v0.8.2
 TOOLS := $(CURDIR)/bin/tools
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 
+# MinIO verifies SigV4 signatures (moto does not): the presigned-URL
+# integration tests run against it. Its release tags are not Go module
+# versions, so this pins a commit (the last of github.com/minio/minio); keep
+# it equal to stack.MinIOVersion in dev/stack/minio.go.
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO := $(TOOLS)/minio-$(MINIO_VERSION)
+
 # lambda_build,<dir>: the one build line of every function.
 define lambda_build
 GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) run invoke test lint deps clean
+.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test lint deps clean
 
 build: $(addprefix build-,$(FUNCTIONS))
 
@@ -35,6 +43,9 @@ $(foreach fn,$(FUNCTIONS),$(eval build-$(fn): ARTIFACTS_DIR ?= $(CURDIR)/bin/$(f
 
 build-SlavesFunction:
 	$(call lambda_build,slaves)
+
+build-LogsFunction:
+	$(call lambda_build,logs)
 
 build-InventoryFunction:
 	$(call lambda_build,inventory)
@@ -48,6 +59,9 @@ run: deps
 	go build -o bin/dev/run ./dev/run
 	exec bin/dev/run
 
+seed-logs:
+	go run ./dev/seedlogs
+
 # Built for this machine's architecture, so it runs here; Linux only (GOOS=linux).
 invoke: deps
 	@if [ -z "$(FN)" ] || [ -z "$(EVENT)" ]; then \
@@ -55,7 +69,7 @@ invoke: deps
 	$(MAKE) --no-print-directory build-$(FN) ARTIFACTS_DIR=$(CURDIR)/bin/local/$(FN) LAMBDA_GOARCH=$(shell go env GOARCH)
 	go run ./dev/invoke -function $(FN) -event $(EVENT) -binary bin/local/$(FN)/bootstrap
 
-test: deps
+test: deps $(MINIO)
 	go test ./...
 	go test -tags integration -count=1 ./...
 
@@ -73,6 +87,11 @@ $(STATICCHECK):
 	mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv $(TOOLS)/staticcheck $@
+
+$(MINIO):
+	mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) go install github.com/minio/minio@$(MINIO_VERSION)
+	mv $(TOOLS)/minio $@
 
 # The local emulator: dev/motoserver.py imports moto, so check what python3 can
 # import rather than whether a moto_server command is on PATH.

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
 )
@@ -26,28 +29,37 @@ var steps = []struct {
 	file     string
 	function string
 	status   int
+	contains string // in the response body, when set
 }{
-	{"inventory-machine-report.json", "InventoryFunction", 0},
-	{"inventory-machine-report-detail.json", "InventoryFunction", 0},
-	{"slaves-list.json", "SlavesFunction", 200},
-	{"slaves-details.json", "SlavesFunction", 200},
-	{"slaves-history.json", "SlavesFunction", 200},
-	{"slaves-freeze.json", "SlavesFunction", 200},
-	{"slaves-list-frozen.json", "SlavesFunction", 200},
-	{"slaves-activate.json", "SlavesFunction", 200},
-	{"slaves-freeze-expiring.json", "SlavesFunction", 200},
-	{"slaves-list-expiring.json", "SlavesFunction", 200},
-	{"expiry-run.json", "ExpiryFunction", 0},
-	{"expiry-scheduled-event.json", "ExpiryFunction", 0},
-	{"slaves-delete-expiring.json", "SlavesFunction", 200},
-	{"slaves-decommission.json", "SlavesFunction", 200},
-	{"inventory-machine-lost.json", "InventoryFunction", 0},
-	{"expiry-retention.json", "ExpiryFunction", 0},
-	{"slaves-delete-dead.json", "SlavesFunction", 200},
-	{"slaves-delete.json", "SlavesFunction", 200},
+	{"inventory-machine-report.json", "InventoryFunction", 0, ""},
+	{"inventory-machine-report-detail.json", "InventoryFunction", 0, ""},
+	{"slaves-list.json", "SlavesFunction", 200, ""},
+	{"slaves-details.json", "SlavesFunction", 200, ""},
+	{"slaves-history.json", "SlavesFunction", 200, ""},
+	{"slaves-freeze.json", "SlavesFunction", 200, ""},
+	{"slaves-list-frozen.json", "SlavesFunction", 200, ""},
+	{"slaves-activate.json", "SlavesFunction", 200, ""},
+	{"slaves-freeze-expiring.json", "SlavesFunction", 200, ""},
+	{"slaves-list-expiring.json", "SlavesFunction", 200, ""},
+	{"expiry-run.json", "ExpiryFunction", 0, ""},
+	{"expiry-scheduled-event.json", "ExpiryFunction", 0, ""},
+	{"slaves-delete-expiring.json", "SlavesFunction", 200, ""},
+	{"slaves-decommission.json", "SlavesFunction", 200, ""},
+	{"inventory-machine-lost.json", "InventoryFunction", 0, ""},
+	{"expiry-retention.json", "ExpiryFunction", 0, ""},
+	{"slaves-delete-dead.json", "SlavesFunction", 200, ""},
+	{"slaves-delete.json", "SlavesFunction", 200, ""},
+	{"logs-task.json", "LogsFunction", 200, sampleLog},
+	{"logs-request.json", "LogsFunction", 200, ""},
+	{"logs-deploy.json", "LogsFunction", 200, ""},
+	{"logs-search.json", "LogsFunction", 200, ""},
 }
 
-var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry"}
+// sampleLog is a key of the task the logs events look up, in the default
+// LOG_KEY_FORMAT.
+const sampleLog = "web-api/2026/11/web-api-v42-1793491200000-0-node17-us_east_1a_0-1793494800000-stdout"
+
+var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs"}
 
 func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	ctx := context.Background()
@@ -69,6 +81,13 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 			}
 		}
 	})
+
+	// The log of the sample events' task, where the task uploader puts it.
+	_, err = local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(local.LogBuckets[0]), Key: aws.String(sampleLog),
+		Body: strings.NewReader("started\n"), Metadata: map[string]string{"starttime": "1793491200000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	binaries := map[string]string{}
 	for fn, dir := range dirs {
@@ -99,6 +118,9 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 			}
 			if resp.StatusCode != s.status {
 				t.Errorf("got %d %s, want %d", resp.StatusCode, resp.Body, s.status)
+			}
+			if !strings.Contains(resp.Body, s.contains) {
+				t.Errorf("got %s, want it to contain %s", resp.Body, s.contains)
 			}
 		})
 	}

@@ -1,8 +1,8 @@
 // Command run serves the whole API on http://127.0.0.1:3000 (PORT
 // overrides) against local emulated AWS, with the same handlers the Lambda
 // functions use: it uses whatever answers on 127.0.0.1:4566 or starts
-// moto_server there, creates the tables of template.yaml if absent, and
-// stops what it started on Ctrl-C.
+// moto_server there, creates the tables and log buckets of template.yaml if
+// absent, and stops what it started on Ctrl-C.
 package main
 
 import (
@@ -20,6 +20,8 @@ import (
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/logs"
+	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -43,22 +45,27 @@ func run(ctx context.Context, log *slog.Logger) error {
 
 	// The functions read the same variables the template gives them;
 	// locally, auth is off unless AUTH_MODE says otherwise.
-	env, err := local.Template.FunctionEnv("SlavesFunction", stack.LocalName)
+	slavesEnv, err := localEnv(local, "SlavesFunction")
 	if err != nil {
 		return err
 	}
-	env["AUTH_MODE"] = "none"
-	getenv := func(name string) string {
-		if v, ok := os.LookupEnv(name); ok {
-			return v
-		}
-		return env[name]
-	}
-	cfg, err := config.LoadSlaves(getenv)
+	cfg, err := config.LoadSlaves(slavesEnv)
 	if err != nil {
 		return err
 	}
 	store, err := dynamo.Open(ctx, cfg.Tables, cfg.HistoryRetention)
+	if err != nil {
+		return err
+	}
+	logsEnv, err := localEnv(local, "LogsFunction")
+	if err != nil {
+		return err
+	}
+	logsCfg, err := config.LoadLogs(logsEnv)
+	if err != nil {
+		return err
+	}
+	logStore, err := logstore.Open(ctx, logsCfg.PathStyle)
 	if err != nil {
 		return err
 	}
@@ -67,6 +74,9 @@ func run(ctx context.Context, log *slog.Logger) error {
 	slaveRoutes := slaves.New(store, cfg.Policy, cfg.Limits)
 	mux.Handle("/api/slaves", slaveRoutes)
 	mux.Handle("/api/slaves/", slaveRoutes)
+	logRoutes := logs.New(logStore, logsCfg)
+	mux.Handle("/api/logs", logRoutes)
+	mux.Handle("/api/logs/", logRoutes)
 	mux.HandleFunc("/", web.NotFound)
 
 	port := os.Getenv("PORT")
@@ -77,7 +87,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 	srv := &http.Server{Addr: addr, Handler: web.Wrap(mux, web.Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB at %s); Ctrl-C stops\n", addr, local.Moto.Endpoint)
+	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", addr, local.Moto.Endpoint, logsCfg.Buckets)
 	select {
 	case err := <-errc:
 		return err
@@ -89,4 +99,22 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// localEnv returns the getenv of function run locally: this process's
+// environment first, then the function's environment in the template, with
+// auth off and S3 buckets in the path (the emulator has no bucket host names).
+func localEnv(local *stack.Local, function string) (func(string) string, error) {
+	env, err := local.Template.FunctionEnv(function, stack.LocalName)
+	if err != nil {
+		return nil, err
+	}
+	env["AUTH_MODE"] = "none"
+	env["S3_FORCE_PATH_STYLE"] = "true"
+	return func(name string) string {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+		return env[name]
+	}, nil
 }

@@ -19,10 +19,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // TemplateFile is the template's file name at the repository root.
@@ -91,20 +93,22 @@ func DynamoDBClient(endpoint string) *dynamodb.Client {
 	})
 }
 
-// Local is an emulator holding the template's tables.
+// Local is an emulator holding the template's tables and log buckets.
 type Local struct {
-	Root     string // repository root
-	Template *Template
-	Moto     *Moto
-	DynamoDB *dynamodb.Client
+	Root       string // repository root
+	Template   *Template
+	Moto       *Moto
+	DynamoDB   *dynamodb.Client
+	S3         *s3.Client
+	LogBuckets []string // created empty if absent
 	// Env is what LocalAWS set: the AWS variables a child process needs.
 	Env map[string]string
 }
 
 // Up finds the repository, loads template.yaml, starts (or finds) the emulator
 // at addr (see StartMoto), creates the template's tables named by LocalName
-// and points this process's AWS SDK at the emulator (LocalAWS). Close stops
-// what it started.
+// and LogsFunction's log buckets, and points this process's AWS SDK at the
+// emulator (LocalAWS). Close stops what it started.
 func Up(ctx context.Context, addr string) (*Local, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -123,13 +127,40 @@ func Up(ctx context.Context, addr string) (*Local, error) {
 		_ = moto.Stop()
 		return nil, fmt.Errorf("create tables at %s: %w", moto.Endpoint, err)
 	}
+	s3Client := S3Client(moto.Endpoint, localAccessKey, localSecretKey)
+	buckets, err := tpl.LogBuckets()
+	if err == nil {
+		err = CreateBuckets(ctx, s3Client, buckets...)
+	}
+	if err != nil {
+		_ = moto.Stop()
+		return nil, fmt.Errorf("create log buckets at %s: %w", moto.Endpoint, err)
+	}
 	return &Local{
-		Root:     root,
-		Template: tpl,
-		Moto:     moto,
-		DynamoDB: client,
-		Env:      LocalAWS(moto.Endpoint),
+		Root:       root,
+		Template:   tpl,
+		Moto:       moto,
+		DynamoDB:   client,
+		S3:         s3Client,
+		LogBuckets: buckets,
+		Env:        LocalAWS(moto.Endpoint),
 	}, nil
+}
+
+// LogBuckets returns the buckets LogsFunction reads (its LOG_BUCKETS), which
+// the task uploader owns in a deployment and the local stack creates.
+func (t *Template) LogBuckets() ([]string, error) {
+	env, err := t.FunctionEnv("LogsFunction", LocalName)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, b := range strings.Split(env["LOG_BUCKETS"], ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			names = append(names, b)
+		}
+	}
+	return names, nil
 }
 
 // Close stops the emulator if Up started it.

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -274,7 +275,7 @@ Resources:
 
 func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	tpl := loadRepoTemplate(t)
-	if got, want := tpl.Functions(), []string{"ExpiryFunction", "InventoryFunction", "SlavesFunction"}; !slices.Equal(got, want) {
+	if got, want := tpl.Functions(), []string{"ExpiryFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
 		t.Errorf("Functions: got %v, want %v", got, want)
 	}
 	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "SlavesTable"}; !slices.Equal(got, want) {
@@ -303,10 +304,24 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		"ADMIN_GROUPS":               "",
 		"READ_GROUPS":                "",
 	}
+	logs := maps.Clone(want)
+	maps.Copy(logs, map[string]string{
+		"LOG_BUCKETS":         "task-logs",
+		"LOG_KEY_FORMAT":      "%requestId/%Y/%m/%taskId_%index-%s-%filename",
+		"LOG_URL_TTL":         "1h",
+		"LOG_LOOKBACK":        "720h",
+		"LOG_LIST_TIMEOUT":    "5s",
+		"LOG_LINK_TIMEOUT":    "2s",
+		"S3_FORCE_PATH_STYLE": "false",
+	})
 	for _, fn := range tpl.Functions() {
 		got, err := tpl.FunctionEnv(fn, LocalName)
 		if err != nil {
 			t.Fatal(err)
+		}
+		want := want
+		if fn == "LogsFunction" {
+			want = logs
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got %v, want %v", fn, got, want)

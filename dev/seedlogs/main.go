@@ -1,0 +1,179 @@
+// Command seedlogs uploads a realistic set of task logs to the local log
+// bucket, the way the task uploader writes them: keys from the template's
+// LOG_KEY_FORMAT, user metadata starttime and endtime, uploaded with the S3
+// transfer manager. It needs the emulator `make run` started (it refuses to
+// seed one it would stop again on exit).
+//
+// The set: requests web-api (deploys v41 and v42) and batch-etl (deploy
+// b20261101), with tasks started over the last 60 days, and the task of the
+// sample events, web-api-v42-1793491200000-0-node17-us_east_1a. Running it
+// again writes the same keys again.
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/logkey"
+)
+
+// sampleTask is the task of events/logs-task.json and events/logs-search.json.
+const sampleTask = "web-api-v42-1793491200000-0-node17-us_east_1a"
+
+func main() {
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "seedlogs:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	local, err := stack.Up(ctx, "127.0.0.1:4566")
+	if err != nil {
+		return err
+	}
+	defer local.Close()
+	if local.Moto.Started {
+		return fmt.Errorf("nothing answers on %s: start the local stack first (make run)", local.Moto.Endpoint)
+	}
+	env, err := local.Template.FunctionEnv("LogsFunction", stack.LocalName)
+	if err != nil {
+		return err
+	}
+	cfg, err := config.LoadLogs(func(name string) string { return env[name] })
+	if err != nil {
+		return err
+	}
+	bucket := cfg.Buckets[0]
+	uploader := manager.NewUploader(local.S3, func(u *manager.Uploader) { u.Concurrency = 8 })
+
+	now := time.Now().UTC()
+	n := 0
+	for _, t := range tasks(now) {
+		for _, f := range files(t, now) {
+			key := cfg.Format.Key(f.File)
+			_, err := uploader.Upload(ctx, &s3.PutObjectInput{
+				Bucket:      aws.String(bucket),
+				Key:         aws.String(key),
+				Body:        bytes.NewReader(f.body),
+				ContentType: aws.String(f.contentType),
+				Metadata: map[string]string{
+					"starttime": strconv.FormatInt(f.start, 10),
+					"endtime":   strconv.FormatInt(f.end, 10),
+				},
+			})
+			if err != nil {
+				return fmt.Errorf("upload s3://%s/%s: %w", bucket, key, err)
+			}
+			n++
+		}
+	}
+	fmt.Printf("uploaded %d task logs to s3://%s (format %s)\ntry: curl http://127.0.0.1:3000/api/logs/task/%s\n", n, bucket, cfg.Format, sampleTask)
+	return nil
+}
+
+// tasks returns the seeded tasks: two deploys of a service restarted every
+// 12 days on three hosts, a daily batch job, and the sample task.
+func tasks(now time.Time) []logkey.Task {
+	var ids []string
+	for day := 60; day > 0; day -= 12 {
+		deploy := "v41"
+		if day < 30 {
+			deploy = "v42"
+		}
+		for i := range 3 {
+			started := now.Add(-time.Duration(day)*24*time.Hour + time.Duration(i)*time.Hour)
+			ids = append(ids, fmt.Sprintf("web-api-%s-%d-%d-node%d-us_east_1%c", deploy, started.UnixMilli(), i, 10+i, 'a'+i))
+		}
+	}
+	for day := 20; day > 0; day-- {
+		started := now.Truncate(24*time.Hour).Add(-time.Duration(day)*24*time.Hour + 2*time.Hour)
+		ids = append(ids, fmt.Sprintf("batch-etl-b20261101-%d-0-node%d-us_east_1b", started.UnixMilli(), 30+day%4))
+	}
+	ids = append(ids, sampleTask)
+	var out []logkey.Task
+	for _, id := range ids {
+		t, err := logkey.ParseTaskID(id)
+		if err != nil {
+			panic(err) // the ids above are well formed
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+type file struct {
+	logkey.File
+	body        []byte
+	contentType string
+	start, end  int64
+}
+
+// files returns what the uploader writes for a task: a rotated service log
+// per day it ran (gzipped, as rotation leaves it), then its stdout and
+// stderr once it ended (or now, for the ones still running).
+func files(t logkey.Task, now time.Time) []file {
+	started := time.UnixMilli(t.StartedAt).UTC()
+	ended := started.Add(11 * 24 * time.Hour)
+	if ended.After(now) {
+		ended = now
+	}
+	if strings.HasPrefix(t.RequestID, "batch-") {
+		ended = started.Add(47 * time.Minute)
+	}
+	var out []file
+	index := 0
+	for from := started; from.Before(ended); from = from.Add(24 * time.Hour) {
+		to := from.Add(24 * time.Hour)
+		if to.After(ended) {
+			to = ended
+		}
+		out = append(out, file{
+			File:        logkey.File{Task: t, Filename: "service.log.gz", Index: index, Modified: to},
+			body:        gzipped(logLines(t, from, to)),
+			contentType: "application/gzip",
+			start:       from.UnixMilli(), end: to.UnixMilli(),
+		})
+		index++
+	}
+	for _, name := range []string{"stdout", "stderr"} {
+		out = append(out, file{
+			File:        logkey.File{Task: t, Filename: name, Index: index, Modified: ended},
+			body:        logLines(t, started, ended),
+			contentType: "text/plain; charset=utf-8",
+			start:       started.UnixMilli(), end: ended.UnixMilli(),
+		})
+		index++
+	}
+	return out
+}
+
+func logLines(t logkey.Task, from, to time.Time) []byte {
+	var b bytes.Buffer
+	step := max(to.Sub(from)/20, time.Second)
+	for at := from; at.Before(to); at = at.Add(step) {
+		fmt.Fprintf(&b, "%s INFO [%s] %s instance %d on %s: handled %d requests\n",
+			at.Format(time.RFC3339), t.DeployID, t.RequestID, t.InstanceNo, t.Host, at.Unix()%997)
+	}
+	return b.Bytes()
+}
+
+func gzipped(p []byte) []byte {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, _ = w.Write(p)
+	_ = w.Close()
+	return b.Bytes()
+}

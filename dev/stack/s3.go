@@ -1,0 +1,40 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+)
+
+// S3Client returns a client for the S3 server (moto, MinIO) at endpoint,
+// signing with accessKey and secretKey in LocalRegion. It addresses buckets in
+// the path, as a server on a bare host:port needs, and, like DynamoDBClient,
+// reads no environment or shared config file.
+func S3Client(endpoint, accessKey, secretKey string) *s3.Client {
+	return s3.NewFromConfig(aws.Config{
+		Region:      LocalRegion,
+		Credentials: credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
+	}, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+	})
+}
+
+// CreateBuckets creates the named buckets. It is idempotent: a bucket that
+// already exists and belongs to the caller is kept as it is. LocalRegion is
+// us-east-1, the one region where a bucket needs no location constraint.
+func CreateBuckets(ctx context.Context, client *s3.Client, names ...string) error {
+	for _, name := range names {
+		_, err := client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(name)})
+		var owned *types.BucketAlreadyOwnedByYou
+		if err != nil && !errors.As(err, &owned) {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,314 @@
+// Package logs serves /api/logs (SPEC §6): task-log lookups by task, by
+// request and by deploy, and the paginated search, over the objects the
+// logstore adapter lists in S3. Prefixes come from the logkey domain.
+package logs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// Store is what the lookups need from S3.
+type Store interface {
+	All(ctx context.Context, bucket, prefix string) ([]logstore.Object, error)
+	Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logstore.Object, bool, error)
+	Times(ctx context.Context, bucket, key string) (start, end *int64, err error)
+	Links(ctx context.Context, bucket, key string, ttl time.Duration) (get, download string, err error)
+}
+
+// workers bounds the S3 calls one lookup makes at once.
+const workers = 16
+
+// maxScopes is the most tasks and requests one lookup may name (SPEC §6.7).
+const maxScopes = 100
+
+// maxSearchPage is the largest maxPerPage of a search (SPEC §6.6).
+const maxSearchPage = 1000
+
+// Handler serves /api/logs.
+type Handler struct {
+	store Store
+	cfg   config.Logs
+	now   func() time.Time
+	mux   *http.ServeMux
+}
+
+// New returns the handler of the log routes.
+func New(store Store, cfg config.Logs) *Handler {
+	h := &Handler{store: store, cfg: cfg, now: time.Now, mux: http.NewServeMux()}
+	h.mux.HandleFunc("GET /api/logs/task/{taskId}", h.task)
+	h.mux.HandleFunc("GET /api/logs/request/{requestId}", h.request)
+	h.mux.HandleFunc("GET /api/logs/request/{requestId}/deploy/{deployId}", h.deploy)
+	h.mux.HandleFunc("POST /api/logs/search", h.search)
+	h.mux.HandleFunc("/", web.NotFound)
+	return h
+}
+
+// ServeHTTP serves one request. Every answer, errors included, carries
+// Cache-Control: no-store: lookups hold presigned URLs (SPEC §1).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	h.mux.ServeHTTP(w, r)
+}
+
+// caller checks that the caller may read logs and reads the optional body
+// (a user record in AUTH_MODE none, ignored behind an authorizer).
+func (h *Handler) caller(r *http.Request) error {
+	if h.cfg.Policy.Mode == access.ModeAuthorizer {
+		id, err := h.cfg.Policy.Actor(r.Context(), nil)
+		if err == nil {
+			err = h.cfg.Policy.CanRead(id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := web.DecodeBody(r, &userJSON{})
+	return err
+}
+
+// query is the parsed query string of a GET lookup.
+type query struct {
+	start, end      *int64
+	excludeMetadata bool
+	list            bool
+	maxPerPage      int // 0: no cap
+}
+
+func parseQuery(r *http.Request, paged bool) (query, error) {
+	v := r.URL.Query()
+	var q query
+	var err error
+	if q.start, err = millis(v, "start"); err != nil {
+		return q, err
+	}
+	if q.end, err = millis(v, "end"); err != nil {
+		return q, err
+	}
+	q.excludeMetadata = strings.EqualFold(v.Get("excludeMetadata"), "true")
+	q.list = strings.EqualFold(v.Get("list"), "true")
+	if paged && v.Has("maxPerPage") {
+		n, err := strconv.Atoi(v.Get("maxPerPage"))
+		if err != nil || n < 1 {
+			return q, fault.Invalid("maxPerPage must be a whole number ≥ 1, got %q", v.Get("maxPerPage"))
+		}
+		q.maxPerPage = n
+	}
+	return q, nil
+}
+
+// millis reads a time parameter: 13 decimal digits of epoch ms.
+func millis(v map[string][]string, name string) (*int64, error) {
+	s, ok := v[name]
+	if !ok {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(s[0], 10, 64)
+	if len(s[0]) != 13 || err != nil || n < 0 {
+		return nil, fault.Invalid("%s must be a time in epoch milliseconds (13 digits), got %q", name, s[0])
+	}
+	return &n, nil
+}
+
+func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("taskId")
+	h.lookup(w, r, id, false, func(q query, now int64) ([]string, error) {
+		t, err := logkey.ParseTaskID(id)
+		if err != nil {
+			return nil, err
+		}
+		return h.cfg.Format.Prefixes(logkey.TaskScope(t), logkey.TaskWindow(t, q.start, q.end, now), logkey.MaxPrefixes)
+	})
+}
+
+func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("requestId")
+	h.lookup(w, r, id, true, func(q query, now int64) ([]string, error) {
+		return h.cfg.Format.Prefixes(logkey.RequestScope(id), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
+	})
+}
+
+func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
+	req, dep := r.PathValue("requestId"), r.PathValue("deployId")
+	h.lookup(w, r, req+"/"+dep, true, func(q query, now int64) ([]string, error) {
+		return h.cfg.Format.Prefixes(logkey.DeployScope(req, dep), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
+	})
+}
+
+// lookup answers a GET lookup of what: every object under the prefixes, in
+// every bucket, newest first (SPEC §6.5).
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, what string, paged bool, prefixes func(query, int64) ([]string, error)) {
+	if err := h.caller(r); err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	q, err := parseQuery(r, paged)
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	if len(h.cfg.Buckets) == 0 {
+		web.Error(w, r, fault.NotFound("S3 configuration was absent"))
+		return
+	}
+	ps, err := prefixes(q, h.now().UnixMilli())
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	found, err := h.listAll(r.Context(), what, ps)
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	if q.maxPerPage > 0 {
+		found = capPerBucket(found, q.maxPerPage)
+	}
+	logs, err := h.describe(r.Context(), what, found, !q.excludeMetadata, !q.list)
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	web.JSON(w, http.StatusOK, logs)
+}
+
+// listAll lists every prefix in every bucket completely, in parallel, within
+// LOG_LIST_TIMEOUT.
+func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) ([]logstore.Object, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
+	defer cancel()
+	type job struct{ bucket, prefix string }
+	var jobs []job
+	for _, b := range h.cfg.Buckets {
+		for _, p := range prefixes {
+			jobs = append(jobs, job{b, p})
+		}
+	}
+	lists := make([][]logstore.Object, len(jobs))
+	err := each(ctx, len(jobs), func(ctx context.Context, i int) error {
+		var err error
+		lists[i], err = h.store.All(ctx, jobs[i].bucket, jobs[i].prefix)
+		return err
+	})
+	if err != nil {
+		return nil, timedOut(ctx, what, err)
+	}
+	return slices.Concat(lists...), nil
+}
+
+// capPerBucket keeps the newest n objects of each bucket.
+func capPerBucket(objs []logstore.Object, n int) []logstore.Object {
+	newestFirst(objs)
+	kept := map[string]int{}
+	return slices.DeleteFunc(objs, func(o logstore.Object) bool {
+		kept[o.Bucket]++
+		return kept[o.Bucket] > n
+	})
+}
+
+func newestFirst(objs []logstore.Object) {
+	slices.SortStableFunc(objs, func(a, b logstore.Object) int {
+		return cmp.Or(cmp.Compare(b.LastModified, a.LastModified), strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Key, b.Key))
+	})
+}
+
+// describe turns objects into the wire form, newest first: with metadata
+// (one HEAD each) and presigned URLs unless told not to, within
+// LOG_LINK_TIMEOUT. Both URLs expire at the same instant.
+func (h *Handler) describe(ctx context.Context, what string, objs []logstore.Object, metadata, links bool) ([]logJSON, error) {
+	newestFirst(objs)
+	out := make([]logJSON, len(objs))
+	for i, o := range objs {
+		out[i] = logJSON{Key: o.Key, LastModified: o.LastModified, Size: o.Size}
+	}
+	if !metadata && !links {
+		return out, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.LinkTimeout)
+	defer cancel()
+	err := each(ctx, len(objs), func(ctx context.Context, i int) error {
+		o := objs[i]
+		if metadata {
+			start, end, err := h.store.Times(ctx, o.Bucket, o.Key)
+			if err != nil {
+				return err
+			}
+			out[i].StartTime, out[i].EndTime = start, end
+		}
+		if links {
+			get, download, err := h.store.Links(ctx, o.Bucket, o.Key, h.cfg.URLTTL)
+			if err != nil {
+				return err
+			}
+			out[i].GetURL, out[i].DownloadURL = get, download
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, timedOut(ctx, what, err)
+	}
+	return out, nil
+}
+
+// timedOut turns a phase that ran out of time into the 504 of SPEC §6.7.
+func timedOut(ctx context.Context, what string, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || fault.KindOf(err) == fault.KindTimeout {
+		return fault.Timeout("Timed out waiting for response from S3 for %s", what)
+	}
+	return err
+}
+
+// each runs f for 0..n-1 on at most workers goroutines and returns the first
+// error, after which the rest are not started.
+func each(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		next  int
+		wg    sync.WaitGroup
+	)
+	take := func() (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first != nil || next >= n || ctx.Err() != nil {
+			return 0, false
+		}
+		next++
+		return next - 1, true
+	}
+	for range min(workers, n) {
+		wg.Go(func() {
+			for i, ok := take(); ok; i, ok = take() {
+				if err := f(ctx, i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+						cancel()
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil && n > next {
+		return ctx.Err()
+	}
+	return first
+}
