@@ -1,7 +1,8 @@
 // Command seedlogs uploads a realistic set of task logs to the local log
 // bucket, the way the task uploader writes them: keys from the template's
 // LOG_KEY_FORMAT, user metadata starttime and endtime, uploaded with the S3
-// transfer manager. It needs the emulator `make run` started (it refuses to
+// transfer manager (feature/s3/transfermanager, which supersedes the
+// deprecated feature/s3/manager). It needs the emulator `make run` started (it refuses to
 // seed one it would stop again on exit).
 //
 // The set: requests web-api (deploys v41 and v42) and batch-etl (deploy
@@ -21,8 +22,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/s3/manager"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
 
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
@@ -57,14 +57,14 @@ func run(ctx context.Context) error {
 		return err
 	}
 	bucket := cfg.Buckets[0]
-	uploader := manager.NewUploader(local.S3, func(u *manager.Uploader) { u.Concurrency = 8 })
+	uploader := transfermanager.New(local.S3)
 
 	now := time.Now().UTC()
 	n := 0
 	for _, t := range tasks(now) {
 		for _, f := range files(t, now) {
 			key := cfg.Format.Key(f.File)
-			_, err := uploader.Upload(ctx, &s3.PutObjectInput{
+			_, err := uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{
 				Bucket:      aws.String(bucket),
 				Key:         aws.String(key),
 				Body:        bytes.NewReader(f.body),
@@ -99,7 +99,7 @@ func tasks(now time.Time) []logkey.Task {
 		}
 	}
 	for day := 20; day > 0; day-- {
-		started := now.Truncate(24*time.Hour).Add(-time.Duration(day)*24*time.Hour + 2*time.Hour)
+		started := now.Truncate(24 * time.Hour).Add(-time.Duration(day)*24*time.Hour + 2*time.Hour)
 		ids = append(ids, fmt.Sprintf("batch-etl-b20261101-%d-0-node%d-us_east_1b", started.UnixMilli(), 30+day%4))
 	}
 	ids = append(ids, sampleTask)
