@@ -36,6 +36,14 @@ func TestUpCreatesTheTemplateTablesIdempotently(t *testing.T) {
 		t.Errorf("AWS_ENDPOINT_URL: got %q, want %q", got, local.Moto.Endpoint)
 	}
 
+	// The log buckets of LogsFunction exist, and creating them again is fine.
+	if !slices.Equal(local.LogBuckets, []string{"task-logs"}) {
+		t.Errorf("log buckets: got %v, want [task-logs]", local.LogBuckets)
+	}
+	if err := CreateBuckets(ctx, local.S3, local.LogBuckets...); err != nil {
+		t.Errorf("second CreateBuckets: %v", err)
+	}
+
 	// A second run finds the tables and keeps them.
 	if err := local.Template.CreateTables(ctx, local.DynamoDB, LocalName); err != nil {
 		t.Fatalf("second CreateTables: %v", err)
@@ -49,14 +57,15 @@ func TestUpCreatesTheTemplateTablesIdempotently(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		table   string
-		keys    []string
-		indexes map[string][]string
-		ttl     string
+		table      string
+		keys       []string
+		indexes    map[string][]string
+		projection types.ProjectionType
+		ttl        string
 	}{
-		{"SlavesTable", []string{"id HASH"}, map[string][]string{"ByState": {"state HASH", "id RANGE"}}, ""},
-		{"HistoryTable", []string{"slaveId HASH", "seq RANGE"}, nil, "expiresAt"},
-		{"ExpiringTable", []string{"machineId HASH"}, nil, "expiresAt"},
+		{"SlavesTable", []string{"id HASH"}, map[string][]string{"ByState": {"state HASH", "id RANGE"}}, types.ProjectionTypeAll, ""},
+		{"HistoryTable", []string{"slaveId HASH", "seq RANGE"}, nil, "", "expiresAt"},
+		{"ExpiringTable", []string{"machineId HASH"}, map[string][]string{"ByDue": {"dueShard HASH", "dueAt RANGE"}}, types.ProjectionTypeKeysOnly, "expiresAt"},
 	} {
 		t.Run(tc.table, func(t *testing.T) {
 			out, err := local.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(tc.table)})
@@ -77,8 +86,8 @@ func TestUpCreatesTheTemplateTablesIdempotently(t *testing.T) {
 				if got, want := keyStrings(ix.KeySchema), tc.indexes[aws.ToString(ix.IndexName)]; !slices.Equal(got, want) {
 					t.Errorf("index %s: got %v, want %v", aws.ToString(ix.IndexName), got, want)
 				}
-				if ix.Projection == nil || ix.Projection.ProjectionType != types.ProjectionTypeAll {
-					t.Errorf("index %s: projection %+v, want ALL", aws.ToString(ix.IndexName), ix.Projection)
+				if ix.Projection == nil || ix.Projection.ProjectionType != tc.projection {
+					t.Errorf("index %s: projection %+v, want %s", aws.ToString(ix.IndexName), ix.Projection, tc.projection)
 				}
 			}
 			ttl, err := local.DynamoDB.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(tc.table)})
