@@ -154,7 +154,8 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([
 	// Each wave lists up to workers sources at once, each for the whole room
 	// left; the results are then taken in source order until the page is
 	// full, and a source whose results were not all taken resumes after the
-	// last one taken.
+	// last one taken. A source found empty to its end is final at once, so
+	// the last page is rarely an empty one.
 	for len(open) > 0 && room > 0 {
 		wave := open[:min(workers, len(open))]
 		open = open[len(wave):]
@@ -169,8 +170,8 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([
 			return nil, nil, timedOut(ctx, "search", err)
 		}
 		for i, s := range wave {
-			if room == 0 {
-				break // this source and the next ones keep their tokens
+			if room == 0 && len(pages[i]) > 0 {
+				continue // the page is full: this source keeps its token
 			}
 			taken := pages[i][:min(room, len(pages[i]))]
 			found = append(found, taken...)
