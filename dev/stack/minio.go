@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -107,7 +106,7 @@ func StartMinIO(ctx context.Context, binary string) (*MinIO, error) {
 
 	timer := time.NewTimer(MinIOStartTimeout)
 	defer timer.Stop()
-	for !ready(ctx, m.Endpoint+"/minio/health/ready") {
+	for status(ctx, m.Endpoint+"/minio/health/ready") != http.StatusOK {
 		select {
 		case <-m.exited:
 			_ = m.Stop()
@@ -131,14 +130,7 @@ func (m *MinIO) Stop() error {
 		return nil
 	}
 	m.stopOnce.Do(func() {
-		signalGroup(m.cmd, false)
-		select {
-		case <-m.exited:
-		case <-time.After(5 * time.Second):
-			signalGroup(m.cmd, true)
-			<-m.exited
-			m.stopErr = errors.New("stop minio: killed after 5 s without exiting")
-		}
+		m.stopErr = stopGroup(m.cmd, m.exited, "minio")
 		if err := os.RemoveAll(m.dir); err != nil {
 			m.stopErr = errors.Join(m.stopErr, fmt.Errorf("stop minio: %w", err))
 		}
@@ -156,19 +148,32 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// ready reports whether url answers 200 OK.
-func ready(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// UpMinIO starts the MinIO the Makefile built (MinIOBinary) and points this
+// process's AWS SDK at it, as LocalAWS does for moto: AWS_ENDPOINT_URL_S3,
+// its root credentials and LocalRegion, without any session token or
+// profile. A MinIO that is not built yet is an error that says how to build
+// it. Call Stop.
+func UpMinIO(ctx context.Context) (*MinIO, error) {
+	binary, err := MinIOBinary()
 	if err != nil {
-		return false
+		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if _, err := os.Stat(binary); err != nil {
+		return nil, fmt.Errorf("MinIO %s is not built (%v): run make test, which builds it first", MinIOVersion, err)
+	}
+	m, err := StartMinIO(ctx, binary)
 	if err != nil {
-		return false
+		return nil, err
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL_S3":   m.Endpoint,
+		"AWS_ACCESS_KEY_ID":     m.AccessKey,
+		"AWS_SECRET_ACCESS_KEY": m.SecretKey,
+		"AWS_REGION":            LocalRegion,
+	} {
+		_ = os.Setenv(k, v)
+	}
+	_ = os.Unsetenv("AWS_SESSION_TOKEN")
+	_ = os.Unsetenv("AWS_PROFILE")
+	return m, nil
 }

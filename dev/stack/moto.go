@@ -3,7 +3,6 @@ package stack
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -129,34 +128,45 @@ func (m *Moto) Stop() error {
 	if m == nil || !m.Started {
 		return nil
 	}
-	m.stopOnce.Do(func() {
-		signalGroup(m.cmd, false)
-		select {
-		case <-m.exited:
-		case <-time.After(5 * time.Second):
-			signalGroup(m.cmd, true)
-			<-m.exited
-			m.stopErr = errors.New("stop moto: killed after 5 s without exiting")
-		}
-	})
+	m.stopOnce.Do(func() { m.stopErr = stopGroup(m.cmd, m.exited, "moto") })
 	return m.stopErr
 }
 
 // answers reports whether an HTTP server answers at url.
 func answers(ctx context.Context, url string) bool {
+	return status(ctx, url) != 0
+}
+
+// status returns the HTTP status url answers with, or 0 when nothing answers
+// within a second.
+func status(ctx context.Context, url string) int {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return 0
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return false
+		return 0
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
-	return true
+	return resp.StatusCode
+}
+
+// stopGroup stops cmd's process group: a polite signal, then a kill after 5 s.
+// exited is closed once cmd has been waited for.
+func stopGroup(cmd *exec.Cmd, exited <-chan struct{}, name string) error {
+	signalGroup(cmd, false)
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(5 * time.Second):
+		signalGroup(cmd, true)
+		<-exited
+		return fmt.Errorf("stop %s: killed after 5 s without exiting", name)
+	}
 }
 
 // tail keeps the last max bytes written to it.

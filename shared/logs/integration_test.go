@@ -104,34 +104,15 @@ func TestMain(m *testing.M) {
 }
 
 func liveRun(m *testing.M) int {
-	binary, err := stack.MinIOBinary()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if _, err := os.Stat(binary); err != nil {
-		fmt.Fprintf(os.Stderr, "MinIO %s is not built (%v): run make test, which builds it first\n", stack.MinIOVersion, err)
-		return 1
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	liveServer, err = stack.StartMinIO(ctx, binary)
+	var err error
+	liveServer, err = stack.UpMinIO(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer liveServer.Stop()
-
-	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_S3":   liveServer.Endpoint,
-		"AWS_ACCESS_KEY_ID":     liveServer.AccessKey,
-		"AWS_SECRET_ACCESS_KEY": liveServer.SecretKey,
-		"AWS_REGION":            stack.LocalRegion,
-	} {
-		os.Setenv(k, v)
-	}
-	os.Unsetenv("AWS_SESSION_TOKEN")
-	os.Unsetenv("AWS_PROFILE")
 
 	liveClient = stack.S3Client(liveServer.Endpoint, liveServer.AccessKey, liveServer.SecretKey)
 	if err := stack.CreateBuckets(ctx, liveClient, bucketA, bucketB, bucketOutside); err != nil {

@@ -51,34 +51,15 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	binary, err := stack.MinIOBinary()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if _, err := os.Stat(binary); err != nil {
-		fmt.Fprintf(os.Stderr, "MinIO %s is not built (%v): run make test, which builds it first\n", stack.MinIOVersion, err)
-		return 1
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	server, err = stack.StartMinIO(ctx, binary)
+	var err error
+	server, err = stack.UpMinIO(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer server.Stop()
-
-	for k, v := range map[string]string{
-		"AWS_ENDPOINT_URL_S3":   server.Endpoint,
-		"AWS_ACCESS_KEY_ID":     server.AccessKey,
-		"AWS_SECRET_ACCESS_KEY": server.SecretKey,
-		"AWS_REGION":            stack.LocalRegion,
-	} {
-		os.Setenv(k, v)
-	}
-	os.Unsetenv("AWS_SESSION_TOKEN")
-	os.Unsetenv("AWS_PROFILE")
 
 	client = stack.S3Client(server.Endpoint, server.AccessKey, server.SecretKey)
 	began = time.Now()
