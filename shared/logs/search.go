@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logstore"
@@ -29,7 +28,7 @@ type source struct {
 // last key it returned, so following the tokens returns every object exactly
 // once.
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
-	if err := h.searchAccess(r); err != nil {
+	if err := h.mayRead(r); err != nil {
 		web.Error(w, r, err)
 		return
 	}
@@ -70,19 +69,6 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		last = last && t.LastPage
 	}
 	web.JSON(w, http.StatusOK, searchResultJSON{ContinuationTokens: tokens, LastPage: last, Results: results})
-}
-
-// searchAccess checks the caller; the search body is the request, not a
-// user record, so in AUTH_MODE none there is nothing to read here.
-func (h *Handler) searchAccess(r *http.Request) error {
-	if h.cfg.Policy.Mode != access.ModeAuthorizer {
-		return nil
-	}
-	id, err := h.cfg.Policy.Actor(r.Context(), nil)
-	if err == nil {
-		err = h.cfg.Policy.CanRead(id)
-	}
-	return err
 }
 
 // sources returns every (bucket, prefix) the search covers, in a fixed
