@@ -278,7 +278,7 @@ func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	if got, want := tpl.Functions(), []string{"ExpiryFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
 		t.Errorf("Functions: got %v, want %v", got, want)
 	}
-	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "SlavesTable"}; !slices.Equal(got, want) {
+	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
 		t.Errorf("Tables: got %v, want %v", got, want)
 	}
 	spec, err := tpl.tableSpec("SlavesTable")
@@ -296,6 +296,7 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		"SLAVES_TABLE":               "SlavesTable",
 		"HISTORY_TABLE":              "HistoryTable",
 		"EXPIRING_TABLE":             "ExpiringTable",
+		"REQUESTS_TABLE":             "RequestsTable",
 		"MAX_DECOMMISSIONING_SLAVES": "2",
 		"MAX_EXPIRING_DURATION":      "720h",
 		"DEAD_SLAVE_RETENTION":       "168h",

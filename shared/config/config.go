@@ -20,7 +20,7 @@ import (
 
 // Slaves is the configuration of the slave functions.
 type Slaves struct {
-	Tables             dynamo.Tables  // SLAVES_TABLE, HISTORY_TABLE, EXPIRING_TABLE
+	Tables             dynamo.Tables  // SLAVES_TABLE, HISTORY_TABLE, EXPIRING_TABLE, REQUESTS_TABLE
 	Limits             machine.Limits // MAX_DECOMMISSIONING_SLAVES, MAX_EXPIRING_DURATION
 	DeadSlaveRetention time.Duration  // DEAD_SLAVE_RETENTION
 	HistoryRetention   time.Duration  // HISTORY_RETENTION
@@ -35,6 +35,7 @@ func LoadSlaves(getenv func(string) string) (Slaves, error) {
 			Slaves:   r.required("SLAVES_TABLE"),
 			History:  r.required("HISTORY_TABLE"),
 			Expiring: r.required("EXPIRING_TABLE"),
+			Requests: r.required("REQUESTS_TABLE"),
 		},
 		Limits: machine.Limits{
 			MaxDecommissioning: r.count("MAX_DECOMMISSIONING_SLAVES", 2),

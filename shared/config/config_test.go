@@ -18,6 +18,7 @@ func env(extra map[string]string) func(string) string {
 		"SLAVES_TABLE":   "fleet-slaves",
 		"HISTORY_TABLE":  "fleet-history",
 		"EXPIRING_TABLE": "fleet-expiring",
+		"REQUESTS_TABLE": "fleet-requests",
 	}
 	for k, v := range extra {
 		m[k] = v
@@ -36,7 +37,7 @@ func load(t *testing.T, extra map[string]string) config.Slaves {
 
 func TestLoadSlavesDefaults(t *testing.T) {
 	c := load(t, nil)
-	if want := (dynamo.Tables{Slaves: "fleet-slaves", History: "fleet-history", Expiring: "fleet-expiring"}); c.Tables != want {
+	if want := (dynamo.Tables{Slaves: "fleet-slaves", History: "fleet-history", Expiring: "fleet-expiring", Requests: "fleet-requests"}); c.Tables != want {
 		t.Errorf("got tables %+v, want %+v", c.Tables, want)
 	}
 	checks := []struct {
@@ -118,6 +119,7 @@ func TestLoadSlavesInvalid(t *testing.T) {
 		{"a missing slaves table is an error", map[string]string{"SLAVES_TABLE": ""}, "SLAVES_TABLE"},
 		{"a blank history table is an error", map[string]string{"HISTORY_TABLE": "   "}, "HISTORY_TABLE"},
 		{"a missing expiring table is an error", map[string]string{"EXPIRING_TABLE": ""}, "EXPIRING_TABLE"},
+		{"a missing requests table is an error", map[string]string{"REQUESTS_TABLE": ""}, "REQUESTS_TABLE"},
 		{"a negative count is an error", map[string]string{"MAX_DECOMMISSIONING_SLAVES": "-1"}, "MAX_DECOMMISSIONING_SLAVES"},
 		{"a non-numeric count is an error", map[string]string{"MAX_DECOMMISSIONING_SLAVES": "two"}, "MAX_DECOMMISSIONING_SLAVES"},
 		{"a word duration is an error", map[string]string{"MAX_EXPIRING_DURATION": "abc"}, "MAX_EXPIRING_DURATION"},

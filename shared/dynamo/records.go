@@ -1,8 +1,12 @@
 package dynamo
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 
+	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
 )
 
@@ -150,4 +154,63 @@ func (r expiringRecord) expiring() machine.Expiring {
 		KillTasksOnDecommissionTimeout: r.KillTasks,
 		Request:                        req,
 	}
+}
+
+// receiptRecord is one item of the requests table, keyed (slaveId,
+// requestKey): the outcome of a change request, remembered for
+// machine.IdempotencyWindow so that a retry is answered, not applied again.
+// The key is a hash of the client's key, whose length the client chooses.
+type receiptRecord struct {
+	SlaveID     string `dynamodbav:"slaveId"`
+	Key         string `dynamodbav:"requestKey"`
+	Fingerprint string `dynamodbav:"fingerprint"`
+	At          int64  `dynamodbav:"at"`                // epoch ms of the first request
+	Outcome     string `dynamodbav:"outcome,omitempty"` // "" for success, else the refusal's kind
+	Message     string `dynamodbav:"message,omitempty"`
+	ExpiresAt   int64  `dynamodbav:"expiresAt"` // TTL, epoch seconds
+}
+
+func newReceipt(id string, once machine.Idempotency) receiptRecord {
+	key := once.Key
+	if key == "" {
+		// Nobody will retry with this key but the SDK, which repeats a
+		// write whose answer was lost: the receipt tells it the write won.
+		key = machine.NewActionID()
+	}
+	sum := sha256.Sum256([]byte(key))
+	window := machine.IdempotencyWindow.Milliseconds()
+	return receiptRecord{SlaveID: id, Key: hex.EncodeToString(sum[:]), Fingerprint: once.Fingerprint, At: once.At, ExpiresAt: (once.At+window)/1000 + 1}
+}
+
+// live reports whether the receipt still answers a request made at now.
+func (r receiptRecord) live(now int64) bool {
+	return now-r.At < machine.IdempotencyWindow.Milliseconds()
+}
+
+// refusals are the outcomes a receipt can hold besides success: the ones a
+// decision or the decommission limit returns.
+var refusals = map[fault.Kind]string{fault.KindInvalid: "invalid", fault.KindNotFound: "not-found", fault.KindConflict: "conflict"}
+
+// remembers reports whether err is an outcome a retry should get again.
+func remembers(err error) bool {
+	_, ok := refusals[fault.KindOf(err)]
+	return ok
+}
+
+func (r receiptRecord) refused(err error) receiptRecord {
+	r.Outcome, r.Message = refusals[fault.KindOf(err)], fault.Message(err)
+	return r
+}
+
+// outcome is the first request's answer.
+func (r receiptRecord) outcome() error {
+	if r.Outcome == "" {
+		return nil
+	}
+	for kind, name := range refusals {
+		if name == r.Outcome {
+			return &fault.Error{Kind: kind, Message: r.Message}
+		}
+	}
+	return fmt.Errorf("receipt of %s holds an unknown outcome %q", r.SlaveID, r.Outcome)
 }

@@ -38,11 +38,12 @@ type API interface {
 	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
-// Tables names the three tables.
+// Tables names the tables.
 type Tables struct {
 	Slaves   string
 	History  string
 	Expiring string
+	Requests string // receipts of change requests, for idempotent retries
 }
 
 // byStateIndex is the slaves table's index keyed (state, id).
@@ -229,48 +230,89 @@ func (s *Store) DeleteExpiring(ctx context.Context, id string) error {
 // error, machine.LimitError when the plan would exceed its decommission
 // limit, and fault.Unavailable when it keeps losing races.
 func (s *Store) Apply(ctx context.Context, id string, decide machine.Decide) error {
+	_, err := s.apply(ctx, id, nil, decide)
+	return err
+}
+
+// ApplyOnce is Apply for a change request that a client may retry. The
+// request's outcome is stored as a receipt: a success in the transaction of
+// the change, a refusal (only when the client named the request) right
+// after. A request whose key has a receipt younger than
+// machine.IdempotencyWindow gets that receipt's outcome without being
+// decided again, and a key reused for another request is fault.Conflict.
+// Otherwise it returns what Apply returns.
+func (s *Store) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
+	receipt := newReceipt(id, once)
+	seen, err := s.apply(ctx, id, &receipt, decide)
+	if seen != nil {
+		if seen.Fingerprint != once.Fingerprint {
+			return machine.ReusedKey(once.Key)
+		}
+		return seen.outcome()
+	}
+	if once.Key != "" && remembers(err) {
+		// Best effort: without the receipt a retry is decided again, which
+		// is safe because this refusal changed nothing.
+		if item, merr := attributevalue.MarshalMap(receipt.refused(err)); merr == nil {
+			_, _ = s.db.PutItem(ctx, s.putReceipt(item, once.At))
+		}
+	}
+	return err
+}
+
+// apply decides and writes the plan, with the receipt when there is one.
+// A live receipt already stored under the receipt's key answers the request
+// instead: apply returns it and decides nothing.
+func (s *Store) apply(ctx context.Context, id string, receipt *receiptRecord, decide machine.Decide) (*receiptRecord, error) {
 	for attempt := range attempts {
-		snap, version, err := s.snapshot(ctx, id)
+		snap, version, seen, err := s.snapshot(ctx, id, receipt)
+		if seen != nil {
+			return seen, nil
+		}
 		if err == nil {
 			var plan *machine.Plan
 			plan, err = decide(snap)
 			if err != nil || plan == nil {
-				return err
+				return nil, err
 			}
-			err = s.write(ctx, id, snap, version, plan)
+			err = s.write(ctx, id, snap, version, plan, receipt)
 		}
 		if !errors.Is(err, errRace) {
-			return err
+			return nil, err
 		}
 		if err := pause(ctx, attempt); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return fault.Unavailable("too many concurrent changes of slave %s, try again", id)
+	return nil, fault.Unavailable("too many concurrent changes of slave %s, try again", id)
 }
 
 // errRace reports a transaction cancelled because what it was decided from
 // changed in the meantime.
 var errRace = errors.New("lost a race with a concurrent change")
 
-func (s *Store) snapshot(ctx context.Context, id string) (machine.Snapshot, int64, error) {
-	out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: []types.TransactGetItem{
+func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord) (machine.Snapshot, int64, *receiptRecord, error) {
+	gets := []types.TransactGetItem{
 		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(id)}},
 		{Get: &types.Get{TableName: &s.tables.Expiring, Key: expiringKey(id)}},
-	}})
+	}
+	if receipt != nil {
+		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.tables.Requests, Key: receiptKey(id, receipt.Key)}})
+	}
+	out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
 	if err != nil {
 		if isCancelled(err) {
 			// A transactional read collided with a write in flight.
-			return machine.Snapshot{}, 0, errRace
+			return machine.Snapshot{}, 0, nil, errRace
 		}
-		return machine.Snapshot{}, 0, translate("read slave "+id, err)
+		return machine.Snapshot{}, 0, nil, translate("read slave "+id, err)
 	}
 	var snap machine.Snapshot
 	var version int64
 	if item := out.Responses[0].Item; len(item) > 0 {
 		var r slaveRecord
 		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-			return snap, 0, fmt.Errorf("decode slave %s: %w", id, err)
+			return snap, 0, nil, fmt.Errorf("decode slave %s: %w", id, err)
 		}
 		if r.State != "" {
 			slave := r.slave()
@@ -280,18 +322,27 @@ func (s *Store) snapshot(ctx context.Context, id string) (machine.Snapshot, int6
 	if item := out.Responses[1].Item; len(item) > 0 {
 		var r expiringRecord
 		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-			return snap, 0, fmt.Errorf("decode expiring record of %s: %w", id, err)
+			return snap, 0, nil, fmt.Errorf("decode expiring record of %s: %w", id, err)
 		}
 		e := r.expiring()
 		snap.Expiring = &e
 	}
-	return snap, version, nil
+	if receipt != nil && len(out.Responses) > 2 && len(out.Responses[2].Item) > 0 {
+		var r receiptRecord
+		if err := attributevalue.UnmarshalMap(out.Responses[2].Item, &r); err != nil {
+			return snap, 0, nil, fmt.Errorf("decode receipt of %s: %w", id, err)
+		}
+		if r.live(receipt.At) {
+			return snap, version, &r, nil
+		}
+	}
+	return snap, version, nil, nil
 }
 
 // write applies plan in one transaction: the slave (conditioned on the
 // version read), the history entry, the expiring record and the
 // decommissioning set change together or not at all.
-func (s *Store) write(ctx context.Context, id string, snap machine.Snapshot, version int64, plan *machine.Plan) error {
+func (s *Store) write(ctx context.Context, id string, snap machine.Snapshot, version int64, plan *machine.Plan, receipt *receiptRecord) error {
 	if plan.Entry == nil && plan.DropExpiring {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Delete: s.deleteExpiring(id, snap.Expiring.ActionID)},
@@ -354,6 +405,15 @@ func (s *Store) write(ctx context.Context, id string, snap machine.Snapshot, ver
 	case plan.DropExpiring:
 		items = append(items, types.TransactWriteItem{Delete: s.deleteExpiring(id, snap.Expiring.ActionID)})
 	}
+	if receipt != nil {
+		item, err := attributevalue.MarshalMap(receipt)
+		if err != nil {
+			return fmt.Errorf("encode receipt of %s: %w", id, err)
+		}
+		put := s.putReceipt(item, receipt.At)
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: put.TableName, Item: put.Item,
+			ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues}})
+	}
 	limitIndex := -1
 	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
 	switch now := entry.State.CountsTowardLimit(); {
@@ -376,6 +436,18 @@ func (s *Store) putSlave(item map[string]types.AttributeValue, exists bool, vers
 		put.ConditionExpression = aws.String("attribute_not_exists(id)")
 	}
 	return put
+}
+
+// putReceipt stores a receipt unless a live one holds its key: a receipt
+// is written once, and only an expired one (TTL deletes lazily) is replaced.
+func (s *Store) putReceipt(item map[string]types.AttributeValue, now int64) *dynamodb.PutItemInput {
+	return &dynamodb.PutItemInput{
+		TableName:                 &s.tables.Requests,
+		Item:                      item,
+		ConditionExpression:       aws.String("attribute_not_exists(slaveId) OR #at <= :cutoff"),
+		ExpressionAttributeNames:  map[string]string{"#at": "at"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":cutoff": num(now - machine.IdempotencyWindow.Milliseconds())},
+	}
 }
 
 // deleteExpiring deletes a slave's expiring record only if it is still the
@@ -500,6 +572,10 @@ func isThrottle(code string) bool {
 
 func slaveKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": str(id)}
+}
+
+func receiptKey(id, key string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"slaveId": str(id), "requestKey": str(key)}
 }
 
 func expiringKey(id string) map[string]types.AttributeValue {

@@ -4,6 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"time"
+
+	"github.com/fleetops/fleet/shared/fault"
 )
 
 // Update is one entry of a slave's state history, and its current state.
@@ -81,4 +84,26 @@ func NewActionID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Idempotency identifies a change request so that a retry of it is answered
+// with the first request's outcome instead of being applied again.
+type Idempotency struct {
+	// Key is the client's Idempotency-Key header or, without one, the
+	// request's actionId; "" when the client gave neither (the adapter then
+	// still guards its own retries of the write).
+	Key string
+	// Fingerprint is the request in canonical form: a key reused for a
+	// different request is refused rather than answered with another's result.
+	Fingerprint string
+	At          int64 // epoch ms of the request
+}
+
+// IdempotencyWindow is how long a change request's outcome is remembered.
+const IdempotencyWindow = 10 * time.Minute
+
+// ReusedKey is the refusal of an idempotency key already used, within the
+// window, for a different request.
+func ReusedKey(key string) error {
+	return fault.Conflict("Idempotency key %s was already used for a different request", key)
 }

@@ -5,11 +5,17 @@ package slaves
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -21,7 +27,7 @@ type Store interface {
 	ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error)
 	History(ctx context.Context, id string, now time.Time) ([]machine.Update, error)
 	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
-	Apply(ctx context.Context, id string, decide machine.Decide) error
+	ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
 	DeleteDead(ctx context.Context, before int64) (int, error)
 	DeleteExpiring(ctx context.Context, id string) error
@@ -164,7 +170,9 @@ func (h *Handler) listExpiring(w http.ResponseWriter, r *http.Request) {
 }
 
 // change serves freeze, decommission and activate, whose optional body is a
-// change request rather than a user record.
+// change request rather than a user record. A retry of the same request
+// (same Idempotency-Key header, or same actionId) within
+// machine.IdempotencyWindow gets the first request's answer.
 func (h *Handler) change(target machine.State) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("slaveId")
@@ -180,9 +188,13 @@ func (h *Handler) change(target machine.State) http.HandlerFunc {
 		if err == nil {
 			req, err = body.changeRequest()
 		}
+		var once machine.Idempotency
 		if err == nil {
-			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.now().UnixMilli()}
-			err = h.store.Apply(r.Context(), id, machine.UserChange(c, h.limits))
+			once, err = idempotency(r, id, target, actor, req, h.now())
+		}
+		if err == nil {
+			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: once.At}
+			err = h.store.ApplyOnce(r.Context(), id, once, machine.UserChange(c, h.limits))
 		}
 		if err != nil {
 			web.Error(w, r, err)
@@ -190,6 +202,32 @@ func (h *Handler) change(target machine.State) http.HandlerFunc {
 		}
 		web.OK(w)
 	}
+}
+
+// maxIdempotencyKey bounds the Idempotency-Key header, as common APIs do.
+const maxIdempotencyKey = 255
+
+// idempotency names the request for retries: by its Idempotency-Key header,
+// else by its actionId. The fingerprint covers everything that decides the
+// outcome, so a key reused for another slave, action, body or caller is
+// told apart from a retry.
+func idempotency(r *http.Request, id string, target machine.State, actor access.Identity, req machine.ChangeRequest, now time.Time) (machine.Idempotency, error) {
+	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
+	if len(key) > maxIdempotencyKey {
+		return machine.Idempotency{}, fault.Invalid("Idempotency-Key must be at most %d characters", maxIdempotencyKey)
+	}
+	if key == "" {
+		key = req.ActionID
+	}
+	canonical, err := json.Marshal(struct {
+		Slave, Action, Caller string
+		Request               machine.ChangeRequest
+	}{id, string(target), actor.ID, req})
+	if err != nil {
+		return machine.Idempotency{}, fmt.Errorf("fingerprint request: %w", err)
+	}
+	sum := sha256.Sum256(canonical)
+	return machine.Idempotency{Key: key, Fingerprint: hex.EncodeToString(sum[:]), At: now.UnixMilli()}, nil
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
