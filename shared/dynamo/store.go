@@ -8,13 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // API is the part of the DynamoDB client the store uses.
@@ -550,10 +552,15 @@ func translate(what string, err error) error {
 		return err
 	}
 	var apiErr smithy.APIError
+	var netErr net.Error
+	var resp interface{ HTTPStatusCode() int }
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		// The handler's deadline, or every attempt cut off by its timeout.
 		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for DynamoDB"), err)
-	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()):
+	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()),
+		errors.As(err, &resp) && resp.HTTPStatusCode() >= http.StatusInternalServerError:
+		// Still throttled or failing after the SDK's retries.
 		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB is busy, try again"), err)
 	case !errors.As(err, &apiErr) && !errors.Is(err, context.Canceled):
 		// No answer at all, after the SDK's retries: connection refused or reset.
@@ -591,9 +598,9 @@ func num(v int64) types.AttributeValue {
 // Open builds a store on a DynamoDB client configured the SDK's way
 // (region, credentials and AWS_ENDPOINT_URL* from the environment).
 func Open(ctx context.Context, tables Tables, historyRetention time.Duration) (*Store, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDBAttemptTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil, err
 	}
 	return New(dynamodb.NewFromConfig(cfg), tables, historyRetention), nil
 }

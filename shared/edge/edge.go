@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -42,6 +43,10 @@ const (
 	FormatV2 Format = 2
 )
 
+// AnswerMargin is the time kept, before Lambda's deadline, to write the
+// response of a request whose backend calls ran out of time.
+const AnswerMargin = 500 * time.Millisecond
+
 // Handler returns a Lambda handler function serving h. It accepts payload 1.0
 // and 2.0 events and answers in the matching format. A malformed event is
 // answered with a JSON 400 without calling h; a payload that is not a proxy
@@ -56,6 +61,15 @@ func Handler(h http.Handler) func(ctx context.Context, event json.RawMessage) (j
 		if err != nil {
 			writeError(rec, http.StatusBadRequest, err.Error())
 		} else {
+			// Lambda's deadline is the function timeout. The handler gets
+			// a little less, so a backend that is too slow ends in the
+			// handler's JSON 504 rather than in Lambda killing the call.
+			if deadline, ok := ctx.Deadline(); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(r.Context(), deadline.Add(-AnswerMargin))
+				defer cancel()
+				r = r.WithContext(ctx)
+			}
 			h.ServeHTTP(rec, r)
 		}
 		return Response(format, rec.Result())

@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
@@ -320,6 +321,20 @@ func TestHandlerAnswersMalformedEventsWith400WithoutCallingTheHandler(t *testing
 				t.Errorf("got cookies field present %v, want %v (format %d): %s", got, tt.format == FormatV2, tt.format, out)
 			}
 		})
+	}
+}
+
+func TestHandlerKeepsAMarginBeforeLambdasDeadline(t *testing.T) {
+	lambdaDeadline := time.Now().Add(10 * time.Second)
+	ctx, cancel := context.WithDeadline(t.Context(), lambdaDeadline)
+	defer cancel()
+	var got time.Time
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got, _ = r.Context().Deadline() })
+	if _, err := Handler(h)(ctx, fixture(t, "rest-iam.json")); err != nil {
+		t.Fatal(err)
+	}
+	if want := lambdaDeadline.Add(-AnswerMargin); !got.Equal(want) {
+		t.Errorf("got handler deadline %v, want %v (Lambda's less AnswerMargin)", got, want)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"mime"
+	"net"
 	"net/http"
 	"path"
 	"strconv"
@@ -17,13 +18,13 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // API is the part of the S3 client the store uses.
@@ -56,9 +57,9 @@ func New(api API, presign Presigner) *Store {
 // environment). pathStyle puts the bucket in the URL path instead of the host
 // name, as emulators on a bare host:port need.
 func Open(ctx context.Context, pathStyle bool) (*Store, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3AttemptTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil, err
 	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
 	return New(client, s3.NewPresignClient(client)), nil
@@ -221,12 +222,14 @@ func translate(what, bucket string, err error) error {
 	}
 	var apiErr smithy.APIError
 	var sendErr *smithyhttp.RequestSendError
+	var netErr net.Error
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		// The handler's deadline, or every attempt cut off by its timeout.
 		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for S3"), err)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
 		return fmt.Errorf("%s: %w: %w", what, fault.NotFound("S3 bucket %s does not exist", bucket), err)
-	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()), status(err) == http.StatusServiceUnavailable:
+	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()), status(err) >= http.StatusInternalServerError:
 		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("S3 is busy, try again"), err)
 	case errors.As(err, &sendErr) && !errors.Is(err, context.Canceled):
 		// No answer at all, after the SDK's retries: connection refused or reset.

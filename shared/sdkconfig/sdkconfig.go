@@ -1,0 +1,66 @@
+// Package sdkconfig loads the AWS SDK configuration every function shares:
+// region, credentials and AWS_ENDPOINT_URL* the SDK's own way, plus the one
+// retry policy of the service. A call is tried at most MaxAttempts times,
+// each attempt cut off after its own timeout, with short jittered pauses, so
+// that a call that keeps failing ends well inside the Lambda timeout and API
+// Gateway's 29 s, and the handler can still answer a JSON 503 or 504.
+package sdkconfig
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+)
+
+const (
+	// MaxAttempts bounds the tries of one SDK call (the SDK's default).
+	MaxAttempts = 3
+	// baseBackoff and maxBackoff shape the pause before a retry: full
+	// jitter over 25 ms, 50 ms, ... capped at 400 ms. The SDK's default
+	// (up to 20 s) suits batch jobs, not an API answering in seconds.
+	baseBackoff = 25 * time.Millisecond
+	maxBackoff  = 400 * time.Millisecond
+)
+
+// Attempt timeouts: a DynamoDB call answers in milliseconds and an S3 list
+// of 1,000 keys in a few hundred; an attempt this late is stuck, and a new
+// connection is the better bet. Worst case per call: 3 attempts plus pauses.
+const (
+	DynamoDBAttemptTimeout = time.Second
+	S3AttemptTimeout       = 2 * time.Second
+)
+
+// Retryer returns the service's retry policy. The SDK's retry quota stays:
+// when most calls fail, retries stop and callers get a 503 at once instead
+// of adding load to a struggling backend.
+func Retryer() aws.Retryer {
+	return retry.NewStandard(func(o *retry.StandardOptions) {
+		o.MaxAttempts = MaxAttempts
+		o.MaxBackoff = maxBackoff
+		o.Backoff = retry.BackoffDelayerFunc(backoff)
+	})
+}
+
+func backoff(attempt int, _ error) (time.Duration, error) {
+	ceiling := min(baseBackoff<<min(attempt, 8), maxBackoff)
+	return rand.N(ceiling) + time.Millisecond, nil
+}
+
+// Load returns the SDK configuration with the retry policy and HTTP
+// requests (one per attempt) cut off after attemptTimeout.
+func Load(ctx context.Context, attemptTimeout time.Duration) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRetryer(Retryer),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(attemptTimeout)),
+	)
+	if err != nil {
+		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return cfg, nil
+}
