@@ -218,6 +218,13 @@ func show(v *int64) string {
 	return fmt.Sprint(*v)
 }
 
+// timeoutError is what an HTTP client's Timeout produces.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "Client.Timeout exceeded while awaiting headers" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
 func TestErrors(t *testing.T) {
 	op := func(err error) error {
 		return &smithy.OperationError{ServiceID: "S3", OperationName: "ListObjectsV2", Err: err}
@@ -239,7 +246,9 @@ func TestErrors(t *testing.T) {
 		{"a deadline is a timeout", op(&smithyhttp.RequestSendError{Err: context.DeadlineExceeded}), fault.KindTimeout, "Timed out waiting for S3"},
 		{"a cancelled request stays internal", op(&smithyhttp.RequestSendError{Err: context.Canceled}), fault.KindInternal, ""},
 		{"access denied stays internal", op(&smithy.GenericAPIError{Code: "AccessDenied"}), fault.KindInternal, ""},
-		{"another status stays internal", status(http.StatusInternalServerError), fault.KindInternal, ""},
+		{"a 500 after the retries is unavailable", status(http.StatusInternalServerError), fault.KindUnavailable, "S3 is busy, try again"},
+		{"an attempt timeout is a timeout", op(&smithyhttp.RequestSendError{Err: &url.Error{Op: "Get", URL: "http://s3", Err: timeoutError{}}}), fault.KindTimeout, "Timed out waiting for S3"},
+		{"another status stays internal", status(http.StatusConflict), fault.KindInternal, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
