@@ -63,6 +63,13 @@ func newSlaveRecord(s machine.Slave, version int64) slaveRecord {
 	}
 }
 
+// limitRecord is the decommissioning set (see limitID): its members, and
+// the timestamp of the last change that entered or left it.
+type limitRecord struct {
+	Members []string `dynamodbav:"members,stringset"`
+	LastAt  int64    `dynamodbav:"lastAt"`
+}
+
 // historyRecord is one item of the history table: key (slaveId, seq).
 type historyRecord struct {
 	SlaveID   string `dynamodbav:"slaveId"`

@@ -267,17 +267,17 @@ func (s *Store) ApplyOnce(ctx context.Context, id string, once machine.Idempoten
 // instead: apply returns it and decides nothing.
 func (s *Store) apply(ctx context.Context, id string, receipt *receiptRecord, decide machine.Decide) (*receiptRecord, error) {
 	for attempt := range attempts {
-		snap, version, seen, err := s.snapshot(ctx, id, receipt)
-		if seen != nil {
-			return seen, nil
+		read, err := s.snapshot(ctx, id, receipt)
+		if read.receipt != nil {
+			return read.receipt, nil
 		}
 		if err == nil {
 			var plan *machine.Plan
-			plan, err = decide(snap)
+			plan, err = decide(read.snap)
 			if err != nil || plan == nil {
 				return nil, err
 			}
-			err = s.write(ctx, id, snap, version, plan, receipt)
+			err = s.write(ctx, id, read, plan, receipt)
 		}
 		if !errors.Is(err, errRace) {
 			return nil, err
@@ -293,10 +293,21 @@ func (s *Store) apply(ctx context.Context, id string, receipt *receiptRecord, de
 // changed in the meantime.
 var errRace = errors.New("lost a race with a concurrent change")
 
-func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord) (machine.Snapshot, int64, *receiptRecord, error) {
+// read is what a change is decided and conditioned on.
+type read struct {
+	snap    machine.Snapshot
+	version int64          // the slave's version, 0 when there is none
+	limitAt int64          // the decommissioning set's lastAt, 0 when unset
+	receipt *receiptRecord // a live receipt under the request's key
+}
+
+// snapshot reads, in one transaction, the slave, its expiring record, the
+// decommissioning set and, with receipt, a receipt under its key.
+func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord) (read, error) {
 	gets := []types.TransactGetItem{
 		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(id)}},
 		{Get: &types.Get{TableName: &s.tables.Expiring, Key: expiringKey(id)}},
+		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(limitID)}},
 	}
 	if receipt != nil {
 		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.tables.Requests, Key: receiptKey(id, receipt.Key)}})
@@ -305,46 +316,51 @@ func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord)
 	if err != nil {
 		if isCancelled(err) {
 			// A transactional read collided with a write in flight.
-			return machine.Snapshot{}, 0, nil, errRace
+			return read{}, errRace
 		}
-		return machine.Snapshot{}, 0, nil, translate("read slave "+id, err)
+		return read{}, translate("read slave "+id, err)
 	}
-	var snap machine.Snapshot
-	var version int64
+	var r read
 	if item := out.Responses[0].Item; len(item) > 0 {
-		var r slaveRecord
-		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-			return snap, 0, nil, fmt.Errorf("decode slave %s: %w", id, err)
+		var rec slaveRecord
+		if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+			return read{}, fmt.Errorf("decode slave %s: %w", id, err)
 		}
-		if r.State != "" {
-			slave := r.slave()
-			snap.Slave, version = &slave, r.Version
+		if rec.State != "" {
+			slave := rec.slave()
+			r.snap.Slave, r.version = &slave, rec.Version
 		}
 	}
 	if item := out.Responses[1].Item; len(item) > 0 {
-		var r expiringRecord
-		if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-			return snap, 0, nil, fmt.Errorf("decode expiring record of %s: %w", id, err)
+		var rec expiringRecord
+		if err := attributevalue.UnmarshalMap(item, &rec); err != nil {
+			return read{}, fmt.Errorf("decode expiring record of %s: %w", id, err)
 		}
-		e := r.expiring()
-		snap.Expiring = &e
+		e := rec.expiring()
+		r.snap.Expiring = &e
 	}
-	if receipt != nil && len(out.Responses) > 2 && len(out.Responses[2].Item) > 0 {
-		var r receiptRecord
-		if err := attributevalue.UnmarshalMap(out.Responses[2].Item, &r); err != nil {
-			return snap, 0, nil, fmt.Errorf("decode receipt of %s: %w", id, err)
+	var set limitRecord
+	if err := attributevalue.UnmarshalMap(out.Responses[2].Item, &set); err != nil {
+		return read{}, fmt.Errorf("decode the decommissioning set: %w", err)
+	}
+	r.limitAt = set.LastAt
+	if receipt != nil && len(out.Responses[3].Item) > 0 {
+		var rec receiptRecord
+		if err := attributevalue.UnmarshalMap(out.Responses[3].Item, &rec); err != nil {
+			return read{}, fmt.Errorf("decode receipt of %s: %w", id, err)
 		}
-		if r.live(receipt.At) {
-			return snap, version, &r, nil
+		if rec.live(receipt.At) {
+			r.receipt = &rec
 		}
 	}
-	return snap, version, nil, nil
+	return r, nil
 }
 
 // write applies plan in one transaction: the slave (conditioned on the
 // version read), the history entry, the expiring record and the
 // decommissioning set change together or not at all.
-func (s *Store) write(ctx context.Context, id string, snap machine.Snapshot, version int64, plan *machine.Plan, receipt *receiptRecord) error {
+func (s *Store) write(ctx context.Context, id string, r read, plan *machine.Plan, receipt *receiptRecord) error {
+	snap, version := r.snap, r.version
 	if plan.Entry == nil && plan.DropExpiring {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Delete: s.deleteExpiring(id, snap.Expiring.ActionID)},
@@ -371,12 +387,21 @@ func (s *Store) write(ctx context.Context, id string, snap machine.Snapshot, ver
 		}
 		return translate("describe slave "+id, err)
 	}
+	entry, slave := *plan.Entry, plan.Slave
+	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
+	join, leave := entry.State.CountsTowardLimit() && !was, was && !entry.State.CountsTowardLimit()
+	if join || leave {
+		// Entering and leaving the decommissioning states are ordered by
+		// the set's lastAt, so their history timestamps follow the order in
+		// which they took effect, even across machines whose clocks differ.
+		entry.Timestamp = max(entry.Timestamp, r.limitAt+1)
+		slave.Current.Timestamp = entry.Timestamp
+	}
 	next := version + 1
-	slaveItem, err := attributevalue.MarshalMap(newSlaveRecord(plan.Slave, next))
+	slaveItem, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
 	if err != nil {
 		return fmt.Errorf("encode slave %s: %w", id, err)
 	}
-	entry := *plan.Entry
 	historyItem, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: next, State: string(entry.State), Timestamp: entry.Timestamp, User: entry.User, Message: entry.Message})
 	if err != nil {
 		return fmt.Errorf("encode history of %s: %w", id, err)
@@ -417,16 +442,12 @@ func (s *Store) write(ctx context.Context, id string, snap machine.Snapshot, ver
 			ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues}})
 	}
 	limitIndex := -1
-	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
-	switch now := entry.State.CountsTowardLimit(); {
-	case now && !was:
+	if join || leave {
 		limitIndex = len(items)
-		items = append(items, types.TransactWriteItem{Update: s.joinLimit(id, plan.Limit)})
-	case was && !now:
-		items = append(items, types.TransactWriteItem{Update: s.leaveLimit(id)})
+		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, join, plan.Limit, r.limitAt, entry.Timestamp)})
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	return writeError(id, err, limitIndex, plan.Limit)
+	return writeError(id, err, limitIndex, join, plan.Limit, r.limitAt)
 }
 
 func (s *Store) putSlave(item map[string]types.AttributeValue, exists bool, version int64) *types.Put {
@@ -463,21 +484,37 @@ func (s *Store) deleteExpiring(id, actionID string) *types.Delete {
 	}
 }
 
-func (s *Store) joinLimit(id string, limit int) *types.Update {
+// moveLimit adds id to the decommissioning set (join) or removes it, on
+// condition that the set's lastAt is still prevAt, and sets it to at. A
+// join is also refused when the set already holds limit (> 0) slaves, so the
+// limit holds under concurrent requests.
+func (s *Store) moveLimit(id string, join bool, limit int, prevAt, at int64) *types.Update {
 	u := &types.Update{
-		TableName:                 &s.tables.Slaves,
-		Key:                       slaveKey(limitID),
-		UpdateExpression:          aws.String("ADD members :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberSS{Value: []string{id}}},
+		TableName:        &s.tables.Slaves,
+		Key:              slaveKey(limitID),
+		UpdateExpression: aws.String("DELETE members :id SET lastAt = :at"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":id": &types.AttributeValueMemberSS{Value: []string{id}}, ":at": num(at),
+		},
+		ConditionExpression:                 aws.String("attribute_not_exists(lastAt)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-	if limit > 0 {
-		u.ConditionExpression = aws.String("attribute_not_exists(members) OR size(members) < :max")
-		u.ExpressionAttributeValues[":max"] = num(int64(limit))
-		u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	if prevAt != 0 {
+		u.ConditionExpression = aws.String("lastAt = :prev")
+		u.ExpressionAttributeValues[":prev"] = num(prevAt)
+	}
+	if join {
+		u.UpdateExpression = aws.String("ADD members :id SET lastAt = :at")
+		if limit > 0 {
+			u.ConditionExpression = aws.String(*u.ConditionExpression + " AND (attribute_not_exists(members) OR size(members) < :max)")
+			u.ExpressionAttributeValues[":max"] = num(int64(limit))
+		}
 	}
 	return u
 }
 
+// leaveLimit removes id from the decommissioning set, for a slave deleted
+// with its history (no entry to order).
 func (s *Store) leaveLimit(id string) *types.Update {
 	return &types.Update{
 		TableName:                 &s.tables.Slaves,
@@ -488,8 +525,9 @@ func (s *Store) leaveLimit(id string) *types.Update {
 }
 
 // writeError translates a transaction's failure: a failed condition on the
-// decommissioning set is the limit; any other cancellation is a lost race.
-func writeError(id string, err error, limitIndex, limit int) error {
+// decommissioning set whose lastAt is still the one read is the limit; any
+// other cancellation is a lost race.
+func writeError(id string, err error, limitIndex int, join bool, limit int, limitAt int64) error {
 	var cancelled *types.TransactionCanceledException
 	if !errors.As(err, &cancelled) {
 		return translate("change slave "+id, err)
@@ -498,14 +536,11 @@ func writeError(id string, err error, limitIndex, limit int) error {
 	if len(reasons) > 0 && aws.ToString(reasons[0].Code) != "None" {
 		return errRace // the slave itself changed: decide again
 	}
-	if limitIndex >= 0 && limitIndex < len(reasons) {
-		reason := reasons[limitIndex]
-		if aws.ToString(reason.Code) == "ConditionalCheckFailed" {
-			var held struct {
-				Members []string `dynamodbav:"members"`
-			}
-			_ = attributevalue.UnmarshalMap(reason.Item, &held)
-			return machine.LimitError(len(held.Members), limit)
+	if join && limitIndex >= 0 && limitIndex < len(reasons) && aws.ToString(reasons[limitIndex].Code) == "ConditionalCheckFailed" {
+		var set limitRecord
+		_ = attributevalue.UnmarshalMap(reasons[limitIndex].Item, &set)
+		if set.LastAt == limitAt {
+			return machine.LimitError(len(set.Members), limit)
 		}
 	}
 	return errRace
