@@ -220,3 +220,108 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestResilienceReportsAgainstChanges floods machine reports while users
+// activate, freeze and delete the reported slaves. A report decided on a
+// state a user has since changed must be decided again, so: a decommission
+// the user cancelled (activate answered 200) stays cancelled although
+// reports keep saying the machine's tasks are draining; a freeze stays; and
+// a deleted slave that reports bring back starts a new history, never
+// carrying entries from before its deletion.
+func TestResilienceReportsAgainstChanges(t *testing.T) {
+	const (
+		rounds    = 3
+		reporters = 4
+		reports   = 15
+	)
+	clean := cleanStore()
+	srv := server(t, clean, access.Policy{}, 20*time.Second)
+	client := srv.Client()
+	for round := range rounds {
+		draining := []string{fmt.Sprintf("rep%d-dec-0", round), fmt.Sprintf("rep%d-dec-1", round)}
+		active := []string{fmt.Sprintf("rep%d-act-0", round), fmt.Sprintf("rep%d-act-1", round)}
+		doomed := fmt.Sprintf("rep%d-del", round)
+		all := slices.Concat(draining, active, []string{doomed})
+		var machines []string
+		for _, id := range all {
+			machines = append(machines, up(id, 3))
+		}
+		report(t, clean, machines...)
+		for _, id := range draining {
+			if a := send(t, client, "POST", srv.URL+"/api/slaves/slave/"+id+"/decommission", "", nil); a.status != 200 {
+				t.Fatalf("decommission %s: got %d %s", id, a.status, a.body)
+			}
+		}
+
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for r := range reporters {
+			wg.Go(func() {
+				<-start
+				for i := range reports {
+					var machines []string
+					for _, id := range all {
+						machines = append(machines, up(id, (r+i)%2*3)) // tasks drained, then running again
+					}
+					report(t, clean, machines...)
+				}
+			})
+		}
+		var deletedAt time.Time
+		answers := map[string]int{}
+		var mu sync.Mutex
+		act := func(method, id, path string) {
+			time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
+			if method == "DELETE" {
+				mu.Lock()
+				deletedAt = time.Now()
+				mu.Unlock()
+			}
+			a := send(t, client, method, srv.URL+"/api/slaves/slave/"+id+path, "", nil)
+			mu.Lock()
+			answers[id] = a.status
+			mu.Unlock()
+		}
+		for _, id := range draining {
+			wg.Go(func() { <-start; act("POST", id, "/activate") })
+		}
+		for _, id := range active {
+			wg.Go(func() { <-start; act("POST", id, "/freeze") })
+		}
+		wg.Go(func() { <-start; act("DELETE", doomed, "") })
+		close(start)
+		wg.Wait()
+
+		states := map[string]tableState{}
+		for _, id := range all {
+			s := readSlave(t, clean, id)
+			states[id] = s
+			checkConsistent(t, id, s)
+		}
+		for id, want := range map[string]string{draining[0]: "ACTIVE", draining[1]: "ACTIVE", active[0]: "FROZEN", active[1]: "FROZEN"} {
+			if answers[id] != 200 {
+				violation(t, "%s: the user's change was answered %d, want 200", id, answers[id])
+				continue
+			}
+			if s := states[id]; s.slave == nil || string(s.slave.Current.State) != want {
+				violation(t, "%s: a report overwrote the user's change: got %+v, want %s", id, s.slave, want)
+			}
+		}
+		if answers[doomed] != 200 {
+			violation(t, "%s: delete answered %d, want 200", doomed, answers[doomed])
+		} else if s := states[doomed]; s.slave != nil {
+			// Reported again after its deletion: a new slave, a new history.
+			if s.slave.FirstSeenAt < deletedAt.UnixMilli() {
+				violation(t, "%s: back with firstSeenAt %d, before its deletion at %d", doomed, s.slave.FirstSeenAt, deletedAt.UnixMilli())
+			}
+			if s.history[len(s.history)-1].State != "ACTIVE" {
+				violation(t, "%s: back with a history that starts in %s, want a new slave's first entry", doomed, s.history[len(s.history)-1].State)
+			}
+		}
+		checkLimitSet(t, states)
+		for _, id := range draining {
+			// Free the decommission slots for the next round.
+			send(t, client, "DELETE", srv.URL+"/api/slaves/slave/"+id, "", nil)
+		}
+	}
+}

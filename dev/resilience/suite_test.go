@@ -41,7 +41,7 @@ var (
 
 // The figures of the summary line, summed over the suite's tests.
 var figures struct {
-	requests   atomic.Int64 // HTTP requests sent to the API, retries included
+	requests   atomic.Int64 // HTTP requests sent to the API, retries included, and machine reports
 	faults     atomic.Int64 // backend calls failed on purpose
 	violations atomic.Int64 // broken invariants (each is also a test failure)
 }
@@ -106,9 +106,11 @@ func server(t *testing.T, store slaves.Store, policy access.Policy, budget time.
 	return srv
 }
 
-// report sends a machine report through the inventory handler.
+// report sends a machine report through the inventory handler, as the
+// scheduler's EventBridge events reach InventoryFunction.
 func report(t *testing.T, store inventory.Store, machines ...string) {
 	t.Helper()
+	figures.requests.Add(1)
 	detail := `{"complete":false,"machines":[` + strings.Join(machines, ",") + `]}`
 	if _, err := inventory.New(store, quiet).Handle(context.Background(), json.RawMessage(detail)); err != nil {
 		t.Fatalf("report: %v", err)
