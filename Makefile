@@ -5,6 +5,7 @@
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally
 #   make test                                unit tests, then integration tests (they start moto and MinIO)
+#   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #
 # sam build calls build-<LogicalId> (BuildMethod: makefile) with ARTIFACTS_DIR.
@@ -34,7 +35,7 @@ define lambda_build
 GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test lint deps clean
+.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience lint deps clean
 
 build: $(addprefix build-,$(FUNCTIONS))
 
@@ -72,6 +73,14 @@ invoke: deps
 test: deps $(MINIO)
 	go test ./...
 	go test -tags integration -count=1 ./...
+
+# How long each fuzz target runs; its corpus lives in <package>/testdata/fuzz.
+FUZZTIME ?= 20s
+
+# The resilience suite prints one summary line: requests driven, faults
+# injected, fuzz executions, invariant violations.
+test-resilience: deps $(MINIO)
+	go run ./dev/resilience -fuzztime $(FUZZTIME)
 
 lint: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.aws-sam/*')); \

@@ -1,9 +1,183 @@
-// Command resilience is `make test-resilience`: it runs the resilience suite
-// (concurrency and backend faults against the local emulator, build tag
-// resilience), the hostile-input and access-control tests of every package,
-// and every fuzz target for a bounded time, then prints one summary line
-// with the figures: requests driven, faults injected, fuzz executions and
-// invariant violations.
+// Command resilience is `make test-resilience`. It runs, from the
+// repository root:
+//
+//  1. the resilience suite of this package (build tag resilience): concurrent
+//     changes, machine reports racing users, and backend faults injected at
+//     the SDK's HTTP layer, against a moto_server of its own;
+//  2. the hostile-input and access-control tests of every package
+//     (TestHostile*, TestAccess*, with the integration tag);
+//  3. every fuzz target (FuzzXxx in a test file without build tags) for
+//     -fuzztime each, from its corpus in testdata/fuzz;
+//
+// and prints one summary line with the figures: requests driven, faults
+// injected, fuzz executions and invariant violations. It exits non-zero when
+// any step fails.
 package main
 
-func main() {}
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	fuzztime := flag.Duration("fuzztime", 20*time.Second, "how long each fuzz target runs")
+	flag.Parse()
+	if err := run(*fuzztime); err != nil {
+		fmt.Fprintln(os.Stderr, "resilience:", err)
+		os.Exit(1)
+	}
+}
+
+// summary holds the figures of the final line.
+type summary struct {
+	requests, faults, violations int64
+	fuzzTargets                  int
+	fuzzExecs                    int64
+	failed                       []string
+}
+
+func run(fuzztime time.Duration) error {
+	start := time.Now()
+	var s summary
+
+	out, err := goTest("-tags", "resilience", "-count=1", "-v", "./dev/resilience")
+	if err != nil {
+		s.failed = append(s.failed, "suite")
+	}
+	if m := regexp.MustCompile(`resilience-figures: requests=(\d+) faults=(\d+) violations=(\d+)`).FindSubmatch(out); m != nil {
+		s.requests, s.faults, s.violations = atoi(m[1]), atoi(m[2]), atoi(m[3])
+	} else {
+		s.failed = append(s.failed, "suite figures")
+	}
+
+	pkgs, err := packagesDeclaring(regexp.MustCompile(`(?m)^func (TestHostile|TestAccess)\w*\(`))
+	if err != nil {
+		return err
+	}
+	if _, err := goTest(append([]string{"-tags", "integration", "-count=1", "-run", "^(TestHostile|TestAccess)"}, pkgs...)...); err != nil {
+		s.failed = append(s.failed, "hostile input and access control")
+	}
+
+	targets, err := fuzzTargets()
+	if err != nil {
+		return err
+	}
+	execs := regexp.MustCompile(`execs: (\d+)`)
+	for _, tg := range targets {
+		out, err := goTest("-run", "^$", "-fuzz", "^"+tg.name+"$", "-fuzztime", fuzztime.String(), tg.pkg)
+		if err != nil {
+			s.failed = append(s.failed, tg.pkg+" "+tg.name)
+		}
+		var most int64
+		for _, m := range execs.FindAllSubmatch(out, -1) {
+			most = max(most, atoi(m[1]))
+		}
+		s.fuzzTargets++
+		s.fuzzExecs += most
+	}
+
+	verdict := "PASS"
+	if len(s.failed) > 0 || s.violations > 0 {
+		verdict = "FAIL (" + strings.Join(s.failed, ", ") + ")"
+	}
+	fmt.Printf("\nresilience: requests driven %d, faults injected %d, fuzz executions %d (%d targets, %v each), invariant violations %d, %s in %v\n",
+		s.requests, s.faults, s.fuzzExecs, s.fuzzTargets, fuzztime, s.violations, verdict, time.Since(start).Round(time.Second))
+	if verdict != "PASS" {
+		return fmt.Errorf("failed")
+	}
+	return nil
+}
+
+// goTest runs go test with args, showing its output as it goes, and returns
+// the output.
+func goTest(args ...string) ([]byte, error) {
+	fmt.Println("$ go test", strings.Join(args, " "))
+	var buf bytes.Buffer
+	cmd := exec.Command("go", append([]string{"test"}, args...)...)
+	cmd.Stdout = &tee{&buf}
+	cmd.Stderr = &tee{&buf}
+	err := cmd.Run()
+	return buf.Bytes(), err
+}
+
+// tee copies what it is given to stdout and keeps it.
+type tee struct{ buf *bytes.Buffer }
+
+func (t *tee) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	return os.Stdout.Write(p)
+}
+
+type target struct{ pkg, name string }
+
+// fuzzTargets lists the fuzz targets of test files without build tags, the
+// ones `go test ./...` also runs on their corpus.
+func fuzzTargets() ([]target, error) {
+	fuzz := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(f \*testing\.F\)`)
+	var targets []target
+	err := walkTests(func(pkg string, src []byte) {
+		if bytes.HasPrefix(src, []byte("//go:build")) {
+			return
+		}
+		for _, m := range fuzz.FindAllSubmatch(src, -1) {
+			targets = append(targets, target{pkg, string(m[1])})
+		}
+	})
+	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.pkg+a.name, b.pkg+b.name) })
+	return targets, err
+}
+
+// packagesDeclaring lists the packages with a test file matching re.
+func packagesDeclaring(re *regexp.Regexp) ([]string, error) {
+	var pkgs []string
+	err := walkTests(func(pkg string, src []byte) {
+		if re.Match(src) && !slices.Contains(pkgs, pkg) {
+			pkgs = append(pkgs, pkg)
+		}
+	})
+	slices.Sort(pkgs)
+	return pkgs, err
+}
+
+// walkTests calls f with the package path ("./dir") and source of every
+// _test.go file under functions/, shared/ and dev/.
+func walkTests(f func(pkg string, src []byte)) error {
+	for _, root := range []string{"functions", "shared", "dev"} {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			f("./"+filepath.ToSlash(filepath.Dir(path)), src)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func atoi(b []byte) int64 {
+	n, _ := strconv.ParseInt(string(b), 10, 64)
+	return n
+}
