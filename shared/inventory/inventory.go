@@ -94,16 +94,31 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 	}
 
 	res := Result{Machines: len(rep.Machines)}
-	seen := map[string]bool{}
+	seen := map[string]bool{} // every id the report names, even in an entry it cannot read
+	index := map[string]int{} // id → its observation in obs
 	var obs []machine.Observation
 	for i, raw := range rep.Machines {
 		o, err := observation(raw, at)
 		if err != nil {
 			res.Invalid++
 			h.log.Warn("skipped machine in report", "index", i, "error", err.Error())
+			if id := entryID(raw); validID(id) == nil {
+				// There, only badly described: a complete report must
+				// not take it for absent.
+				seen[id] = true
+			}
 			continue
 		}
 		seen[o.ID] = true
+		if j, ok := index[o.ID]; ok {
+			// Applying both would flip the machine on every delivery of
+			// the same report; the later entry wins, as in a JSON object.
+			res.Invalid++
+			h.log.Warn("machine named twice in report, the later entry wins", "index", i, "id", o.ID)
+			obs[j] = o
+			continue
+		}
+		index[o.ID] = len(obs)
 		obs = append(obs, o)
 	}
 	if rep.Complete {
@@ -172,6 +187,19 @@ func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
 		ID: id, Host: m.Host, RackID: m.RackID, Attributes: m.Attributes, Resources: res,
 		Lost: m.Lost, RunningTasks: m.RunningTasks, At: at,
 	}, nil
+}
+
+// entryID reads the id of a machine entry that may be malformed otherwise.
+func entryID(raw json.RawMessage) string {
+	var m struct {
+		ID      string `json:"id"`
+		SlaveID string `json:"slaveId"`
+	}
+	_ = json.Unmarshal(raw, &m)
+	if m.ID != "" {
+		return m.ID
+	}
+	return m.SlaveID
 }
 
 // validID accepts what an agent id can be: non-empty, printable, no '/',

@@ -1,0 +1,421 @@
+package slaves_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// The fuzz target's names stay clear of integration_test.go's (store,
+// limits, call, ...), which shares this package under -tags integration.
+
+var fuzzLimits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}
+
+// Slave ids of the fleet every fuzz input starts from.
+const (
+	activeID    = "20261121-051400-16777343-5050-1234-S1"
+	frozenID    = "20261121-051400-16777343-5050-1234-S2" // with an expiring record reverting to ACTIVE
+	startingID  = "20261121-051400-16777343-5050-1234-S3"
+	retiredID   = "20261121-051400-16777343-5050-1234-S4" // DECOMMISSIONED
+	deadID      = "20261121-051400-16777343-5050-1234-S5"
+	missingID   = "20261121-051400-16777343-5050-1234-S6"
+	drainingID  = "20261121-051400-16777343-5050-1234-S7" // DECOMMISSIONING, only in a fleet at the limit
+	seededAt    = int64(1_763_702_040_000)                // 2025-11-21T05:14Z
+	fuzzKey     = "3f1c9e1e-0000-4000-8000-000000000001"
+	fuzzFreeze  = "/api/slaves/slave/" + activeID + "/freeze"
+	fuzzDetails = "/api/slaves/slave/" + activeID + "/details"
+)
+
+// The mode byte of a fuzz input: its low two bits say who calls, bit 2 puts
+// the fleet at the decommission limit.
+const (
+	authOff      byte = 0 // AUTH_MODE none
+	authAdmin    byte = 1 // behind the authorizer, in an admin group
+	authReader   byte = 2 // behind the authorizer, in a read group only
+	authNobody   byte = 3 // behind the authorizer, with no identity
+	fleetAtLimit byte = 4
+)
+
+// FuzzRoutes sends arbitrary requests through the real route table, the
+// way API Gateway and the edge would deliver them, and checks SPEC §1 on
+// every answer: never a panic or a 5xx (the store never fails), always
+// Content-Type application/json, errors as {"code", "message"}, reads as
+// JSON and changes as an empty 200. Each request is sent twice, as a client
+// retrying would, and a change request that names itself (Idempotency-Key or
+// actionId) must get the same answer the second time.
+func FuzzRoutes(f *testing.F) {
+	seeds := []struct {
+		method, path, query, header, body string
+		mode                              byte
+	}{
+		{"GET", "/api/slaves", "", "", "", authOff},
+		{"GET", "/api/slaves/", "state=starting-decommission", "", "", authReader},
+		{"GET", "/api/slaves", "state=nope&state=ACTIVE", "", "", authAdmin},
+		{"GET", "/api/slaves/expiring", "", "", `{"id":"u","name":"U","groups":["admins"],"authenticated":true}`, authOff},
+		{"GET", fuzzDetails, "", "", "", authReader},
+		{"GET", "/api/slaves/slave/" + frozenID, "", "", "null", authOff},
+		{"GET", "/api/slaves/slave/a%2Fb/details", "", "", "", authOff},
+		{"GET", "/api/slaves/slave/" + activeID + "/details", "", "", "{", authNobody},
+		{"POST", fuzzFreeze, "", "", `{"message":"kernel patch"}`, authAdmin},
+		{"POST", fuzzFreeze, "", fuzzKey, `{"message":"kernel patch"}`, authOff},
+		{"POST", fuzzFreeze, "", "", `{"durationMillis":3600000,"revertToState":"ACTIVE","actionId":"change-1"}`, authAdmin},
+		{"POST", "/api/slaves/slave/" + frozenID + "/freeze", "", "", `{"durationMillis":60000,"revertToState":"ACTIVE"}`, authAdmin},
+		{"POST", "/api/slaves/slave/" + activeID + "/decommission", "", fuzzKey, `{"message":"retire"}`, authAdmin},
+		{"POST", "/api/slaves/slave/" + activeID + "/decommission", "", fuzzKey, "", authAdmin | fleetAtLimit},
+		{"POST", "/api/slaves/slave/" + retiredID + "/decommission", "", "", `{"durationMillis":1,"revertToState":"DECOMMISSIONED","killTasksOnDecommissionTimeout":true}`, authAdmin},
+		{"POST", "/api/slaves/slave/" + startingID + "/activate", "", "", `{"revertToState":"frozen","durationMillis":-1}`, authOff},
+		{"POST", "/api/slaves/slave/" + deadID + "/activate", "", strings.Repeat("k", 256), "", authOff},
+		{"POST", "/api/slaves/slave/nope/freeze", "", "", `{"message":7}`, authReader},
+		{"DELETE", "/api/slaves/slave/" + deadID, "", "", "", authAdmin},
+		{"DELETE", "/api/slaves/slave/" + frozenID + "/expiring", "", "", "[]", authOff},
+		{"DELETE", "/api/slaves/dead", "", "", "", authReader},
+		{"PUT", "/api/slaves//slave/x", "", "", "", authOff},
+		{"HEAD", "/api/slaves/slave/%2e%2e", "", "", "", authOff},
+	}
+	for _, s := range seeds {
+		f.Add(s.method, s.path, s.query, s.header, []byte(s.body), s.mode)
+	}
+	f.Add("POST", fuzzFreeze, "", "", bytes.Repeat([]byte(" "), web.MaxBody+1), authOff)
+	f.Fuzz(func(t *testing.T, method, path, query, header string, body []byte, mode byte) {
+		target, ok := requestTarget(path, query)
+		if !ok {
+			t.Skip("not a request-target a server would accept")
+		}
+		var logs bytes.Buffer
+		h := web.Wrap(slaves.New(newFleet(mode&fleetAtLimit != 0), fuzzPolicy(mode), fuzzLimits),
+			web.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		var answers [2]*httptest.ResponseRecorder
+		for i := range answers {
+			r, err := http.NewRequestWithContext(fuzzCaller(context.Background(), mode), method, "/", bytes.NewReader(body))
+			if err != nil {
+				t.Skip("not a valid method")
+			}
+			r.URL, r.RequestURI = target, target.RequestURI()
+			if header != "" {
+				r.Header.Set("Idempotency-Key", header)
+			}
+			answers[i] = httptest.NewRecorder()
+			h.ServeHTTP(answers[i], r)
+			checkAnswer(t, r.Method, answers[i], &logs) // NewRequest reads "" as GET
+		}
+		first, retry := answers[0], answers[1]
+		if method == http.MethodPost && (strings.TrimSpace(header) != "" || actionID(body) != "") &&
+			(retry.Code != first.Code || retry.Body.String() != first.Body.String()) {
+			t.Errorf("retry of a named change: got %d %s, want the first answer %d %s",
+				retry.Code, retry.Body, first.Code, first.Body)
+		}
+	})
+}
+
+// requestTarget reads path as the escaped path of a request line, as a
+// server does, and adds the raw query. Paths a server would refuse, or
+// that are not absolute, are not served.
+func requestTarget(path, query string) (*url.URL, bool) {
+	if !strings.HasPrefix(path, "/") || strings.ContainsAny(path, "?#") {
+		return nil, false
+	}
+	u, err := url.ParseRequestURI(path)
+	if err != nil || u.Host != "" || u.Opaque != "" {
+		return nil, false
+	}
+	u.RawQuery = query
+	return u, true
+}
+
+// checkAnswer checks one answer against SPEC §1. logs holds what the
+// handler logged, which names the internal error behind a 5xx.
+func checkAnswer(t *testing.T, method string, rec *httptest.ResponseRecorder, logs *bytes.Buffer) {
+	t.Helper()
+	status, body := rec.Code, rec.Body.Bytes()
+	if status >= 500 {
+		t.Fatalf("got %d %s, want no 5xx from a store that never fails; logged:\n%s", status, body, logs)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("got Content-Type %q on %d %q, want application/json", ct, status, body)
+	}
+	switch {
+	case status < 200 || status > 299:
+		checkErrorBody(t, status, body)
+	case method == http.MethodGet || method == http.MethodHead:
+		if !json.Valid(body) {
+			t.Errorf("got %d with body %q, want JSON", status, body)
+		}
+	case len(body) != 0:
+		t.Errorf("got %d with body %q, want an empty body for a change", status, body)
+	}
+}
+
+// checkErrorBody checks that body is exactly {"code": status, "message": ...}
+// with a message.
+func checkErrorBody(t *testing.T, status int, body []byte) {
+	t.Helper()
+	var e web.ErrorBody
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&e); err != nil || d.More() {
+		t.Fatalf("got %d with body %q, want a JSON error body (%v)", status, body, err)
+	}
+	if e.Code != status || e.Message == "" {
+		t.Errorf("got error body %+v on %d, want code %d and a message", e, status, status)
+	}
+}
+
+// actionID returns the body's actionId, which names a change request when
+// no Idempotency-Key does; "" when there is none or the body is not JSON.
+func actionID(body []byte) string {
+	var req struct {
+		ActionID string `json:"actionId"`
+	}
+	_ = json.Unmarshal(body, &req)
+	return req.ActionID
+}
+
+func fuzzPolicy(mode byte) access.Policy {
+	if mode&3 == authOff {
+		return access.Policy{Mode: access.ModeNone}
+	}
+	return access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"admins"}, ReadGroups: []string{"readers"}}
+}
+
+// fuzzCaller returns ctx with the identity the edge would have found.
+func fuzzCaller(ctx context.Context, mode byte) context.Context {
+	switch mode & 3 {
+	case authAdmin:
+		return access.WithIdentity(ctx, access.Identity{ID: "ops", Email: "ops@example.com", Groups: []string{"admins"}})
+	case authReader:
+		return access.WithIdentity(ctx, access.Identity{ID: "viewer", Groups: []string{"readers"}})
+	}
+	return ctx
+}
+
+// fleet is slaves.Store in memory, with the semantics of the DynamoDB
+// adapter that the handlers rely on: a change is decided on a snapshot of
+// the slave and its expiring record and written whole under one lock, the
+// decommission limit is checked at the write, and a named change request's
+// outcome is remembered for machine.IdempotencyWindow.
+type fleet struct {
+	mu       sync.Mutex
+	slaves   map[string]machine.Slave
+	history  map[string][]machine.Update // oldest first
+	expiring map[string]machine.Expiring
+	receipts map[[2]string]receipt // by slave id and key
+}
+
+// receipt is the remembered outcome of a change request.
+type receipt struct {
+	fingerprint string
+	at          int64
+	outcome     error
+}
+
+// newFleet returns a fleet with a slave in every state; atLimit adds a
+// second decommissioning slave, which fills the limit of fuzzLimits.
+func newFleet(atLimit bool) *fleet {
+	f := &fleet{slaves: map[string]machine.Slave{}, history: map[string][]machine.Update{},
+		expiring: map[string]machine.Expiring{}, receipts: map[[2]string]receipt{}}
+	states := map[string]machine.State{activeID: machine.Active, frozenID: machine.Frozen, startingID: machine.StartingDecommission,
+		retiredID: machine.Decommissioned, deadID: machine.Dead, missingID: machine.MissingOnStartup}
+	if atLimit {
+		states[drainingID] = machine.Decommissioning
+	}
+	for id, state := range states {
+		first := machine.Update{SlaveID: id, State: machine.Active, Timestamp: seededAt, Message: "New machine reported"}
+		current := machine.Update{SlaveID: id, State: state, Timestamp: seededAt + 60_000, User: "ops@example.com", Message: "seeded"}
+		f.slaves[id] = machine.Slave{ID: id, FirstSeenAt: seededAt, Current: current, Host: "node.example.com", RackID: "us-east-1a",
+			Attributes: map[string]string{"instance_type": "m5.4xlarge"}, Resources: json.RawMessage(`{"cpus":16,"mem":63000}`)}
+		f.history[id] = []machine.Update{first, current}
+	}
+	f.expiring[frozenID] = machine.Expiring{MachineID: frozenID, User: "ops@example.com", StartMillis: seededAt + 60_000,
+		ActionID: "seeded-action", RevertTo: machine.Active,
+		Request: machine.ChangeRequest{DurationMillis: new(int64(3_600_000)), RevertToState: new(machine.Active)}}
+	return f
+}
+
+// copySlave returns s sharing nothing with the stored slave, as a store
+// read does.
+func copySlave(s machine.Slave) machine.Slave {
+	s.Attributes = maps.Clone(s.Attributes)
+	s.Resources = slices.Clone(s.Resources)
+	return s
+}
+
+func (f *fleet) Get(ctx context.Context, id string) (*machine.Slave, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.slaves[id]
+	if !ok {
+		return nil, nil
+	}
+	s = copySlave(s)
+	return &s, nil
+}
+
+func (f *fleet) List(ctx context.Context) ([]machine.Slave, error) {
+	return f.ListByState(ctx, "")
+}
+
+// ListByState lists the slaves in state, every slave for "", sorted by id.
+func (f *fleet) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []machine.Slave
+	for _, id := range slices.Sorted(maps.Keys(f.slaves)) {
+		if s := f.slaves[id]; state == "" || s.Current.State == state {
+			out = append(out, copySlave(s))
+		}
+	}
+	return out, nil
+}
+
+func (f *fleet) History(ctx context.Context, id string, now time.Time) ([]machine.Update, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.history[id])
+	slices.Reverse(out)
+	return out, nil
+}
+
+func (f *fleet) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []machine.Expiring
+	for _, id := range slices.Sorted(maps.Keys(f.expiring)) {
+		if _, ok := f.slaves[id]; ok { // as the adapter, never a record of a deleted slave
+			out = append(out, f.expiring[id])
+		}
+	}
+	return out, nil
+}
+
+func (f *fleet) Apply(ctx context.Context, id string, decide machine.Decide) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.apply(id, decide)
+}
+
+// ApplyOnce answers a live receipt of once.Key instead of deciding again,
+// and refuses a key reused for another request, as the adapter does. Like
+// the adapter, it remembers successes and the refusals a decision makes.
+func (f *fleet) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := [2]string{id, once.Key}
+	if r, ok := f.receipts[key]; ok && once.At-r.at < machine.IdempotencyWindow.Milliseconds() {
+		if r.fingerprint != once.Fingerprint {
+			return machine.ReusedKey(once.Key)
+		}
+		return r.outcome
+	}
+	err := f.apply(id, decide)
+	if once.Key != "" && (err == nil || refusal(err)) {
+		f.receipts[key] = receipt{fingerprint: once.Fingerprint, at: once.At, outcome: err}
+	}
+	return err
+}
+
+// refusal reports whether err is a decision's refusal, which a retry gets
+// again, rather than a failure worth trying again.
+func refusal(err error) bool {
+	switch fault.KindOf(err) {
+	case fault.KindInvalid, fault.KindNotFound, fault.KindConflict:
+		return true
+	}
+	return false
+}
+
+// apply decides on a snapshot and writes the plan whole; f.mu is held.
+func (f *fleet) apply(id string, decide machine.Decide) error {
+	var snap machine.Snapshot
+	if s, ok := f.slaves[id]; ok {
+		s = copySlave(s)
+		snap.Slave = &s
+	}
+	if e, ok := f.expiring[id]; ok {
+		snap.Expiring = &e
+	}
+	plan, err := decide(snap)
+	if err != nil || plan == nil {
+		return err
+	}
+	if plan.Entry == nil {
+		// A plan without an entry either drops the record or only
+		// describes the slave again (machine.Plan).
+		if plan.DropExpiring {
+			delete(f.expiring, id)
+		} else {
+			f.slaves[id] = copySlave(plan.Slave)
+		}
+		return nil
+	}
+	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
+	if plan.Limit > 0 && plan.Entry.State.CountsTowardLimit() && !was {
+		n := 0
+		for _, s := range f.slaves {
+			if s.Current.State.CountsTowardLimit() {
+				n++
+			}
+		}
+		if n >= plan.Limit {
+			return machine.LimitError(n, plan.Limit)
+		}
+	}
+	f.slaves[id] = copySlave(plan.Slave)
+	f.history[id] = append(f.history[id], *plan.Entry)
+	switch {
+	case plan.PutExpiring != nil:
+		f.expiring[id] = *plan.PutExpiring
+	case plan.DropExpiring:
+		delete(f.expiring, id)
+	}
+	return nil
+}
+
+func (f *fleet) Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.slaves[id]
+	if !ok || match != nil && !match(copySlave(s)) {
+		return false, nil
+	}
+	delete(f.slaves, id)
+	delete(f.history, id)
+	delete(f.expiring, id)
+	return true, nil
+}
+
+func (f *fleet) DeleteDead(ctx context.Context, before int64) (int, error) {
+	dead, _ := f.ListByState(ctx, machine.Dead)
+	n := 0
+	for _, s := range dead {
+		ok, _ := f.Delete(ctx, s.ID, func(s machine.Slave) bool {
+			return s.Current.State == machine.Dead && s.Current.Timestamp < before
+		})
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (f *fleet) DeleteExpiring(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.expiring, id)
+	return nil
+}
