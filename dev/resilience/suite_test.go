@@ -51,10 +51,10 @@ var figures struct {
 const attemptTimeout = 300 * time.Millisecond
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(runSuite(m))
 }
 
-func run(m *testing.M) int {
+func runSuite(m *testing.M) int {
 	var err error
 	local, err = stack.Up(context.Background(), "127.0.0.1:0")
 	if err != nil {
