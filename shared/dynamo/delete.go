@@ -31,6 +31,9 @@ const finalHistory = 97
 // change makes the transaction fail and the deletion start over, so no entry
 // outlives its slave.
 func (s *Store) Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error) {
+	if !storable(id) {
+		return false, nil
+	}
 	for attempt := range attempts {
 		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.tables.Slaves, Key: slaveKey(id), ConsistentRead: aws.Bool(true)})
 		if err != nil {

@@ -78,6 +78,9 @@ func New(db API, tables Tables, historyRetention time.Duration) *Store {
 
 // Get returns the slave with id, or nil when there is none.
 func (s *Store) Get(ctx context.Context, id string) (*machine.Slave, error) {
+	if !storable(id) {
+		return nil, nil
+	}
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.tables.Slaves, Key: slaveKey(id)})
 	if err != nil {
 		return nil, translate("get slave "+id, err)
@@ -158,6 +161,9 @@ func (s *Store) ListByState(ctx context.Context, state machine.State) ([]machine
 // unknown id. Entries past their TTL, which DynamoDB may not have collected
 // yet, are left out.
 func (s *Store) History(ctx context.Context, id string, now time.Time) ([]machine.Update, error) {
+	if !storable(id) {
+		return nil, nil
+	}
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.tables.History,
 		KeyConditionExpression:    aws.String("slaveId = :id"),
@@ -221,6 +227,9 @@ func (s *Store) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expi
 
 // DeleteExpiring deletes the slave's expiring record, if any.
 func (s *Store) DeleteExpiring(ctx context.Context, id string) error {
+	if !storable(id) {
+		return nil
+	}
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.tables.Expiring, Key: expiringKey(id)})
 	return translate("delete expiring record of "+id, err)
 }
@@ -304,6 +313,9 @@ type read struct {
 // snapshot reads, in one transaction, the slave, its expiring record, the
 // decommissioning set and, with receipt, a receipt under its key.
 func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord) (read, error) {
+	if !storable(id) {
+		return read{}, nil // no slave can be stored under it
+	}
 	gets := []types.TransactGetItem{
 		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(id)}},
 		{Get: &types.Get{TableName: &s.tables.Expiring, Key: expiringKey(id)}},
@@ -611,6 +623,12 @@ func isThrottle(code string) bool {
 	}
 	return false
 }
+
+// maxKeyBytes is DynamoDB's limit on a partition key value. A longer id
+// names no slave; asking DynamoDB about it would be a ValidationException.
+const maxKeyBytes = 2048
+
+func storable(id string) bool { return len(id) <= maxKeyBytes }
 
 func slaveKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": str(id)}

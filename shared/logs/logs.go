@@ -126,7 +126,7 @@ func millis(v map[string][]string, name string) (*int64, error) {
 		return nil, nil
 	}
 	n, err := strconv.ParseInt(s[0], 10, 64)
-	if len(s[0]) != 13 || err != nil || n < 0 {
+	if len(s[0]) != 13 || strings.Trim(s[0], "0123456789") != "" || err != nil {
 		return nil, fault.Invalid("%s must be a time in epoch milliseconds (13 digits), got %q", name, s[0])
 	}
 	return &n, nil

@@ -68,6 +68,8 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
+	// An error describes one moment; no cache may answer with it later.
+	w.Header().Set("Cache-Control", "no-store")
 	JSON(w, status, ErrorBody{Code: status, Message: msg})
 }
 
