@@ -1,10 +1,13 @@
 package stack
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -339,27 +342,509 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 
 func TestRepoTemplatePoliciesGrantNoWildcard(t *testing.T) {
 	tpl := loadRepoTemplate(t)
-	for _, fn := range tpl.Functions() {
-		policies, _ := tpl.Resources[fn].Properties["Policies"].([]any)
-		if len(policies) == 0 {
-			t.Errorf("%s has no Policies", fn)
+	for _, params := range []map[string]string{nil, {"LogBuckets": "task-logs,task-logs.eu-west-1,archive-logs"}} {
+		for _, p := range policyProblems(tpl, params) {
+			t.Errorf("LogBuckets %q: %s", params["LogBuckets"], p)
 		}
-		for _, p := range policies {
-			stmts, _ := mapOf(p)["Statement"].([]any)
-			if len(stmts) == 0 {
-				t.Errorf("%s: policy %v has no explicit Statement", fn, p)
+	}
+}
+
+// The check must see what the template grants, or it passes by seeing
+// nothing: LogsFunction's ARNs are built with !Split, !Sub and !Join over
+// LogBuckets, one bucket ARN and one object ARN per bucket.
+func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
+	tpl := loadRepoTemplate(t)
+	for buckets, want := range map[string][]policyStatement{
+		"": { // the default, task-logs
+			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs"}},
+			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*"}},
+		},
+		"task-logs,archive.logs": {
+			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs", "arn:aws:s3:::archive.logs"}},
+			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*", "arn:aws:s3:::archive.logs/*"}},
+		},
+	} {
+		t.Run("LogBuckets="+buckets, func(t *testing.T) {
+			params := map[string]string{}
+			if buckets != "" {
+				params["LogBuckets"] = buckets
 			}
-			for _, s := range stmts {
-				for _, key := range []string{"Action", "Resource"} {
-					for _, v := range listOf(mapOf(s)[key]) {
-						if str, ok := v.(string); ok && strings.Contains(str, "*") {
-							t.Errorf("%s: %s %q is a wildcard", fn, key, str)
-						}
+			got, problems := functionStatements(tpl, "LogsFunction", params)
+			if len(problems) != 0 || !reflect.DeepEqual(got, want) {
+				t.Errorf("got %+v (%v), want %+v", got, problems, want)
+			}
+		})
+	}
+	t.Run("every other function's tables are the template's", func(t *testing.T) {
+		for _, fn := range []string{"SlavesFunction", "InventoryFunction", "ExpiryFunction"} {
+			got, problems := functionStatements(tpl, fn, nil)
+			if len(got) == 0 || len(problems) != 0 {
+				t.Fatalf("%s: got %+v (%v), want resolved statements", fn, got, problems)
+			}
+			for _, st := range got {
+				for _, r := range st.Resources {
+					if !strings.HasPrefix(r, "arn:aws:dynamodb:us-east-1:123456789012:table/") {
+						t.Errorf("%s: got resource %s, want one of the template's tables", fn, r)
 					}
 				}
 			}
 		}
+	})
+}
+
+// overGranting is a template with every over-grant policyProblems must
+// find, beside grants it must accept.
+const overGranting = `
+Parameters:
+  LogBuckets: {Type: String, Default: task-logs}
+Conditions:
+  Always: !Equals [a, a]
+Resources:
+  Table:
+    Type: AWS::DynamoDB::Table
+  SlavesFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      Policies:
+        - Version: "2012-10-17"
+          Statement:
+            - Effect: Allow
+              Action: dynamodb:*
+              Resource: "*"
+            - Sid: TableChildren
+              Effect: Allow
+              Action: [dynamodb:GetItem]
+              Resource: !Sub "${Table.Arn}/*"
+            - Effect: Allow
+              Action: s3:GetObject
+              Resource: arn:aws:s3:::task-logs/*
+            - Effect: Allow
+              Action: dynamodb:Get*
+              Resource: arn:aws:dynamodb:us-east-1:123456789012:table/*
+            - Effect: Allow
+              NotAction: dynamodb:DeleteTable
+              Resource: !GetAtt Table.Arn
+            - Effect: Allow
+              Action: [dynamodb:Query]
+              Resource: !Sub "${Table.Arn}/index/ByState"
+            - Effect: Deny
+              Action: "*"
+              Resource: "*"
+        - DynamoDBCrudPolicy:
+            TableName: !Ref Table
+        - arn:aws:iam::aws:policy/AdministratorAccess
+  LogsFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      Policies:
+        - Statement:
+            - Effect: Allow
+              Action: [s3:GetObject, s3:PutObject, s3:DeleteObject, s3:ListBucket, s3:GetObjectTagging]
+              Resource: !Split
+                - ","
+                - !Sub
+                  - arn:aws:s3:::${Names}/*
+                  - Names: !Join ["/*,arn:aws:s3:::", !Split [",", !Ref LogBuckets]]
+            - Effect: Allow
+              Action: s3:GetObject
+              Resource: ["arn:aws:s3:::*", "arn:aws:s3:::*/*", "arn:aws:s3:::task-*/*", "arn:aws:s3:*:*:task-logs", "arn:aws:s3:::task-logs*", "arn:aws:s3:::task-logs/2026/*"]
+            - Effect: Allow
+              Action: dynamodb:GetItem
+              Resource: !GetAtt Table.Arn
+            - Effect: Allow
+              Action: s3:Get?bject
+              Resource: !If [Always, arn:aws:s3:::a, arn:aws:s3:::b]
+  RoleFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      Role: arn:aws:iam::123456789012:role/admin
+  BareFunction:
+    Type: AWS::Serverless::Function
+`
+
+func TestPolicyProblemsReportsEveryOverGrant(t *testing.T) {
+	problems := policyProblems(parse(t, overGranting), nil)
+	for _, want := range []string{
+		`SlavesFunction: policy 1 statement 1: Action "dynamodb:*" is a wildcard`,
+		`SlavesFunction: policy 1 statement 1: Resource "*" is every resource`,
+		`SlavesFunction: policy 1 statement TableChildren: Resource "arn:aws:dynamodb:us-east-1:123456789012:table/Table/*" is a wildcard`,
+		`SlavesFunction: policy 1 statement 3: Action "s3:GetObject" is S3, which only LogsFunction may use`,
+		`SlavesFunction: policy 1 statement 4: Action "dynamodb:Get*" is a wildcard`,
+		`SlavesFunction: policy 1 statement 4: Resource "arn:aws:dynamodb:us-east-1:123456789012:table/*" is a wildcard`,
+		`SlavesFunction: policy 1 statement 5: NotAction grants everything it does not name`,
+		`SlavesFunction: policy 2 is not an explicit policy document`,
+		`SlavesFunction: policy 3 is not an explicit policy document`,
+		`LogsFunction: policy 1 statement 1: Action "s3:PutObject" is not read-only`,
+		`LogsFunction: policy 1 statement 1: Action "s3:DeleteObject" is not read-only`,
+		`LogsFunction: policy 1 statement 2: Resource "arn:aws:s3:::*" is a wildcard`,
+		`LogsFunction: policy 1 statement 2: Resource "arn:aws:s3:::*/*" is a wildcard`,
+		`LogsFunction: policy 1 statement 2: Resource "arn:aws:s3:::task-*/*" is a wildcard`,
+		`LogsFunction: policy 1 statement 2: Resource "arn:aws:s3:*:*:task-logs" is a wildcard`,
+		`LogsFunction: policy 1 statement 2: Resource "arn:aws:s3:::task-logs*" is a wildcard`,
+		`LogsFunction: policy 1 statement 3: Action "dynamodb:GetItem" is DynamoDB, which LogsFunction does not use`,
+		`LogsFunction: policy 1 statement 4: Action "s3:Get?bject" is a wildcard`,
+		`LogsFunction: policy 1 statement 4: Resource: Fn::If cannot be resolved`,
+		`RoleFunction: a Role given outright cannot be checked`,
+		`BareFunction: no Policies`,
+	} {
+		if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+			t.Errorf("got no problem %q", want)
+		}
 	}
+	for _, p := range problems {
+		for _, fine := range []string{
+			"statement 6", "statement 7", // an index of one named table, and a Deny
+			`"s3:GetObject" is not read-only`, `"s3:ListBucket"`, `"s3:GetObjectTagging"`, `"arn:aws:s3:::task-logs/*"`,
+			`"arn:aws:s3:::task-logs/2026/*"`, // objects of a named bucket, fewer of them
+		} {
+			if strings.Contains(p, fine) {
+				t.Errorf("got problem %q, want %s accepted", p, fine)
+			}
+		}
+	}
+	if t.Failed() {
+		t.Logf("problems:\n%s", strings.Join(problems, "\n"))
+	}
+}
+
+// policyStatement is one statement of a function's policy, its actions and
+// resources resolved to strings.
+type policyStatement struct {
+	Effect    string
+	Actions   []string
+	Resources []string
+}
+
+// Which functions may use S3, and which may only read. Every function may
+// use DynamoDB and S3 only; a new service must be added here deliberately.
+var (
+	s3Functions       = map[string]bool{"LogsFunction": true}
+	readOnlyFunctions = map[string]bool{"LogsFunction": true}
+)
+
+// policyProblems checks the policies of every function of tpl for least
+// privilege, with params overriding parameter defaults, and returns what it
+// finds wrong: wildcard actions; resources that are "*" or end in a wildcard
+// (other than the objects of one named bucket, arn:aws:s3:::bucket/*);
+// NotAction and NotResource; services other than DynamoDB and S3; S3 outside
+// s3Functions, DynamoDB inside them; writes by readOnlyFunctions; and
+// anything it cannot verify (managed policies, SAM policy templates, a Role,
+// an intrinsic it cannot resolve). Deny statements grant nothing and are
+// not checked.
+func policyProblems(tpl *Template, params map[string]string) []string {
+	var problems []string
+	for _, fn := range tpl.Functions() {
+		_, p := functionStatements(tpl, fn, params)
+		problems = append(problems, p...)
+	}
+	return problems
+}
+
+// functionStatements resolves fn's Allow and Deny statements and returns
+// them with the problems of policyProblems.
+func functionStatements(tpl *Template, fn string, params map[string]string) ([]policyStatement, []string) {
+	var out []policyStatement
+	var problems []string
+	report := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(fn+": "+format, args...)) }
+	props := tpl.Resources[fn].Properties
+	if _, ok := props["Role"]; ok {
+		report("a Role given outright cannot be checked")
+	}
+	raw, ok := props["Policies"]
+	if !ok {
+		if _, role := props["Role"]; !role {
+			report("no Policies")
+		}
+		return nil, problems
+	}
+	eval := cfnEvaluator{tpl: tpl, params: params}
+	for i, policy := range asList(raw) {
+		doc, ok := policy.(map[string]any)
+		if !ok || doc["Statement"] == nil || isIntrinsic(doc) {
+			report("policy %d is not an explicit policy document (a managed policy or a SAM policy template cannot be checked)", i+1)
+			continue
+		}
+		for j, s := range asList(doc["Statement"]) {
+			st := mapOf(s)
+			where := fmt.Sprintf("policy %d statement %d", i+1, j+1)
+			if sid := stringOf(st["Sid"]); sid != "" {
+				where = fmt.Sprintf("policy %d statement %s", i+1, sid)
+			}
+			effect := stringOf(st["Effect"])
+			if effect == "Deny" {
+				continue
+			}
+			for _, not := range []string{"NotAction", "NotResource"} {
+				if _, ok := st[not]; ok {
+					report("%s: %s grants everything it does not name", where, not)
+				}
+			}
+			stmt := policyStatement{Effect: effect}
+			var err error
+			if _, not := st["NotAction"]; !not {
+				if stmt.Actions, err = eval.strings(st["Action"]); err != nil {
+					report("%s: Action: %v", where, err)
+				}
+			}
+			if _, not := st["NotResource"]; !not {
+				if stmt.Resources, err = eval.strings(st["Resource"]); err != nil {
+					report("%s: Resource: %v", where, err)
+				}
+			}
+			for _, a := range stmt.Actions {
+				if p := actionProblem(fn, a); p != "" {
+					report("%s: Action %q %s", where, a, p)
+				}
+			}
+			for _, r := range stmt.Resources {
+				if p := resourceProblem(r); p != "" {
+					report("%s: Resource %q %s", where, r, p)
+				}
+			}
+			out = append(out, stmt)
+		}
+	}
+	return out, problems
+}
+
+// actionProblem says what is wrong with fn being allowed action, or "".
+func actionProblem(fn, action string) string {
+	if strings.ContainsAny(action, "*?") {
+		return "is a wildcard"
+	}
+	service, name, _ := strings.Cut(action, ":")
+	switch strings.ToLower(service) {
+	case "dynamodb":
+		if s3Functions[fn] {
+			return "is DynamoDB, which " + fn + " does not use"
+		}
+	case "s3":
+		if !s3Functions[fn] {
+			return "is S3, which only " + strings.Join(sortedKeys(s3Functions), ", ") + " may use"
+		}
+	default:
+		return "is neither DynamoDB nor S3"
+	}
+	if readOnlyFunctions[fn] {
+		for _, read := range []string{"Get", "List", "Describe", "Head", "Query", "Scan", "BatchGet"} {
+			if strings.HasPrefix(name, read) {
+				return ""
+			}
+		}
+		return "is not read-only"
+	}
+	return ""
+}
+
+// resourceProblem says what is wrong with granting resource, or "". The one
+// wildcard allowed is in the object key of one named bucket
+// (arn:aws:s3:::task-logs/*): it grants no more than that bucket's objects.
+func resourceProblem(resource string) string {
+	if resource == "*" {
+		return "is every resource"
+	}
+	parts := strings.SplitN(resource, ":", 6)
+	if len(parts) != 6 || parts[0] != "arn" {
+		return "is not an ARN"
+	}
+	if !strings.ContainsAny(resource, "*?") {
+		return ""
+	}
+	bucket, key, object := strings.Cut(parts[5], "/")
+	if strings.Join(parts[:5], ":") == "arn:aws:s3::" && object && key != "" && bucket != "" && !strings.ContainsAny(bucket, "*?") {
+		return ""
+	}
+	return "is a wildcard"
+}
+
+// cfnEvaluator resolves the intrinsics a policy is written with: Ref (of a
+// parameter, a pseudo parameter or a resource), Fn::GetAtt of an Arn,
+// Fn::Sub, Fn::Join and Fn::Split. Parameters take params over their
+// Default. A resource's name is its logical id, in us-east-1 of account
+// 123456789012.
+type cfnEvaluator struct {
+	tpl    *Template
+	params map[string]string
+}
+
+var pseudoParameters = map[string]string{
+	"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "123456789012",
+	"AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "fleet",
+}
+
+// strings resolves v to a list of strings: a string, a list, or an
+// intrinsic giving either.
+func (e cfnEvaluator) strings(v any) ([]string, error) {
+	if v == nil {
+		return nil, errors.New("missing")
+	}
+	r, err := e.eval(v)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, x := range asList(r) {
+		s, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("%v is not a string", x)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (e cfnEvaluator) eval(v any) (any, error) {
+	switch v := v.(type) {
+	case []any:
+		var out []any
+		for _, x := range v {
+			r, err := e.eval(x)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, asList(r)...)
+		}
+		return out, nil
+	case map[string]any:
+		if !isIntrinsic(v) {
+			return nil, errors.New("a mapping is not a value")
+		}
+	default:
+		return scalarString(v)
+	}
+	m := v.(map[string]any)
+	name := sortedKeys(m)[0]
+	arg := m[name]
+	switch name {
+	case "Ref":
+		return e.ref(stringOf(arg))
+	case "Fn::GetAtt":
+		a := asList(arg)
+		if len(a) != 2 {
+			return nil, fmt.Errorf("Fn::GetAtt %v is not [Resource, Attribute]", arg)
+		}
+		return e.getAtt(stringOf(a[0]), stringOf(a[1]))
+	case "Fn::Sub":
+		return e.sub(arg)
+	case "Fn::Join":
+		a := asList(arg)
+		if len(a) != 2 {
+			return nil, fmt.Errorf("Fn::Join %v is not [delimiter, list]", arg)
+		}
+		parts, err := e.strings(a[1])
+		if err != nil {
+			return nil, err
+		}
+		return strings.Join(parts, stringOf(a[0])), nil
+	case "Fn::Split":
+		a := asList(arg)
+		if len(a) != 2 {
+			return nil, fmt.Errorf("Fn::Split %v is not [delimiter, string]", arg)
+		}
+		s, err := e.eval(a[1])
+		if err != nil {
+			return nil, err
+		}
+		str, ok := s.(string)
+		if !ok {
+			return nil, fmt.Errorf("Fn::Split of %v, not a string", s)
+		}
+		var out []any
+		for _, p := range strings.Split(str, stringOf(a[0])) {
+			out = append(out, p)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%s cannot be resolved", name)
+}
+
+func (e cfnEvaluator) ref(id string) (any, error) {
+	if v, ok := pseudoParameters[id]; ok {
+		return v, nil
+	}
+	if v, ok := e.params[id]; ok {
+		return v, nil
+	}
+	if p, ok := e.tpl.Parameters[id]; ok {
+		if !p.HasDefault {
+			return nil, fmt.Errorf("parameter %s has no Default", id)
+		}
+		return p.Default, nil
+	}
+	if _, ok := e.tpl.Resources[id]; ok {
+		return id, nil
+	}
+	return nil, fmt.Errorf("Ref %s cannot be resolved", id)
+}
+
+func (e cfnEvaluator) getAtt(id, attr string) (any, error) {
+	r, ok := e.tpl.Resources[id]
+	if !ok || attr != "Arn" {
+		return nil, fmt.Errorf("Fn::GetAtt %s.%s cannot be resolved", id, attr)
+	}
+	switch r.Type {
+	case dynamoDBTable:
+		return "arn:aws:dynamodb:us-east-1:123456789012:table/" + id, nil
+	case serverlessFunction, lambdaFunction:
+		return "arn:aws:lambda:us-east-1:123456789012:function:" + id, nil
+	case "AWS::S3::Bucket":
+		return "arn:aws:s3:::" + strings.ToLower(id), nil
+	}
+	return nil, fmt.Errorf("Fn::GetAtt %s.Arn of a %s cannot be resolved", id, r.Type)
+}
+
+var subVariable = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+func (e cfnEvaluator) sub(arg any) (any, error) {
+	text, vars := "", map[string]any{}
+	switch a := arg.(type) {
+	case string:
+		text = a
+	case []any:
+		if len(a) != 2 {
+			return nil, fmt.Errorf("Fn::Sub %v is not [string, variables]", arg)
+		}
+		text, vars = stringOf(a[0]), mapOf(a[1])
+	}
+	var err error
+	out := subVariable.ReplaceAllStringFunc(text, func(m string) string {
+		name := m[2 : len(m)-1]
+		if strings.HasPrefix(name, "!") {
+			return "${" + name[1:] + "}"
+		}
+		var v any
+		var e2 error
+		if x, ok := vars[name]; ok {
+			v, e2 = e.eval(x)
+		} else if id, attr, ok := strings.Cut(name, "."); ok {
+			v, e2 = e.getAtt(id, attr)
+		} else {
+			v, e2 = e.ref(name)
+		}
+		s, ok := v.(string)
+		if e2 == nil && !ok {
+			e2 = fmt.Errorf("${%s} is not a string", name)
+		}
+		if e2 != nil && err == nil {
+			err = e2
+		}
+		return s
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// asList is v as a list: itself when it is one, else a list of v.
+func asList(v any) []any {
+	if l, ok := v.([]any); ok {
+		return l
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
 }
 
 func TestMakefileBuildsEveryFunction(t *testing.T) {
@@ -376,11 +861,4 @@ func TestMakefileBuildsEveryFunction(t *testing.T) {
 			t.Errorf("Makefile has no build-%s target (SAM's BuildMethod: makefile calls it)", fn)
 		}
 	}
-}
-
-func listOf(v any) []any {
-	if l, ok := v.([]any); ok {
-		return l
-	}
-	return []any{v}
 }

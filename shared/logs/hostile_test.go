@@ -1,0 +1,511 @@
+package logs_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// Hostile and malformed input to the log routes. A refused request must be
+// a JSON error that made no S3 call at all, which recordingStore tells.
+
+// recordingStore is fakeStore recording every listing (bucket/prefix) and
+// the lifetime asked of every presigned link.
+type recordingStore struct {
+	*fakeStore
+	mu     sync.Mutex
+	listed []string
+	ttls   []time.Duration
+}
+
+func newRecordingStore() *recordingStore { return &recordingStore{fakeStore: &fakeStore{}} }
+
+func (r *recordingStore) record(bucket, prefix string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listed = append(r.listed, bucket+"/"+prefix)
+}
+
+func (r *recordingStore) All(ctx context.Context, bucket, prefix string) ([]logstore.Object, error) {
+	r.record(bucket, prefix)
+	return r.fakeStore.All(ctx, bucket, prefix)
+}
+
+func (r *recordingStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logstore.Object, bool, error) {
+	r.record(bucket, prefix)
+	return r.fakeStore.Page(ctx, bucket, prefix, after, limit)
+}
+
+func (r *recordingStore) Links(ctx context.Context, bucket, key string, ttl time.Duration) (string, string, error) {
+	r.mu.Lock()
+	r.ttls = append(r.ttls, ttl)
+	r.mu.Unlock()
+	return r.fakeStore.Links(ctx, bucket, key, ttl)
+}
+
+// calls counts every S3 call made so far.
+func (r *recordingStore) calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.listed) + len(r.ttls) + int(r.heads.Load())
+}
+
+// untouched fails when the store was called at all.
+func (r *recordingStore) untouched(t *testing.T) {
+	t.Helper()
+	if n := r.calls(); n != 0 {
+		t.Errorf("a refused request made %d S3 calls (listed %v)", n, r.listed)
+	}
+}
+
+// wantJSONError checks a JSON error {"code": status, "message": ...} whose
+// message starts with prefix, with the log routes' Cache-Control.
+func (r result) wantJSONError(t *testing.T, status int, prefix string) {
+	t.Helper()
+	r.wantJSONErrorBody(t, status, prefix)
+	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("got Cache-Control %q, want no-store", cc)
+	}
+}
+
+// wantJSONErrorBody is wantJSONError without the Cache-Control check.
+func (r result) wantJSONErrorBody(t *testing.T, status int, prefix string) {
+	t.Helper()
+	var e web.ErrorBody
+	if r.status != status || json.Unmarshal([]byte(r.body), &e) != nil || e.Code != status || !strings.HasPrefix(e.Message, prefix) {
+		t.Fatalf("got %d %s, want %d {\"code\":%d,\"message\":\"%s...\"}", r.status, r.body, status, status, prefix)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("got Content-Type %q, want application/json", ct)
+	}
+}
+
+// logRoutes are the four log routes with a valid target, for the task
+// taskID of request web-api.
+var logRoutes = [][2]string{
+	{"GET", "/api/logs/task/" + taskID},
+	{"GET", "/api/logs/request/web-api"},
+	{"GET", "/api/logs/request/web-api/deploy/d1"},
+	{"POST", "/api/logs/search"},
+}
+
+func TestHostileLogBodiesAreRefusedBeforeAnyS3Call(t *testing.T) {
+	nest := func(open, close string, n int) string { return strings.Repeat(open, n) + strings.Repeat(close, n) }
+	valid := `{"taskIds":["` + taskID + `"],"listOnly":true}`
+	tests := []struct {
+		name, body string
+		status     int
+		message    string
+	}{
+		{"a body one byte over 64 KiB", valid + strings.Repeat(" ", web.MaxBody-len(valid)+1), 413, "request body is larger than 65536 bytes"},
+		{"a megabyte of task ids", `{"taskIds":[` + strings.Repeat(`"`+taskID+`",`, (1<<20)/len(taskID)) + `"x"]}`, 413, "request body is larger than 65536 bytes"},
+		{"100,000 nested arrays", nest("[", "]", 100000), 413, "request body is larger than 65536 bytes"},
+		{"32,000 nested arrays", nest("[", "]", 32000), 400, "request body is not valid JSON: invalid character '[' exceeded max depth"},
+		{"10,900 nested objects", nest(`{"a":`, "}", 10900), 400, "request body is not valid JSON: invalid character '{' exceeded max depth"},
+		{"task ids nested 20,000 deep", `{"taskIds":` + nest("[", "]", 20000) + `}`, 400, "request body is not valid JSON: invalid character '[' exceeded max depth"},
+		{"10,000 nested arrays", nest("[", "]", 10000), 400, "request body must be a JSON object"},
+		{"a JSON array", `[` + valid + `]`, 400, "request body must be a JSON object"},
+		{"a JSON string", `"` + taskID + `"`, 400, "request body must be a JSON object"},
+		{"not JSON", `{taskIds:[]}`, 400, "request body is not valid JSON: "},
+	}
+	for _, tt := range tests {
+		for _, route := range logRoutes {
+			t.Run(tt.name+" to "+route[0]+" "+route[1], func(t *testing.T) {
+				f := newRecordingStore()
+				uploaded(f.fakeStore, "logs", taskID, 3)
+				serve(t, handler(f, settings("logs")), route[0], route[1], tt.body).wantJSONError(t, tt.status, tt.message)
+				f.untouched(t)
+			})
+		}
+	}
+	t.Run("a body of exactly 64 KiB is read", func(t *testing.T) {
+		f := newRecordingStore()
+		uploaded(f.fakeStore, "logs", taskID, 3)
+		body := valid + strings.Repeat(" ", web.MaxBody-len(valid))
+		if p := decode[page](t, serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", body)); len(p.Results) != 3 {
+			t.Errorf("got %d results, want 3", len(p.Results))
+		}
+	})
+}
+
+func TestHostileSearchFieldsOfTheWrongTypeAre400NamingTheField(t *testing.T) {
+	tests := []struct{ name, body, message string }{
+		{"taskIds as a string", `{"taskIds":"` + taskID + `"}`, "request body field taskIds must be an array"},
+		{"a task id as a number", `{"taskIds":[5]}`, "request body field taskIds must be a string"},
+		{"requestsAndDeploys as a list", `{"requestsAndDeploys":["web-api"]}`, "request body field requestsAndDeploys must be an object"},
+		{"a request's deploys as a string", `{"requestsAndDeploys":{"web-api":"d1"}}`, "request body field requestsAndDeploys must be an array"},
+		{"maxPerPage as a string", `{"taskIds":["` + taskID + `"],"maxPerPage":"10"}`, "request body field maxPerPage must be a whole number"},
+		{"start as a string", `{"taskIds":["` + taskID + `"],"start":"1"}`, "request body field start must be a whole number"},
+		{"end as a fraction", `{"taskIds":["` + taskID + `"],"end":1.5}`, "request body field end must be a whole number"},
+		{"listOnly as a string", `{"taskIds":["` + taskID + `"],"listOnly":"true"}`, "request body field listOnly must be a boolean"},
+		{"excludeMetadata as 1", `{"taskIds":["` + taskID + `"],"excludeMetadata":1}`, "request body field excludeMetadata must be a boolean"},
+		{"the allowlist as a string", `{"taskIds":["` + taskID + `"],"fileNamePrefixAllowlist":"web"}`, "request body field fileNamePrefixAllowlist must be an array"},
+		{"continuationTokens as a list", `{"taskIds":["` + taskID + `"],"continuationTokens":[]}`, "request body field continuationTokens must be an object"},
+		{"a token's lastPage as a string", `{"taskIds":["` + taskID + `"],"continuationTokens":{"k":{"lastPage":"yes"}}}`, "request body field continuationTokens.lastPage must be a boolean"},
+		{"a token's value as a number", `{"taskIds":["` + taskID + `"],"continuationTokens":{"k":{"value":5}}}`, "request body field continuationTokens.value must be a string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newRecordingStore()
+			serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", tt.body).wantError(t, 400, tt.message)
+			f.untouched(t)
+		})
+	}
+	t.Run("a GET lookup's user record of the wrong type", func(t *testing.T) {
+		for _, route := range logRoutes[:3] {
+			f := newRecordingStore()
+			serve(t, handler(f, settings("logs")), route[0], route[1], `{"groups":"admins"}`).wantError(t, 400, "request body field groups must be an array")
+			f.untouched(t)
+		}
+	})
+}
+
+func TestHostileMaxPerPage(t *testing.T) {
+	f := &fakeStore{}
+	mine := uploaded(f, "logs", taskID, 3)
+	h := handler(f, settings("logs"))
+	for _, path := range []string{"/api/logs/request/web-api", "/api/logs/request/web-api/deploy/d1"} {
+		for _, v := range []string{"1e12", "-1", "0", "abc", "9223372036854775808", "99999999999999999999", "", "1.5", "0x10", "%205", "1%00"} {
+			t.Run(path+" maxPerPage="+v+" is 400", func(t *testing.T) {
+				got, _ := url.QueryUnescape(v)
+				serve(t, h, "GET", path+"?maxPerPage="+v, "").wantError(t, 400, fmt.Sprintf("maxPerPage must be a whole number ≥ 1, got %q", got))
+			})
+		}
+		// GET lookups have no upper cap (SPEC §6.5): a huge page is all.
+		for _, v := range []string{"1000000000000", "9223372036854775807", "1001"} {
+			t.Run(path+" maxPerPage="+v+" returns every object", func(t *testing.T) {
+				if got := decode[[]logEntry](t, serve(t, h, "GET", path+"?maxPerPage="+v, "")); len(got) != len(mine) {
+					t.Errorf("got %d entries, want %d", len(got), len(mine))
+				}
+			})
+		}
+	}
+	t.Run("a task lookup takes no maxPerPage and ignores it", func(t *testing.T) {
+		if got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/task/"+taskID+"?maxPerPage=abc", "")); len(got) != len(mine) {
+			t.Errorf("got %d entries, want %d", len(got), len(mine))
+		}
+	})
+	for body, message := range map[string]string{
+		`1e12`:                 "request body field maxPerPage must be a whole number",
+		`1000000000000`:        "maxPerPage must be between 1 and 1000, got 1000000000000",
+		`9223372036854775807`:  "maxPerPage must be between 1 and 1000, got 9223372036854775807",
+		`9223372036854775808`:  "request body field maxPerPage must be a whole number",
+		`-9223372036854775808`: "maxPerPage must be between 1 and 1000, got -9223372036854775808",
+		`-1`:                   "maxPerPage must be between 1 and 1000, got -1",
+		`0`:                    "maxPerPage must be between 1 and 1000, got 0",
+		`1001`:                 "maxPerPage must be between 1 and 1000, got 1001",
+		`"abc"`:                "request body field maxPerPage must be a whole number",
+		`10.0`:                 "request body field maxPerPage must be a whole number",
+		`true`:                 "request body field maxPerPage must be a whole number",
+	} {
+		t.Run("a search with maxPerPage "+body+" is 400", func(t *testing.T) {
+			rf := newRecordingStore()
+			serve(t, handler(rf, settings("logs")), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"maxPerPage":`+body+`}`).wantError(t, 400, message)
+			rf.untouched(t)
+		})
+	}
+	for _, body := range []string{"1", "1000", "null"} {
+		t.Run("a search with maxPerPage "+body+" is served", func(t *testing.T) {
+			decode[page](t, serve(t, h, "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"maxPerPage":`+body+`}`))
+		})
+	}
+}
+
+func TestHostileTimeBounds(t *testing.T) {
+	now := taskStart.Add(5 * 24 * time.Hour) // the handler's clock
+	for _, route := range logRoutes[:3] {
+		for _, v := range []string{
+			"99999999999999999999", // 20 digits
+			"9223372036854775808",  // 2^63
+			"9223372036854775807",  // the largest int64, but 19 digits
+			"-1", "-123456789012", "1e12", "", "0x1234567890a", "%201234567890123", "1234567890123%00", "１２３４５６７８９０１２３",
+		} {
+			for _, name := range []string{"start", "end"} {
+				t.Run(route[1]+" "+name+"="+v+" is 400", func(t *testing.T) {
+					f := newRecordingStore()
+					got, _ := url.QueryUnescape(v)
+					serve(t, handler(f, settings("logs")), "GET", route[1]+"?"+name+"="+v, "").
+						wantError(t, 400, fmt.Sprintf("%s must be a time in epoch milliseconds (13 digits), got %q", name, got))
+					f.untouched(t)
+				})
+			}
+		}
+		t.Run(route[1]+" a start with a plus sign is 400", func(t *testing.T) {
+			f := newRecordingStore()
+			serve(t, handler(f, settings("logs")), "GET", route[1]+"?start=%2B123456789012", "").
+				wantError(t, 400, `start must be a time in epoch milliseconds (13 digits), got "+123456789012"`)
+			f.untouched(t)
+		})
+		t.Run(route[1]+" an end before the start finds nothing and lists nothing", func(t *testing.T) {
+			f := newRecordingStore()
+			uploaded(f.fakeStore, "logs", taskID, 3)
+			h := handler(f, settings("logs"))
+			for _, q := range []string{
+				fmt.Sprintf("start=%d&end=%d", now.UnixMilli(), taskStart.UnixMilli()),
+				fmt.Sprintf("start=%d&end=%d", now.UnixMilli(), now.UnixMilli()),
+				"start=9999999999999&end=0000000000000",
+			} {
+				if got := serve(t, h, "GET", route[1]+"?"+q, ""); got.status != 200 || got.body != "[]" {
+					t.Errorf("%s: got %d %s, want 200 []", q, got.status, got.body)
+				}
+			}
+			f.untouched(t)
+		})
+		t.Run(route[1]+" an end centuries away is too many prefixes", func(t *testing.T) {
+			f := newRecordingStore()
+			serve(t, handler(f, settings("logs")), "GET", route[1]+"?end=9999999999999", "").
+				wantError(t, 400, "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests")
+			f.untouched(t)
+		})
+	}
+	search := func(extra string) string {
+		return `{"taskIds":["` + taskID + `"],"requestsAndDeploys":{"web-api":["d1"]},"listOnly":true` + extra + `}`
+	}
+	for extra, message := range map[string]string{
+		`,"start":9223372036854775808`:      "request body field start must be a whole number",
+		`,"end":99999999999999999999`:       "request body field end must be a whole number",
+		`,"start":1e12`:                     "request body field start must be a whole number",
+		`,"start":-9223372036854775808`:     "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests",
+		`,"end":9223372036854775807`:        "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests",
+		`,"start":0,"end":9999999999999`:    "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests",
+		`,"start":-62135596800001,"end":-1`: "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests",
+	} {
+		t.Run("a search with"+extra+" is 400", func(t *testing.T) {
+			f := newRecordingStore()
+			serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", search(extra)).wantError(t, 400, message)
+			f.untouched(t)
+		})
+	}
+	t.Run("a search whose end is before its start is an empty last page that lists nothing", func(t *testing.T) {
+		f := newRecordingStore()
+		uploaded(f.fakeStore, "logs", taskID, 3)
+		for _, extra := range []string{
+			fmt.Sprintf(`,"start":%d,"end":%d`, now.UnixMilli(), taskStart.UnixMilli()),
+			`,"start":9223372036854775807,"end":-9223372036854775808`,
+			`,"end":-1`,
+		} {
+			p := decode[page](t, serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", search(extra)))
+			if !p.LastPage || len(p.Results) != 0 || len(p.ContinuationTokens) != 0 {
+				t.Errorf("%s: got %+v, want an empty last page", extra, p)
+			}
+		}
+		f.untouched(t)
+	})
+	// A search body's times are plain int64 ms: a negative start is a window
+	// opening before 1970, which for a task is its own start.
+	t.Run("a search with a negative start is served", func(t *testing.T) {
+		f := newRecordingStore()
+		mine := uploaded(f.fakeStore, "logs", taskID, 3)
+		p := decode[page](t, serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"start":-1,"listOnly":true}`))
+		if len(p.Results) != len(mine) {
+			t.Errorf("got %d results, want %d", len(p.Results), len(mine))
+		}
+	})
+}
+
+func TestHostileLogIDs(t *testing.T) {
+	refused := []struct{ path, message string }{
+		{"/api/logs/task/a%2Fb-d1-1-0-h-r", "a/b-d1-1-0-h-r is not a valid task id"},
+		{"/api/logs/task/%2e%2e", ".. is not a valid task id"},
+		{"/api/logs/task/%2E%2E-d1-1-0-h-r", "..-d1-1-0-h-r is not a valid task id"},
+		{"/api/logs/task/web-d1-1-0-h-r%00", "web-d1-1-0-h-r\x00 is not a valid task id"},
+		{"/api/logs/task/web-d1-%2B1-0-h-r", "web-d1-+1-0-h-r is not a valid task id"},
+		{"/api/logs/task/web-d1-99999999999999999999-0-h-r", "web-d1-99999999999999999999-0-h-r is not a valid task id"},
+		{"/api/logs/task/web-d1-1-0-h-r%2F..%2F..", "web-d1-1-0-h-r/../.. is not a valid task id"},
+		{"/api/logs/request/%2e%2e", ".. is not a valid request id"},
+		{"/api/logs/request/.%2e", ".. is not a valid request id"},
+		{"/api/logs/request/a..b", "a..b is not a valid request id"},
+		{"/api/logs/request/web%2Fdeploy%2Fd1", "web/deploy/d1 is not a valid request id"},
+		{"/api/logs/request/web%252F", "web%2F is not a valid request id"},
+		{"/api/logs/request/web%25Y", "web%Y is not a valid request id"},
+		{"/api/logs/request/%00", "\x00 is not a valid request id"},
+		{"/api/logs/request/a%5Cb", `a\b is not a valid request id`},
+		{"/api/logs/request/a%20b", "a b is not a valid request id"},
+		{"/api/logs/request/a%0Ab", "a\nb is not a valid request id"},
+		{"/api/logs/request/a%E2%80%A8b", "a\u2028b is not a valid request id"}, // a line separator
+		{"/api/logs/request/" + strings.Repeat("x", 513), strings.Repeat("x", 513) + " is not a valid request id"},
+		{"/api/logs/request/web/deploy/%2e%2e", ".. is not a valid deploy id"},
+		{"/api/logs/request/web/deploy/d%2F1", "d/1 is not a valid deploy id"},
+		{"/api/logs/request/web/deploy/d-1", "d-1 is not a valid deploy id"},
+		{"/api/logs/request/%2e%2e/deploy/d1", ".. is not a valid request id"},
+	}
+	for _, tt := range refused {
+		t.Run(tt.path+" is 400", func(t *testing.T) {
+			f := newRecordingStore()
+			uploaded(f.fakeStore, "logs", taskID, 3)
+			serve(t, handler(f, settings("logs")), "GET", tt.path, "").wantError(t, 400, tt.message)
+			f.untouched(t)
+		})
+	}
+	t.Run("an id that is not UTF-8 is 400", func(t *testing.T) {
+		f := newRecordingStore()
+		serve(t, handler(f, settings("logs")), "GET", "/api/logs/request/web%FF", "").wantJSONError(t, 400, "web")
+		f.untouched(t)
+	})
+	// A path segment that is exactly an escaped slash matches no route
+	// wildcard of net/http's ServeMux, so it is the mux's 404.
+	navigation := []string{
+		"/api/logs/task/..", "/api/logs/task/.", "/api/logs/request/web/..", "/api/logs/request//deploy/d1",
+		"/api/logs/request/web/deploy/../../task/x", "/api/logs/task/" + taskID + "/..", "/api/logs//search",
+	}
+	unrouted := []string{
+		"/api/logs/task/", "/api/logs/request/web/deploy/", "/api/logs/task/" + taskID + "/", "/api/logs/search/",
+		"/api/logs/request/%2F", "/api/logs/request/%2F/deploy/d1",
+	}
+	for _, path := range append(navigation, unrouted...) {
+		t.Run(path+" is a JSON 404, never a redirect", func(t *testing.T) {
+			f := newRecordingStore()
+			for _, method := range []string{"GET", "POST"} {
+				r := serve(t, handler(f, settings("logs")), method, path, "")
+				r.wantJSONErrorBody(t, 404, "")
+				if loc := r.header.Get("Location"); loc != "" {
+					t.Errorf("got Location %q, want none", loc)
+				}
+			}
+			f.untouched(t)
+		})
+	}
+	t.Run("every 404 carries Cache-Control: no-store", func(t *testing.T) {
+		for _, path := range unrouted {
+			serve(t, handler(newRecordingStore(), settings("logs")), "GET", path, "").wantJSONError(t, 404, "")
+		}
+		for _, path := range navigation {
+			serve(t, handler(newRecordingStore(), settings("logs")), "GET", path, "").wantJSONError(t, 404, "")
+		}
+	})
+	searches := []struct{ body, message string }{
+		{`{"taskIds":["../x-d1-1-0-h-r"]}`, "../x-d1-1-0-h-r is not a valid task id"},
+		{`{"taskIds":[""]}`, " is not a valid task id"},
+		{`{"taskIds":["web-d1-1-0-h-r\u0000"]}`, "web-d1-1-0-h-r\x00 is not a valid task id"},
+		{`{"requestsAndDeploys":{"":[]}}`, " is not a valid request id"},
+		{`{"requestsAndDeploys":{"a/b":[]}}`, "a/b is not a valid request id"},
+		{`{"requestsAndDeploys":{"..":[]}}`, ".. is not a valid request id"},
+		{`{"requestsAndDeploys":{"web":[".."]}}`, ".. is not a valid deploy id"},
+		{`{"requestsAndDeploys":{"web":["d/1"]}}`, "d/1 is not a valid deploy id"},
+		{`{"requestsAndDeploys":{"web":[""]}}`, " is not a valid deploy id"},
+		{`{"taskIds":["` + taskID + `"],"requestsAndDeploys":{"web%2F":[]}}`, "web%2F is not a valid request id"},
+	}
+	for _, tt := range searches {
+		t.Run("a search of "+tt.body+" is 400", func(t *testing.T) {
+			f := newRecordingStore()
+			serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", tt.body).wantError(t, 400, tt.message)
+			f.untouched(t)
+		})
+	}
+}
+
+func TestHostileUnicodeIDsFindTheirOwnLogs(t *testing.T) {
+	at := taskStart.UnixMilli()
+	tasks := map[string]string{ // request id → task id
+		"ノード-1": fmt.Sprintf("ノード-1-d1-%d-0-node1-rack1", at),
+		"é":     fmt.Sprintf("é-d1-%d-0-node1-rack1", at),
+		"🚀":     fmt.Sprintf("🚀-d1-%d-0-node1-rack1", at),
+		"nöde":  fmt.Sprintf("nöde-d1-%d-0-node1-rack1", at),
+	}
+	f := newRecordingStore()
+	want := map[string][]string{}
+	for request, task := range tasks {
+		want[request] = uploaded(f.fakeStore, "logs", task, 2)
+	}
+	lookalikes := map[string]string{ // request ids sharing a start, or a look, with those above
+		"ノード":        fmt.Sprintf("ノード-d1-%d-0-node1-rack1", at),
+		"e":          fmt.Sprintf("e-d1-%d-0-node1-rack1", at),
+		"no\u0308de": fmt.Sprintf("no\u0308de-d1-%d-0-node1-rack1", at), // nöde decomposed (NFD)
+	}
+	for request, task := range lookalikes {
+		want[request] = uploaded(f.fakeStore, "logs", task, 1)
+	}
+	h := handler(f, settings("logs"))
+	for request, task := range tasks {
+		t.Run(request, func(t *testing.T) {
+			for _, path := range []string{
+				"/api/logs/task/" + url.PathEscape(task),
+				"/api/logs/task/" + task, // as a client that does not escape sends it
+				"/api/logs/request/" + url.PathEscape(request),
+				"/api/logs/request/" + url.PathEscape(request) + "/deploy/d1",
+			} {
+				var keys []string
+				for _, e := range decode[[]logEntry](t, serve(t, h, "GET", path, "")) {
+					keys = append(keys, e.Key)
+				}
+				if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(want[request]))) {
+					t.Errorf("%s: got %q, want %q", path, keys, want[request])
+				}
+			}
+			keys, _ := follow(t, h, map[string]any{"taskIds": []string{task}, "requestsAndDeploys": map[string][]string{request: {}}, "listOnly": true})
+			if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(want[request]))) {
+				t.Errorf("search: got %q, want %q", keys, want[request])
+			}
+		})
+	}
+}
+
+func TestHostileContinuationTokensCannotWidenTheSearch(t *testing.T) {
+	f := newRecordingStore()
+	mine := uploaded(f.fakeStore, "logs", taskID, 3)
+	uploaded(f.fakeStore, "secret-logs", taskID, 3)
+	theirs := uploaded(f.fakeStore, "logs", other, 3)
+	h := handler(f, settings("logs"))
+	isMine := func(k string) bool { return slices.Contains(mine, k) }
+
+	t.Run("tokens of sources the search does not cover are dropped unused", func(t *testing.T) {
+		tokens := map[string]any{
+			"default-secret-logs-web-api/": map[string]any{"lastPage": false},
+			"default-logs-":                map[string]any{"lastPage": false},
+			"default-logs-web-api/":        map[string]any{"value": "", "lastPage": false},
+			"default-logs-../":             map[string]any{"lastPage": false},
+			"default-logs-" + theirs[0]:    map[string]any{"lastPage": false},
+		}
+		keys, pages := follow(t, h, map[string]any{"taskIds": []string{taskID}, "listOnly": true, "continuationTokens": tokens})
+		if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(mine))) {
+			t.Errorf("got %q, want the task's own keys %q", keys, mine)
+		}
+		for _, p := range pages {
+			for k := range p.ContinuationTokens {
+				if _, forged := tokens[k]; forged {
+					t.Errorf("got forged token %q back", k)
+				}
+			}
+		}
+		for _, l := range f.listed {
+			if !strings.HasPrefix(l, "logs/web-api/") || !strings.Contains(l, taskID) {
+				t.Errorf("listed %s, want only the task's prefixes in the configured bucket", l)
+			}
+		}
+	})
+	t.Run("a forged value resumes inside its own prefix only", func(t *testing.T) {
+		first := decode[page](t, serve(t, h, "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"maxPerPage":1,"listOnly":true}`))
+		if len(first.ContinuationTokens) == 0 {
+			t.Fatal("got no tokens")
+		}
+		for _, value := range []string{"", "a", "web-api/", "zzzz", theirs[0], "../../" + theirs[1], strings.Repeat("~", 1024)} {
+			tokens := map[string]any{}
+			for k := range first.ContinuationTokens {
+				tokens[k] = map[string]any{"value": value, "lastPage": false}
+			}
+			body, _ := json.Marshal(map[string]any{"taskIds": []string{taskID}, "maxPerPage": 1000, "listOnly": true, "continuationTokens": tokens})
+			p := decode[page](t, serve(t, h, "POST", "/api/logs/search", string(body)))
+			for _, e := range p.Results {
+				if !isMine(e.Key) {
+					t.Errorf("value %.40q: got %s, want only the task's keys", value, e.Key)
+				}
+			}
+		}
+	})
+	t.Run("a token value longer than any S3 key is 400", func(t *testing.T) {
+		f := newRecordingStore()
+		body := map[string]any{"taskIds": []string{taskID}, "continuationTokens": map[string]any{"k": map[string]any{"value": strings.Repeat("a", 1025)}}}
+		raw, _ := json.Marshal(body)
+		serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", string(raw)).wantError(t, 400, "continuation token k is not one this service gave")
+		f.untouched(t)
+	})
+}
