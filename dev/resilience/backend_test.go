@@ -39,6 +39,7 @@ func TestResilienceSlavesUnderBackendFaults(t *testing.T) {
 		machines = append(machines, up(ids[i], 2))
 	}
 	report(t, clean, machines...)
+	release(t, ids...)
 	before := map[string]int{}
 	for _, id := range ids {
 		before[id] = len(readSlave(t, clean, id).history)
@@ -131,6 +132,7 @@ func TestResilienceSlavesUnderBackendFaults(t *testing.T) {
 // past the deadline.
 func TestResilienceAnswersWhenDynamoDBIsDown(t *testing.T) {
 	report(t, cleanStore(), up("down-1", 0))
+	release(t, "down-1")
 	store, faults := faultyStore(t, 1, 2)
 	srv := server(t, store, access.Policy{}, 3*time.Second)
 	for _, r := range []struct{ method, path string }{

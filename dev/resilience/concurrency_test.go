@@ -45,6 +45,7 @@ func TestResilienceConcurrentChanges(t *testing.T) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("conc-%d", i)
 	}
+	release(t, ids...)
 
 	fullest := 0
 	for round := range rounds {
@@ -247,6 +248,7 @@ func TestResilienceReportsAgainstChanges(t *testing.T) {
 			machines = append(machines, up(id, 3))
 		}
 		report(t, clean, machines...)
+		release(t, all...)
 		for _, id := range draining {
 			if a := send(t, client, "POST", srv.URL+"/api/slaves/slave/"+id+"/decommission", "", nil); a.status != 200 {
 				t.Fatalf("decommission %s: got %d %s", id, a.status, a.body)

@@ -106,6 +106,19 @@ func server(t *testing.T, store slaves.Store, policy access.Policy, budget time.
 	return srv
 }
 
+// release deletes the test's slaves when it ends: the suite's tests share
+// the tables, and a slave left decommissioning would hold a place of the
+// next test's limit.
+func release(t *testing.T, ids ...string) {
+	t.Cleanup(func() {
+		for _, id := range ids {
+			if _, err := cleanStore().Delete(context.Background(), id, nil); err != nil {
+				t.Errorf("release %s: %v", id, err)
+			}
+		}
+	})
+}
+
 // report sends a machine report through the inventory handler, as the
 // scheduler's EventBridge events reach InventoryFunction.
 func report(t *testing.T, store inventory.Store, machines ...string) {
