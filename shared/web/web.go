@@ -6,6 +6,8 @@ package web
 
 import (
 	"bytes"
+	"cmp"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -178,8 +180,9 @@ func logger(r *http.Request) *slog.Logger {
 }
 
 // Wrap serves h with a request id, one log line per request, a JSON 500 for
-// a panic, and a JSON 404 for paths with empty, "." or ".." segments, which
-// ServeMux would otherwise redirect to another route.
+// a panic, a JSON 404 for paths with empty, "." or ".." segments, which
+// ServeMux would otherwise redirect to another route, and gzip for large
+// bodies when the client accepts it.
 func Wrap(h http.Handler, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
@@ -197,21 +200,31 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey, id), loggerKey, log)
 		r = r.WithContext(ctx)
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		rec.Header().Add("Vary", "Accept-Encoding")
+		var out http.ResponseWriter = rec
+		var gz *gzipWriter
+		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+			gz = &gzipWriter{ResponseWriter: rec}
+			out = gz
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				Error(rec, r, fmt.Errorf("panic: %v", p))
+				Error(out, r, fmt.Errorf("panic: %v", p))
+			}
+			if gz != nil {
+				gz.close()
 			}
 			log.Info("request", "request_id", id, "method", r.Method, "route", r.Pattern, "path", r.URL.Path,
 				"status", rec.status, "latency_ms", float64(time.Since(start).Microseconds())/1000)
 		}()
 		if !cleanPath(r.URL.EscapedPath()) {
-			NotFound(rec, r)
+			NotFound(out, r)
 			return
 		}
-		h.ServeHTTP(rec, r)
+		h.ServeHTTP(out, r)
 	})
 }
 
@@ -226,6 +239,72 @@ func cleanPath(p string) bool {
 	}
 	return true
 }
+
+// minGzip is the smallest body worth compressing: below it, gzip's header
+// and the base64 API Gateway needs for a compressed body outweigh the gain.
+const minGzip = 4 << 10
+
+// acceptsGzip reports whether an Accept-Encoding header accepts gzip.
+func acceptsGzip(header string) bool {
+	for _, part := range strings.Split(header, ",") {
+		name, params, _ := strings.Cut(part, ";")
+		name = strings.ToLower(strings.TrimSpace(name))
+		if name != "gzip" && name != "*" {
+			continue
+		}
+		q := strings.ReplaceAll(strings.ToLower(params), " ", "")
+		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+	}
+	return false
+}
+
+// gzipWriter compresses a response for a client that accepts gzip, when
+// its body is large enough. A fleet's slave list is tens of megabytes of
+// JSON, over Lambda's 6 MB response limit, and a few megabytes compressed.
+// web.JSON writes a body in one Write, so the choice is made on the first
+// Write, and the status line waits for it.
+type gzipWriter struct {
+	http.ResponseWriter
+	status  int
+	decided bool
+	gz      *gzip.Writer
+}
+
+func (g *gzipWriter) WriteHeader(status int) {
+	if g.status == 0 {
+		g.status = status
+	}
+}
+
+func (g *gzipWriter) Write(p []byte) (int, error) {
+	if !g.decided {
+		g.decided = true
+		if h := g.Header(); len(p) >= minGzip && h.Get("Content-Encoding") == "" {
+			h.Set("Content-Encoding", "gzip")
+			h.Del("Content-Length")
+			g.gz, _ = gzip.NewWriterLevel(g.ResponseWriter, gzip.BestSpeed)
+		}
+		g.ResponseWriter.WriteHeader(cmp.Or(g.status, http.StatusOK))
+	}
+	if g.gz != nil {
+		return g.gz.Write(p)
+	}
+	return g.ResponseWriter.Write(p)
+}
+
+// close sends the status of a response without a body, and ends the
+// compressed stream.
+func (g *gzipWriter) close() {
+	if !g.decided {
+		g.decided = true
+		g.ResponseWriter.WriteHeader(cmp.Or(g.status, http.StatusOK))
+	}
+	if g.gz != nil {
+		g.gz.Close()
+	}
+}
+
+func (g *gzipWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
 
 type recorder struct {
 	http.ResponseWriter

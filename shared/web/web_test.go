@@ -3,6 +3,7 @@ package web_test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -448,4 +449,69 @@ func TestJSONAndOK(t *testing.T) {
 			t.Errorf("got %d %q, want 200 with an empty body", rec.Code, body)
 		}
 	})
+}
+
+func TestWrapCompressesLargeBodiesForClientsThatAcceptGzip(t *testing.T) {
+	big := make([]string, 2000)
+	for i := range big {
+		big[i] = fmt.Sprintf("slave-%d", i)
+	}
+	h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/big":
+			web.JSON(w, http.StatusOK, big)
+		case "/small":
+			web.JSON(w, http.StatusOK, []string{"one"})
+		case "/empty":
+			web.OK(w)
+		default:
+			web.Error(w, r, fault.NotFound("%s", strings.Repeat("x", 8000)))
+		}
+	}), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+
+	tests := []struct {
+		name, path, accept string
+		status             int
+		gzipped            bool
+	}{
+		{"a large body for a gzip client is compressed", "/big", "gzip, deflate, br", 200, true},
+		{"gzip is matched whatever its case and weight", "/big", "br;q=1.0, GZIP;q=0.5", 200, true},
+		{"a large error keeps its status when compressed", "/missing", "gzip", 404, true},
+		{"a small body is sent as it is", "/small", "gzip", 200, false},
+		{"an empty 200 still goes out", "/empty", "gzip", 200, false},
+		{"a client that refuses gzip gets plain JSON", "/big", "gzip;q=0, identity", 200, false},
+		{"a client that says nothing gets plain JSON", "/big", "", 200, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", tt.path, nil)
+			if tt.accept != "" {
+				req.Header.Set("Accept-Encoding", tt.accept)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.status {
+				t.Fatalf("got status %d, want %d", rec.Code, tt.status)
+			}
+			if got := rec.Header().Get("Content-Encoding") == "gzip"; got != tt.gzipped {
+				t.Fatalf("got gzip %v, want %v", got, tt.gzipped)
+			}
+			if got := rec.Header().Get("Vary"); got != "Accept-Encoding" {
+				t.Errorf("got Vary %q, want Accept-Encoding", got)
+			}
+			body := rec.Body.Bytes()
+			if tt.gzipped {
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.path != "/empty" && !json.Valid(body) {
+				t.Errorf("got %.80q, want JSON once decompressed", body)
+			}
+		})
+	}
 }
