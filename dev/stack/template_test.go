@@ -324,8 +324,12 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := want
-		if fn == "LogsFunction" {
+		switch fn {
+		case "LogsFunction":
 			want = logs
+		case "SlavesFunction":
+			want = maps.Clone(want)
+			want["GOMEMLIMIT"] = "900MiB"
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got %v, want %v", fn, got, want)

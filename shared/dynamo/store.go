@@ -91,7 +91,7 @@ func (s *Store) Get(ctx context.Context, id string) (*machine.Slave, error) {
 // List returns every slave, sorted by id. It scans the table in parallel
 // segments.
 func (s *Store) List(ctx context.Context) ([]machine.Slave, error) {
-	const segments = 4
+	const segments = 8
 	parts := make([][]machine.Slave, segments)
 	errs := make([]error, segments)
 	var wg sync.WaitGroup

@@ -1,0 +1,227 @@
+// Command bench is `make bench`: it measures the service side by side in
+// one run (cold start of the real bootstrap binaries, per-request overhead,
+// backend round trips per operation, the log lookup's critical path, fleet
+// scale and expiry throughput) and prints one table of figures, each with
+// its target and whether it is met. Absolute times drift on shared machines;
+// the ratios, measured in the same run, hold.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/fleetops/fleet/dev/stack"
+)
+
+// row is one line of the table.
+type row struct {
+	section string
+	figure  string // what was measured
+	value   string // the measurement, with its unit
+	target  string // "" when the figure has no target
+	met     string // "yes", "no", or "" without a target
+}
+
+// verdict turns a comparison into the met column.
+func verdict(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}
+
+// env is what every section may use: the repository, a moto_server with the
+// template's tables, and a MinIO for S3 figures that need a concurrent S3.
+type env struct {
+	root  string
+	local *stack.Local
+	minio *stack.MinIO
+	quick bool // smaller fleets and fewer repetitions, for trying the command out
+	quiet *slog.Logger
+}
+
+// section is one group of figures.
+type section struct {
+	name string
+	run  func(ctx context.Context, e *env) ([]row, error)
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "smaller sizes and fewer repetitions (the figures are then only indicative)")
+	only := flag.String("only", "", "run only the sections whose name contains this")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := run(*quick, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
+		os.Exit(1)
+	}
+}
+
+func run(quick bool, only string) error {
+	ctx := context.Background()
+	start := time.Now()
+	root, err := stack.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	local, err := stack.Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer local.Close()
+	minio, err := stack.UpMinIO(ctx)
+	if err != nil {
+		return err
+	}
+	defer minio.Stop()
+	e := &env{root: root, local: local, minio: minio, quick: quick, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
+
+	var rows []row
+	for _, s := range sections {
+		if only != "" && !strings.Contains(s.name, only) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s...\n", s.name)
+		got, err := s.run(ctx, e)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		for i := range got {
+			got[i].section = s.name
+		}
+		rows = append(rows, got...)
+	}
+	printTable(os.Stdout, rows)
+	fmt.Printf("\n%s, Go %s, %s/%s, %d CPUs; %v in all\n", cpuName(), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(start).Round(time.Second))
+	return nil
+}
+
+// sections are run in this order.
+var sections = []section{
+	{"cold start", coldStart},
+	{"per-request overhead", overhead},
+	{"round trips", roundTrips},
+	{"log critical path", logPath},
+	{"fleet scale", fleet},
+	{"expiry throughput", expiryThroughput},
+}
+
+// printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.
+func printTable(w io.Writer, rows []row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| section\t figure\t value\t target\t met\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t\n", r.section, r.figure, r.value, r.target, r.met)
+	}
+	tw.Flush()
+}
+
+// cpuName names the CPU the run was on.
+func cpuName() string {
+	raw, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if name, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+		}
+	}
+	return "unknown CPU"
+}
+
+// calls counts the SDK's HTTP round trips by operation (every attempt
+// counts), and the items DynamoDB reports it read.
+type calls struct {
+	mu      sync.Mutex
+	byOp    map[string]int
+	scanned atomic.Int64
+}
+
+func newCalls() *calls { return &calls{byOp: map[string]int{}} }
+
+// count adds the counting middleware to an SDK configuration: one count per
+// attempt (after the retry middleware), and the ScannedCount of every Query
+// and Scan answer.
+func (c *calls) count(cfg *aws.Config) {
+	cfg.APIOptions = append(cfg.APIOptions, func(s *middleware.Stack) error {
+		err := s.Finalize.Add(middleware.FinalizeMiddlewareFunc("benchCount", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			c.byOp[awsmiddleware.GetOperationName(ctx)]++
+			c.mu.Unlock()
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
+		if err != nil {
+			return err
+		}
+		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("benchScanned", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			switch r := out.Result.(type) {
+			case *dynamodb.QueryOutput:
+				c.scanned.Add(int64(r.ScannedCount))
+			case *dynamodb.ScanOutput:
+				c.scanned.Add(int64(r.ScannedCount))
+			}
+			return out, md, err
+		}), middleware.After)
+	})
+}
+
+// take returns the counts since the last take, as "2 Query, 1 GetItem".
+func (c *calls) take() (map[string]int, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got := c.byOp
+	c.byOp = map[string]int{}
+	var parts []string
+	for op, n := range got {
+		parts = append(parts, fmt.Sprintf("%d %s", n, op))
+	}
+	slices.Sort(parts)
+	return got, strings.Join(parts, ", ")
+}
+
+// median of durations (which it sorts).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// ms formats a duration in milliseconds.
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
