@@ -30,8 +30,14 @@ type Store interface {
 	Links(ctx context.Context, bucket, key string, ttl time.Duration) (get, download string, err error)
 }
 
-// workers bounds the S3 calls one lookup makes at once.
-const workers = 16
+// Bounds on the S3 calls one lookup makes at once. The lists of a lookup
+// are one wave (a year of monthly prefixes is 12). HEADs wait for the lists,
+// so their pool is wider: 50 logs are one wave, and the lookup's critical
+// path is two round trips, not 1 + ceil(50/16) (BENCHMARKS.md).
+const (
+	listWorkers = 16
+	headWorkers = 64
+)
 
 // maxScopes is the most tasks and requests one lookup may name (SPEC §6.7).
 const maxScopes = 100
@@ -207,7 +213,7 @@ func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) (
 		}
 	}
 	lists := make([][]logstore.Object, len(jobs))
-	err := each(ctx, len(jobs), func(ctx context.Context, i int) error {
+	err := each(ctx, len(jobs), listWorkers, func(ctx context.Context, i int) error {
 		var err error
 		lists[i], err = h.store.All(ctx, jobs[i].bucket, jobs[i].prefix)
 		return err
@@ -248,7 +254,7 @@ func (h *Handler) describe(ctx context.Context, what string, objs []logstore.Obj
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.LinkTimeout)
 	defer cancel()
-	err := each(ctx, len(objs), func(ctx context.Context, i int) error {
+	err := each(ctx, len(objs), headWorkers, func(ctx context.Context, i int) error {
 		o := objs[i]
 		if metadata {
 			start, end, err := h.store.Times(ctx, o.Bucket, o.Key)
@@ -282,7 +288,7 @@ func timedOut(ctx context.Context, what string, err error) error {
 
 // each runs f for 0..n-1 on at most workers goroutines and returns the first
 // error, after which the rest are not started.
-func each(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+func each(ctx context.Context, n, workers int, f func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

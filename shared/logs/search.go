@@ -137,17 +137,17 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([
 	}
 	room := req.maxPerPage()
 	var found []logstore.Object
-	// Each wave lists up to workers sources at once, each for the whole room
+	// Each wave lists up to listWorkers sources at once, each for the whole room
 	// left; the results are then taken in source order until the page is
 	// full, and a source whose results were not all taken resumes after the
 	// last one taken. A source found empty to its end is final at once, so
 	// the last page is rarely an empty one.
 	for len(open) > 0 && room > 0 {
-		wave := open[:min(workers, len(open))]
+		wave := open[:min(listWorkers, len(open))]
 		open = open[len(wave):]
 		pages := make([][]logstore.Object, len(wave))
 		done := make([]bool, len(wave))
-		err := each(ctx, len(wave), func(ctx context.Context, i int) error {
+		err := each(ctx, len(wave), listWorkers, func(ctx context.Context, i int) error {
 			var err error
 			pages[i], done[i], err = h.store.Page(ctx, wave[i].bucket, wave[i].prefix, tokenValue(tokens[wave[i].key]), room)
 			return err

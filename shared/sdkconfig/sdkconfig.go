@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -36,6 +37,9 @@ const (
 	S3AttemptTimeout       = 2 * time.Second
 )
 
+// maxConnsKept is how many idle connections to one host are kept.
+const maxConnsKept = 64
+
 // Retryer returns the service's retry policy. The SDK's retry quota stays:
 // when most calls fail, retries stop and callers get a 503 at once instead
 // of adding load to a struggling backend.
@@ -57,7 +61,11 @@ func backoff(attempt int, _ error) (time.Duration, error) {
 func Load(ctx context.Context, attemptTimeout time.Duration) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRetryer(Retryer),
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(attemptTimeout)),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(attemptTimeout).WithTransportOptions(func(t *http.Transport) {
+			// A log lookup HEADs up to 64 objects at once; keep those
+			// connections for the next lookup rather than the SDK's 10.
+			t.MaxIdleConnsPerHost = maxConnsKept
+		})),
 	)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
