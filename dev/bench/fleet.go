@@ -114,7 +114,7 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 
 	// The state query, against the emulator holding the same fleet.
 	loadStart := time.Now()
-	if err := putFleet(ctx, e, items); err != nil {
+	if err := putItems(ctx, e, benchTables.Slaves, items); err != nil {
 		return nil, err
 	}
 	loaded := time.Since(loadStart)
@@ -210,8 +210,9 @@ func proxyGet(path, acceptEncoding string) json.RawMessage {
 	return raw
 }
 
-// putFleet writes items, 25 to a BatchWriteItem, 8 batches at a time.
-func putFleet(ctx context.Context, e *env, items []map[string]types.AttributeValue) error {
+// putItems writes items to table, 25 to a BatchWriteItem, 8 batches at a
+// time.
+func putItems(ctx context.Context, e *env, table string, items []map[string]types.AttributeValue) error {
 	work := make(chan []map[string]types.AttributeValue)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
@@ -222,7 +223,7 @@ func putFleet(ctx context.Context, e *env, items []map[string]types.AttributeVal
 				for _, item := range batch {
 					reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 				}
-				pending := map[string][]types.WriteRequest{benchTables.Slaves: reqs}
+				pending := map[string][]types.WriteRequest{table: reqs}
 				for len(pending) > 0 {
 					out, err := e.local.DynamoDB.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
 					if err != nil {
