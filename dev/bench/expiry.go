@@ -67,7 +67,9 @@ func putDue(ctx context.Context, e *env, n int) error {
 	duration := time.Hour.Milliseconds()
 	ts := strconv.FormatInt(started, 10)
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	num := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
 	var slaveItems, historyItems, expiringItems []map[string]types.AttributeValue
 	for i := range n {
 		id := fmt.Sprintf("due-%05d", i)
