@@ -6,6 +6,7 @@
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally
 #   make test                                unit tests, then integration tests (they start moto and MinIO)
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
+#   make bench                               the performance figures, with their targets (BENCHMARKS.md)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #
 # sam build calls build-<LogicalId> (BuildMethod: makefile) with ARTIFACTS_DIR.
@@ -35,7 +36,7 @@ define lambda_build
 GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience lint deps clean
+.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience bench lint deps clean
 
 build: $(addprefix build-,$(FUNCTIONS))
 
@@ -81,6 +82,11 @@ FUZZTIME ?= 20s
 # injected, fuzz executions, invariant violations.
 test-resilience: deps $(MINIO)
 	go run ./dev/resilience -fuzztime $(FUZZTIME)
+
+# Builds the real function binaries itself and prints one Markdown table;
+# BENCHMARKS.md holds the latest run. BENCH_FLAGS=-quick for a short try.
+bench: deps $(MINIO)
+	go run ./dev/bench $(BENCH_FLAGS)
 
 lint: $(STATICCHECK)
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.aws-sam/*')); \
