@@ -34,7 +34,9 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	}
 	loaded := time.Since(start)
 
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDBAttemptTimeout)
+	// The emulator answers a Query on an index of thousands of items in
+	// seconds (it sorts the index for each); DynamoDB in milliseconds.
+	cfg, err := sdkconfig.Load(ctx, time.Minute)
 	if err != nil {
 		return nil, err
 	}
