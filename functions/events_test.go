@@ -2,12 +2,15 @@
 
 // Package functions_test runs every sample event in events/ through the real
 // bootstrap binary of its function, served by a local Lambda Runtime API,
-// against tables that a moto_server started here holds.
+// against tables that a moto_server started here holds. Every API Gateway
+// answer must match openapi.yaml.
 package functions_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +21,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/edge"
 )
 
 // steps is the order the events run in, each with the status it must get
@@ -89,6 +94,10 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	doc, err := apidoc.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
 	binaries := map[string]string{}
 	for fn, dir := range dirs {
 		binaries[fn] = build(t, local.Root, dir)
@@ -110,11 +119,32 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 				return
 			}
 			var resp struct {
-				StatusCode int    `json:"statusCode"`
-				Body       string `json:"body"`
+				StatusCode        int                 `json:"statusCode"`
+				MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+				Body              string              `json:"body"`
+				Base64            bool                `json:"isBase64Encoded"`
 			}
 			if err := json.Unmarshal(out, &resp); err != nil {
 				t.Fatalf("got %s, want an API Gateway response: %v", out, err)
+			}
+			body := []byte(resp.Body)
+			if resp.Base64 {
+				if body, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
+					t.Fatalf("got a body that is not base64: %v", err)
+				}
+			}
+			header := http.Header{}
+			for k, vs := range resp.MultiValueHeaders {
+				for _, v := range vs {
+					header.Add(k, v)
+				}
+			}
+			req, _, err := edge.Request(ctx, event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := doc.Check(req, resp.StatusCode, header, body); err != nil {
+				t.Errorf("answer does not match %s: %v", apidoc.File, err)
 			}
 			if resp.StatusCode != s.status {
 				t.Errorf("got %d %s, want %d", resp.StatusCode, resp.Body, s.status)

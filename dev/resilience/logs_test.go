@@ -67,7 +67,7 @@ func TestResilienceLogsUnderBackendFaults(t *testing.T) {
 	settings := config.Logs{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 400 * 24 * time.Hour,
 		ListTimeout: 5 * time.Second, LinkTimeout: 2 * time.Second, Policy: access.Policy{}}
 	h := web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), settings), web.Options{Logger: quiet})
-	srv := httptest.NewServer(deadline(h, 15*time.Second))
+	srv := httptest.NewServer(checked(t, deadline(h, 15*time.Second)))
 	defer srv.Close()
 
 	var mu sync.Mutex

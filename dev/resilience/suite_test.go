@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -97,13 +98,25 @@ func faultyStore(t *testing.T, rate float64, seed uint64) (*dynamo.Store, *fault
 }
 
 // server serves the slave routes over store as SlavesFunction does, with
-// the deadline a Lambda invocation would give.
+// the deadline a Lambda invocation would give; every answer must match
+// openapi.yaml.
 func server(t *testing.T, store slaves.Store, policy access.Policy, budget time.Duration) *httptest.Server {
 	t.Helper()
 	h := web.Wrap(slaves.New(store, policy, limits), web.Options{Logger: quiet})
-	srv := httptest.NewServer(deadline(h, budget))
+	srv := httptest.NewServer(checked(t, deadline(h, budget)))
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// checked serves h with every answer checked against openapi.yaml, the
+// 503s and 504s of failing backends included.
+func checked(t *testing.T, h http.Handler) http.Handler {
+	t.Helper()
+	doc, err := apidoc.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc.Recorder(t, h)
 }
 
 // release deletes the test's slaves when it ends: the suite's tests share

@@ -2,7 +2,9 @@
 // overrides) against local emulated AWS, with the same handlers the Lambda
 // functions use: it uses whatever answers on 127.0.0.1:4566 or starts
 // moto_server there, creates the tables and log buckets of template.yaml if
-// absent, and stops what it started on Ctrl-C.
+// absent, and stops what it started on Ctrl-C. It also serves the API's
+// OpenAPI description, openapi.yaml, at /api/openapi.yaml and, converted,
+// at /api/openapi.json.
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -77,6 +80,12 @@ func run(ctx context.Context, log *slog.Logger) error {
 	logRoutes := logs.New(logStore, logsCfg)
 	mux.Handle("/api/logs", logRoutes)
 	mux.Handle("/api/logs/", logRoutes)
+	doc, err := apidoc.Load()
+	if err != nil {
+		return err
+	}
+	mux.HandleFunc("GET /api/openapi.json", document("application/json", doc.JSON()))
+	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
 	mux.HandleFunc("/", web.NotFound)
 
 	port := os.Getenv("PORT")
@@ -99,6 +108,17 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	return nil
+}
+
+// document serves the API's OpenAPI description, for tools such as
+// Swagger UI or an HTTP client generator. Only the local server serves it:
+// API Gateway routes nothing but /api/slaves and /api/logs.
+func document(contentType string, body []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Write(body)
+	}
 }
 
 // localEnv returns the getenv of function run locally: this process's

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/slaves"
@@ -27,7 +29,8 @@ import (
 // The handler never panics; it either refuses a payload that is not a proxy
 // event with an error wrapping ErrNotProxyEvent, or answers a proxy
 // response in the event's payload format with a status below 500 (the
-// store never fails), and with a 4xx body {"code": status, "message": ...}.
+// store never fails), and with a 4xx body {"code": status, "message": ...};
+// the answer of every request matches openapi.yaml.
 func FuzzHandler(f *testing.F) {
 	var files []string
 	for _, pattern := range []string{filepath.Join("testdata", "*.json"), filepath.Join("..", "..", "events", "*.json")} {
@@ -68,6 +71,10 @@ func FuzzHandler(f *testing.F) {
 		{Mode: access.ModeNone},
 		{Mode: access.ModeAuthorizer, AdminGroups: []string{"admin"}, ReadGroups: []string{"readers"}},
 	}
+	doc, err := apidoc.Load()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, event []byte) {
 		// Lambda always gives a deadline, which the handler shortens.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -83,8 +90,39 @@ func FuzzHandler(f *testing.F) {
 				continue
 			}
 			checkProxyResponse(t, event, out)
+			checkDescribed(t, doc, event, out)
 		}
 	})
+}
+
+// checkDescribed checks out, the answer to event, against openapi.yaml;
+// the 400 of a malformed event answers no route, so it is left out.
+func checkDescribed(t *testing.T, doc *apidoc.Doc, event, out json.RawMessage) {
+	t.Helper()
+	r, _, err := Request(context.Background(), event)
+	if err != nil {
+		return
+	}
+	var a answer
+	if err := json.Unmarshal(out, &a); err != nil {
+		t.Fatalf("got %s, want a proxy response (%v)", out, err)
+	}
+	body := []byte(a.Body)
+	if a.IsBase64Encoded {
+		if body, err = base64.StdEncoding.DecodeString(a.Body); err != nil {
+			t.Fatalf("got a body marked base64 that is not: %v", err)
+		}
+	}
+	header := http.Header{}
+	for k, v := range a.Headers {
+		header.Set(k, v)
+	}
+	for k, vs := range a.MultiValueHeaders {
+		header[http.CanonicalHeaderKey(k)] = vs
+	}
+	if err := doc.CheckAny(r, a.StatusCode, header, body); err != nil {
+		t.Errorf("%s %s: answer does not match %s: %v", r.Method, r.URL.RequestURI(), apidoc.File, err)
+	}
 }
 
 // checkProxyResponse checks out, the answer to event, against the proxy

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -86,8 +87,12 @@ func asOperator(r *http.Request) *http.Request {
 
 func call(t *testing.T, method, path, body string) string {
 	t.Helper()
+	doc, err := apidoc.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := httptest.NewRecorder()
-	api.ServeHTTP(rec, asOperator(httptest.NewRequest(method, path, strings.NewReader(body))))
+	doc.Recorder(t, api).ServeHTTP(rec, asOperator(httptest.NewRequest(method, path, strings.NewReader(body))))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("%s %s: got %d %s, want 200", method, path, rec.Code, rec.Body)
 	}

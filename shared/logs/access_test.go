@@ -92,7 +92,7 @@ func TestAccessLogReadsFollowReadGroups(t *testing.T) {
 				f := readable()
 				cfg := settings("logs")
 				cfg.Policy = tt.policy
-				r := serveAs(t, handler(f, cfg), tt.who, route[0], route[1], route[2])
+				r := serveAs(t, handler(t, f, cfg), tt.who, route[0], route[1], route[2])
 				if cc := r.header.Get("Cache-Control"); cc != "no-store" {
 					t.Errorf("got Cache-Control %q, want no-store", cc)
 				}
@@ -121,7 +121,7 @@ func TestAccessLogBodiesNeverElevate(t *testing.T) {
 			cfg := settings("logs")
 			cfg.Policy = withReaders
 			f := readable()
-			h := handler(f, cfg)
+			h := handler(t, f, cfg)
 			serveAs(t, h, stranger, route[0], route[1], body).wantError(t, 403, "eve must be part of one or more read groups: readers")
 			serveAs(t, h, iamCaller, route[0], route[1], body).wantError(t, 403, iamCaller.ID+" must be part of one or more read groups: readers")
 			serveAs(t, h, nil, route[0], route[1], body).wantError(t, 401, "authentication required")
@@ -143,7 +143,7 @@ func TestAccessLogBodiesNeverElevate(t *testing.T) {
 			if route[0] == "POST" {
 				body = forgedSearch
 			}
-			if n := found(t, route, serveAs(t, handler(readable(), cfg), nil, route[0], route[1], body)); n != 2 {
+			if n := found(t, route, serveAs(t, handler(t, readable(), cfg), nil, route[0], route[1], body)); n != 2 {
 				t.Errorf("%s %s: got %d logs, want 2", route[0], route[1], n)
 			}
 		}
@@ -203,7 +203,7 @@ func TestAccessPresignedLinksLiveExactlyTheConfiguredTTL(t *testing.T) {
 		for _, route := range logReads {
 			t.Run(v+": "+route[0]+" "+route[1], func(t *testing.T) {
 				f := readable()
-				r := serveAs(t, handler(f, cfg), nil, route[0], route[1], route[2])
+				r := serveAs(t, handler(t, f, cfg), nil, route[0], route[1], route[2])
 				var entries []logEntry
 				if route[0] == "POST" {
 					entries = decode[page](t, r).Results
@@ -234,7 +234,7 @@ func TestAccessPresignedLinksLiveExactlyTheConfiguredTTL(t *testing.T) {
 			{"POST", "/api/logs/search", `{"taskIds":["` + taskID + `"],"listOnly":true}`},
 		} {
 			f := readable()
-			if n := found(t, route, serveAs(t, handler(f, cfg), nil, route[0], route[1], route[2])); n != 2 || len(f.ttls) != 0 {
+			if n := found(t, route, serveAs(t, handler(t, f, cfg), nil, route[0], route[1], route[2])); n != 2 || len(f.ttls) != 0 {
 				t.Errorf("%s %s: got %d logs and %d presign calls, want 2 and none", route[0], route[1], n, len(f.ttls))
 			}
 		}

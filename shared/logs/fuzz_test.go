@@ -28,8 +28,9 @@ const (
 // FuzzRoutes sends arbitrary requests through the real route table over
 // logs in two buckets, and checks SPEC §1 on every answer: never a panic or
 // a 5xx (the fake S3 answers at once, so not even a 504), always
-// Content-Type application/json, errors as {"code", "message"}, and a 200
-// that is a JSON array of logs (lookups) or a search result, never cached.
+// Content-Type application/json, errors as {"code", "message"}, a 200 that
+// is a JSON array of logs (lookups) or a search result, never cached, and
+// every answer matches openapi.yaml.
 func FuzzRoutes(f *testing.F) {
 	seeds := []struct {
 		method, path, query, body string
@@ -64,6 +65,7 @@ func FuzzRoutes(f *testing.F) {
 	uploaded(store, "logs-a", taskID, 3)
 	uploaded(store, "logs-b", taskID, 2)
 	uploaded(store, "logs-a", other, 40)
+	doc := openAPI(f)
 	handlers := map[byte]http.Handler{}
 	for mode := range byte(8) {
 		cfg := settings("logs-a", "logs-b")
@@ -73,7 +75,7 @@ func FuzzRoutes(f *testing.F) {
 		if mode&3 != authOff {
 			cfg.Policy = access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"admins"}, ReadGroups: []string{"readers"}}
 		}
-		handlers[mode] = handler(store, cfg)
+		handlers[mode] = routes(store, cfg)
 	}
 	f.Fuzz(func(t *testing.T, method, path, query string, body []byte, mode byte) {
 		target, ok := requestTarget(path, query)
@@ -88,6 +90,9 @@ func FuzzRoutes(f *testing.F) {
 		rec := httptest.NewRecorder()
 		handlers[mode&7].ServeHTTP(rec, r)
 		checkAnswer(t, rec, strings.HasPrefix(target.Path, "/api/logs/search"))
+		if err := doc.CheckAny(r, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+			t.Errorf("%s %s: %v", r.Method, target, err)
+		}
 	})
 }
 

@@ -122,7 +122,7 @@ func TestHostileLogBodiesAreRefusedBeforeAnyS3Call(t *testing.T) {
 			t.Run(tt.name+" to "+route[0]+" "+route[1], func(t *testing.T) {
 				f := newRecordingStore()
 				uploaded(f.fakeStore, "logs", taskID, 3)
-				serve(t, handler(f, settings("logs")), route[0], route[1], tt.body).wantJSONError(t, tt.status, tt.message)
+				serve(t, handler(t, f, settings("logs")), route[0], route[1], tt.body).wantJSONError(t, tt.status, tt.message)
 				f.untouched(t)
 			})
 		}
@@ -131,7 +131,7 @@ func TestHostileLogBodiesAreRefusedBeforeAnyS3Call(t *testing.T) {
 		f := newRecordingStore()
 		uploaded(f.fakeStore, "logs", taskID, 3)
 		body := valid + strings.Repeat(" ", web.MaxBody-len(valid))
-		if p := decode[page](t, serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", body)); len(p.Results) != 3 {
+		if p := decode[page](t, serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", body)); len(p.Results) != 3 {
 			t.Errorf("got %d results, want 3", len(p.Results))
 		}
 	})
@@ -156,14 +156,14 @@ func TestHostileSearchFieldsOfTheWrongTypeAre400NamingTheField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newRecordingStore()
-			serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", tt.body).wantError(t, 400, tt.message)
+			serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", tt.body).wantError(t, 400, tt.message)
 			f.untouched(t)
 		})
 	}
 	t.Run("a GET lookup's user record of the wrong type", func(t *testing.T) {
 		for _, route := range logRoutes[:3] {
 			f := newRecordingStore()
-			serve(t, handler(f, settings("logs")), route[0], route[1], `{"groups":"admins"}`).wantError(t, 400, "request body field groups must be an array")
+			serve(t, handler(t, f, settings("logs")), route[0], route[1], `{"groups":"admins"}`).wantError(t, 400, "request body field groups must be an array")
 			f.untouched(t)
 		}
 	})
@@ -172,7 +172,7 @@ func TestHostileSearchFieldsOfTheWrongTypeAre400NamingTheField(t *testing.T) {
 func TestHostileMaxPerPage(t *testing.T) {
 	f := &fakeStore{}
 	mine := uploaded(f, "logs", taskID, 3)
-	h := handler(f, settings("logs"))
+	h := handler(t, f, settings("logs"))
 	for _, path := range []string{"/api/logs/request/web-api", "/api/logs/request/web-api/deploy/d1"} {
 		for _, v := range []string{"1e12", "-1", "0", "abc", "9223372036854775808", "99999999999999999999", "", "1.5", "0x10", "%205", "1%00"} {
 			t.Run(path+" maxPerPage="+v+" is 400", func(t *testing.T) {
@@ -209,7 +209,7 @@ func TestHostileMaxPerPage(t *testing.T) {
 	} {
 		t.Run("a search with maxPerPage "+body+" is 400", func(t *testing.T) {
 			rf := newRecordingStore()
-			serve(t, handler(rf, settings("logs")), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"maxPerPage":`+body+`}`).wantError(t, 400, message)
+			serve(t, handler(t, rf, settings("logs")), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"maxPerPage":`+body+`}`).wantError(t, 400, message)
 			rf.untouched(t)
 		})
 	}
@@ -233,7 +233,7 @@ func TestHostileTimeBounds(t *testing.T) {
 				t.Run(route[1]+" "+name+"="+v+" is 400", func(t *testing.T) {
 					f := newRecordingStore()
 					got, _ := url.QueryUnescape(v)
-					serve(t, handler(f, settings("logs")), "GET", route[1]+"?"+name+"="+v, "").
+					serve(t, handler(t, f, settings("logs")), "GET", route[1]+"?"+name+"="+v, "").
 						wantError(t, 400, fmt.Sprintf("%s must be a time in epoch milliseconds (13 digits), got %q", name, got))
 					f.untouched(t)
 				})
@@ -241,14 +241,14 @@ func TestHostileTimeBounds(t *testing.T) {
 		}
 		t.Run(route[1]+" a start with a plus sign is 400", func(t *testing.T) {
 			f := newRecordingStore()
-			serve(t, handler(f, settings("logs")), "GET", route[1]+"?start=%2B123456789012", "").
+			serve(t, handler(t, f, settings("logs")), "GET", route[1]+"?start=%2B123456789012", "").
 				wantError(t, 400, `start must be a time in epoch milliseconds (13 digits), got "+123456789012"`)
 			f.untouched(t)
 		})
 		t.Run(route[1]+" an end before the start finds nothing and lists nothing", func(t *testing.T) {
 			f := newRecordingStore()
 			uploaded(f.fakeStore, "logs", taskID, 3)
-			h := handler(f, settings("logs"))
+			h := handler(t, f, settings("logs"))
 			for _, q := range []string{
 				fmt.Sprintf("start=%d&end=%d", now.UnixMilli(), taskStart.UnixMilli()),
 				fmt.Sprintf("start=%d&end=%d", now.UnixMilli(), now.UnixMilli()),
@@ -262,7 +262,7 @@ func TestHostileTimeBounds(t *testing.T) {
 		})
 		t.Run(route[1]+" an end centuries away is too many prefixes", func(t *testing.T) {
 			f := newRecordingStore()
-			serve(t, handler(f, settings("logs")), "GET", route[1]+"?end=9999999999999", "").
+			serve(t, handler(t, f, settings("logs")), "GET", route[1]+"?end=9999999999999", "").
 				wantError(t, 400, "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests")
 			f.untouched(t)
 		})
@@ -281,7 +281,7 @@ func TestHostileTimeBounds(t *testing.T) {
 	} {
 		t.Run("a search with"+extra+" is 400", func(t *testing.T) {
 			f := newRecordingStore()
-			serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", search(extra)).wantError(t, 400, message)
+			serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", search(extra)).wantError(t, 400, message)
 			f.untouched(t)
 		})
 	}
@@ -293,7 +293,7 @@ func TestHostileTimeBounds(t *testing.T) {
 			`,"start":9223372036854775807,"end":-9223372036854775808`,
 			`,"end":-1`,
 		} {
-			p := decode[page](t, serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", search(extra)))
+			p := decode[page](t, serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", search(extra)))
 			if !p.LastPage || len(p.Results) != 0 || len(p.ContinuationTokens) != 0 {
 				t.Errorf("%s: got %+v, want an empty last page", extra, p)
 			}
@@ -305,7 +305,7 @@ func TestHostileTimeBounds(t *testing.T) {
 	t.Run("a search with a negative start is served", func(t *testing.T) {
 		f := newRecordingStore()
 		mine := uploaded(f.fakeStore, "logs", taskID, 3)
-		p := decode[page](t, serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"start":-1,"listOnly":true}`))
+		p := decode[page](t, serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"start":-1,"listOnly":true}`))
 		if len(p.Results) != len(mine) {
 			t.Errorf("got %d results, want %d", len(p.Results), len(mine))
 		}
@@ -342,13 +342,13 @@ func TestHostileLogIDs(t *testing.T) {
 		t.Run(tt.path+" is 400", func(t *testing.T) {
 			f := newRecordingStore()
 			uploaded(f.fakeStore, "logs", taskID, 3)
-			serve(t, handler(f, settings("logs")), "GET", tt.path, "").wantError(t, 400, tt.message)
+			serve(t, handler(t, f, settings("logs")), "GET", tt.path, "").wantError(t, 400, tt.message)
 			f.untouched(t)
 		})
 	}
 	t.Run("an id that is not UTF-8 is 400", func(t *testing.T) {
 		f := newRecordingStore()
-		serve(t, handler(f, settings("logs")), "GET", "/api/logs/request/web%FF", "").wantJSONError(t, 400, "web")
+		serve(t, handler(t, f, settings("logs")), "GET", "/api/logs/request/web%FF", "").wantJSONError(t, 400, "web")
 		f.untouched(t)
 	})
 	// A path segment that is exactly an escaped slash matches no route
@@ -365,7 +365,7 @@ func TestHostileLogIDs(t *testing.T) {
 		t.Run(path+" is a JSON 404, never a redirect", func(t *testing.T) {
 			f := newRecordingStore()
 			for _, method := range []string{"GET", "POST"} {
-				r := serve(t, handler(f, settings("logs")), method, path, "")
+				r := serve(t, handler(t, f, settings("logs")), method, path, "")
 				r.wantJSONErrorBody(t, 404, "")
 				if loc := r.header.Get("Location"); loc != "" {
 					t.Errorf("got Location %q, want none", loc)
@@ -376,10 +376,10 @@ func TestHostileLogIDs(t *testing.T) {
 	}
 	t.Run("every 404 carries Cache-Control: no-store", func(t *testing.T) {
 		for _, path := range unrouted {
-			serve(t, handler(newRecordingStore(), settings("logs")), "GET", path, "").wantJSONError(t, 404, "")
+			serve(t, handler(t, newRecordingStore(), settings("logs")), "GET", path, "").wantJSONError(t, 404, "")
 		}
 		for _, path := range navigation {
-			serve(t, handler(newRecordingStore(), settings("logs")), "GET", path, "").wantJSONError(t, 404, "")
+			serve(t, handler(t, newRecordingStore(), settings("logs")), "GET", path, "").wantJSONError(t, 404, "")
 		}
 	})
 	searches := []struct{ body, message string }{
@@ -397,7 +397,7 @@ func TestHostileLogIDs(t *testing.T) {
 	for _, tt := range searches {
 		t.Run("a search of "+tt.body+" is 400", func(t *testing.T) {
 			f := newRecordingStore()
-			serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", tt.body).wantError(t, 400, tt.message)
+			serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", tt.body).wantError(t, 400, tt.message)
 			f.untouched(t)
 		})
 	}
@@ -424,7 +424,7 @@ func TestHostileUnicodeIDsFindTheirOwnLogs(t *testing.T) {
 	for request, task := range lookalikes {
 		want[request] = uploaded(f.fakeStore, "logs", task, 1)
 	}
-	h := handler(f, settings("logs"))
+	h := handler(t, f, settings("logs"))
 	for request, task := range tasks {
 		t.Run(request, func(t *testing.T) {
 			for _, path := range []string{
@@ -454,7 +454,7 @@ func TestHostileContinuationTokensCannotWidenTheSearch(t *testing.T) {
 	mine := uploaded(f.fakeStore, "logs", taskID, 3)
 	uploaded(f.fakeStore, "secret-logs", taskID, 3)
 	theirs := uploaded(f.fakeStore, "logs", other, 3)
-	h := handler(f, settings("logs"))
+	h := handler(t, f, settings("logs"))
 	isMine := func(k string) bool { return slices.Contains(mine, k) }
 
 	t.Run("tokens of sources the search does not cover are dropped unused", func(t *testing.T) {
@@ -505,7 +505,7 @@ func TestHostileContinuationTokensCannotWidenTheSearch(t *testing.T) {
 		f := newRecordingStore()
 		body := map[string]any{"taskIds": []string{taskID}, "continuationTokens": map[string]any{"k": map[string]any{"value": strings.Repeat("a", 1025)}}}
 		raw, _ := json.Marshal(body)
-		serve(t, handler(f, settings("logs")), "POST", "/api/logs/search", string(raw)).wantError(t, 400, "continuation token k is not one this service gave")
+		serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", string(raw)).wantError(t, 400, "continuation token k is not one this service gave")
 		f.untouched(t)
 	})
 }

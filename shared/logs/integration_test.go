@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
@@ -128,7 +130,35 @@ func liveRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	return m.Run()
+	code := m.Run()
+	if code == 0 {
+		code = exercisedEveryOperation("/api/logs")
+	}
+	return code
+}
+
+// exercisedEveryOperation fails a whole run of the suite (no -run or
+// -skip) that left an operation of openapi.yaml under prefix unexercised;
+// with -v it prints how many answers were checked, per status.
+func exercisedEveryOperation(prefix string) int {
+	doc, err := apidoc.Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if testing.Verbose() {
+		described, undescribed := doc.Checked()
+		fmt.Printf("%s: %d answers of described operations and %d of undescribed routes checked; per status (in parentheses: never seen):\n%s",
+			apidoc.File, described, undescribed, doc.Summary(prefix))
+	}
+	if flag.Lookup("test.run").Value.String() != "" || flag.Lookup("test.skip").Value.String() != "" {
+		return 0
+	}
+	if missed := doc.Unexercised(prefix); len(missed) > 0 {
+		fmt.Fprintf(os.Stderr, "no test exercised these operations of %s: %s\n", apidoc.File, strings.Join(missed, ", "))
+		return 1
+	}
+	return 0
 }
 
 // liveUpload puts every file of liveTasks, a few at a time. File names differ
@@ -195,11 +225,11 @@ func liveUpload(ctx context.Context) error {
 }
 
 // liveHandler serves the log routes over store as the function does, with
-// the clock at liveNow.
-func liveHandler(store logs.Store, cfg config.Logs) http.Handler {
+// the clock at liveNow; every answer must match openapi.yaml.
+func liveHandler(t testing.TB, store logs.Store, cfg config.Logs) http.Handler {
 	h := logs.New(store, cfg)
 	logs.SetClock(h, func() time.Time { return liveNow })
-	return web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return openAPI(t).Recorder(t, web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 }
 
 // liveLog is one entry of a lookup; pointers tell absent fields apart.
@@ -295,7 +325,7 @@ func wantNewestFirst(t *testing.T, entries []liveLog) {
 func liveMillis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 func TestLiveTaskLookupReturnsExactlyTheTasksLogs(t *testing.T) {
-	h := liveHandler(liveStore, settings(bucketA, bucketB))
+	h := liveHandler(t, liveStore, settings(bucketA, bucketB))
 	for _, lt := range liveTasks {
 		t.Run(lt.id(), func(t *testing.T) {
 			got := liveLookup(t, h, "/api/logs/task/"+lt.id())
@@ -355,7 +385,7 @@ func (f fetched) refused(t *testing.T, want string) {
 
 func TestLivePresignedLinks(t *testing.T) {
 	lt := liveTasks[1]
-	got := liveLookup(t, liveHandler(liveStore, settings(bucketA, bucketB)), "/api/logs/task/"+lt.id()+"?excludeMetadata=true")
+	got := liveLookup(t, liveHandler(t, liveStore, settings(bucketA, bucketB)), "/api/logs/task/"+lt.id()+"?excludeMetadata=true")
 	var inA []liveLog
 	for _, e := range got {
 		if liveByKey[e.Key].bucket == bucketA {
@@ -400,7 +430,7 @@ func TestLiveExpiredLinksAreRefused(t *testing.T) {
 	const ttl = 2 * time.Second
 	cfg := settings(bucketA, bucketB)
 	cfg.URLTTL = ttl
-	got := liveLookup(t, liveHandler(liveStore, cfg), "/api/logs/task/"+liveTasks[4].id()+"?excludeMetadata=true")
+	got := liveLookup(t, liveHandler(t, liveStore, cfg), "/api/logs/task/"+liveTasks[4].id()+"?excludeMetadata=true")
 	if len(got) == 0 {
 		t.Fatal("got no entries")
 	}
@@ -433,7 +463,7 @@ func liveQuery(t *testing.T, u string) url.Values {
 }
 
 func TestLiveRequestAndDeployLookups(t *testing.T) {
-	h := liveHandler(liveStore, settings(bucketA, bucketB))
+	h := liveHandler(t, liveStore, settings(bucketA, bucketB))
 	since := liveMillis(liveSince)
 	dec, jan := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	inMonths := func(match func(liveObject) bool, from, to time.Time) func(liveObject) bool {
@@ -467,7 +497,7 @@ func TestLiveRequestAndDeployLookups(t *testing.T) {
 }
 
 func TestLiveLookupFlags(t *testing.T) {
-	h := liveHandler(liveStore, settings(bucketA, bucketB))
+	h := liveHandler(t, liveStore, settings(bucketA, bucketB))
 	path := "/api/logs/request/pay?start=" + liveMillis(liveSince)
 	want := liveWant(ofRequest("pay"))
 	tests := []struct {
@@ -502,7 +532,7 @@ func TestLiveLookupFlags(t *testing.T) {
 }
 
 func TestLiveMaxPerPageCapsEachBucket(t *testing.T) {
-	h := liveHandler(liveStore, settings(bucketA, bucketB))
+	h := liveHandler(t, liveStore, settings(bucketA, bucketB))
 	path := "/api/logs/request/pay-api?start=" + liveMillis(liveSince)
 	all := liveLookup(t, h, path+"&list=true&excludeMetadata=true")
 	for _, n := range []int{1, 5, 1000} {
@@ -526,7 +556,7 @@ func TestLiveMaxPerPageCapsEachBucket(t *testing.T) {
 
 func TestLiveSearchPagesReturnEveryObjectOnce(t *testing.T) {
 	t.Parallel()
-	h := liveHandler(liveStore, settings(bucketA, bucketB))
+	h := liveHandler(t, liveStore, settings(bucketA, bucketB))
 	tests := []struct {
 		name string
 		body map[string]any
@@ -586,7 +616,7 @@ func TestLiveSearchPagesReturnEveryObjectOnce(t *testing.T) {
 }
 
 func TestLiveMissingBucketIsNotFound(t *testing.T) {
-	h := liveHandler(liveStore, settings(bucketA, bucketMissing))
+	h := liveHandler(t, liveStore, settings(bucketA, bucketMissing))
 	want := "S3 bucket " + bucketMissing + " does not exist"
 	serve(t, h, "GET", "/api/logs/task/"+liveTasks[0].id(), "").wantError(t, 404, want)
 	serve(t, h, "GET", "/api/logs/request/pay?start="+liveMillis(liveSince), "").wantError(t, 404, want)
@@ -615,7 +645,7 @@ func (c *countingAPI) HeadObject(ctx context.Context, in *s3.HeadObjectInput, op
 // for the links.
 func TestLiveS3CallsPerTaskLookup(t *testing.T) {
 	api := &countingAPI{API: liveClient}
-	h := liveHandler(logstore.New(api, s3.NewPresignClient(liveClient)), settings(bucketA, bucketB))
+	h := liveHandler(t, logstore.New(api, s3.NewPresignClient(liveClient)), settings(bucketA, bucketB))
 	for _, lt := range liveTasks {
 		months := (liveNow.Year()-lt.started.Year())*12 + int(liveNow.Month()-lt.started.Month()) + 1
 		for _, query := range []string{"", "?excludeMetadata=true"} {
@@ -641,7 +671,7 @@ func TestLiveS3CallsPerTaskLookup(t *testing.T) {
 // the whole data set; it asserts nothing about time.
 func TestLiveSearchPageLatency(t *testing.T) {
 	api := &countingAPI{API: liveClient}
-	h := liveHandler(logstore.New(api, s3.NewPresignClient(liveClient)), settings(bucketA, bucketB))
+	h := liveHandler(t, logstore.New(api, s3.NewPresignClient(liveClient)), settings(bucketA, bucketB))
 	body := fmt.Sprintf(`{"requestsAndDeploys":{"pay-api":[],"pay":[]},"start":%d,"maxPerPage":50}`, liveSince.UnixMilli())
 	var took []time.Duration
 	for range 7 {
@@ -678,7 +708,7 @@ func TestLiveLinksOfFileNamesThatNeedEscaping(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := liveLookup(t, liveHandler(liveStore, settings(bucketA, bucketB)), "/api/logs/task/"+task.ID)
+	got := liveLookup(t, liveHandler(t, liveStore, settings(bucketA, bucketB)), "/api/logs/task/"+task.ID)
 	if len(got) != len(bodies) {
 		t.Fatalf("got %d entries, want %d", len(got), len(bodies))
 	}

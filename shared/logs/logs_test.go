@@ -150,7 +150,16 @@ func uploaded(f *fakeStore, bucket, task string, days int) []string {
 	return keys
 }
 
-func handler(store logs.Store, cfg config.Logs) http.Handler {
+// handler serves the log routes over store, as the function does, with
+// the clock five days after taskStart; every answer must match
+// openapi.yaml.
+func handler(t testing.TB, store logs.Store, cfg config.Logs) http.Handler {
+	return openAPI(t).Recorder(t, routes(store, cfg))
+}
+
+// routes is handler without the check of its answers, for the fuzz target,
+// which checks each answer itself.
+func routes(store logs.Store, cfg config.Logs) http.Handler {
 	h := logs.New(store, cfg)
 	logs.SetClock(h, func() time.Time { return taskStart.Add(5 * 24 * time.Hour) })
 	return web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -161,7 +170,7 @@ func TestTaskLookupReturnsTheTasksLogsNewestFirstWithLinks(t *testing.T) {
 	want := append(uploaded(f, "logs-a", taskID, 3), uploaded(f, "logs-b", taskID, 2)...)
 	uploaded(f, "logs-a", other, 3)
 	uploaded(f, "not-configured", taskID, 3)
-	r := serve(t, handler(f, settings("logs-a", "logs-b")), "GET", "/api/logs/task/"+taskID, "")
+	r := serve(t, handler(t, f, settings("logs-a", "logs-b")), "GET", "/api/logs/task/"+taskID, "")
 	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("Cache-Control: got %q, want no-store", cc)
 	}
@@ -184,7 +193,7 @@ func TestTaskLookupReturnsTheTasksLogsNewestFirstWithLinks(t *testing.T) {
 func TestLookupFlagsLeaveOutMetadataAndLinks(t *testing.T) {
 	f := &fakeStore{}
 	uploaded(f, "logs", taskID, 2)
-	h := handler(f, settings("logs"))
+	h := handler(t, f, settings("logs"))
 	got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/task/"+taskID+"?excludeMetadata=true&list=TRUE", ""))
 	if len(got) != 2 || f.heads.Load() != 0 {
 		t.Fatalf("got %d entries and %d HEADs, want 2 and none", len(got), f.heads.Load())
@@ -204,7 +213,7 @@ func TestRequestAndDeployLookups(t *testing.T) {
 	f := &fakeStore{}
 	mine := uploaded(f, "logs", taskID, 3)
 	theirs := uploaded(f, "logs", other, 2)
-	h := handler(f, settings("logs"))
+	h := handler(t, f, settings("logs"))
 	if got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/request/web-api", "")); len(got) != len(mine)+len(theirs) {
 		t.Errorf("request lookup: got %d entries, want %d", len(got), len(mine)+len(theirs))
 	}
@@ -220,7 +229,7 @@ func TestRequestAndDeployLookups(t *testing.T) {
 }
 
 func TestLookupRejectsBadInput(t *testing.T) {
-	h := handler(&fakeStore{}, settings("logs"))
+	h := handler(t, &fakeStore{}, settings("logs"))
 	tests := []struct {
 		name, path string
 		status     int
@@ -251,7 +260,7 @@ func TestLookupRejectsBadInput(t *testing.T) {
 func TestLookupOfTooManyPrefixesIsRefused(t *testing.T) {
 	cfg := settings("logs")
 	cfg.Format, _ = logkey.ParseFormat("%requestId/%Y/%m/%d/%H/%taskId_%index")
-	h := handler(&fakeStore{}, cfg)
+	h := handler(t, &fakeStore{}, cfg)
 	hours84Days := taskStart.Add(5*24*time.Hour - 84*24*time.Hour).UnixMilli() // 2,016 hours before the test's now
 	serve(t, h, "GET", fmt.Sprintf("/api/logs/request/web?start=%d", hours84Days), "").
 		wantError(t, 400, "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests")
@@ -261,15 +270,15 @@ func TestLookupOfTooManyPrefixesIsRefused(t *testing.T) {
 }
 
 func TestLookupWithoutBucketsIsNotFound(t *testing.T) {
-	serve(t, handler(&fakeStore{}, settings()), "GET", "/api/logs/task/"+taskID, "").wantError(t, 404, "S3 configuration was absent")
-	serve(t, handler(&fakeStore{}, settings()), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"]}`).wantError(t, 404, "S3 configuration was absent")
+	serve(t, handler(t, &fakeStore{}, settings()), "GET", "/api/logs/task/"+taskID, "").wantError(t, 404, "S3 configuration was absent")
+	serve(t, handler(t, &fakeStore{}, settings()), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"]}`).wantError(t, 404, "S3 configuration was absent")
 }
 
 func TestSlowS3AnswersGatewayTimeout(t *testing.T) {
 	cfg := settings("logs")
 	cfg.ListTimeout, cfg.LinkTimeout = 50*time.Millisecond, 50*time.Millisecond
 	start := time.Now()
-	serve(t, handler(&fakeStore{block: true}, cfg), "GET", "/api/logs/task/"+taskID, "").
+	serve(t, handler(t, &fakeStore{block: true}, cfg), "GET", "/api/logs/task/"+taskID, "").
 		wantError(t, 504, "Timed out waiting for response from S3 for "+taskID)
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("took %v, want about the list timeout", took)
@@ -279,7 +288,7 @@ func TestSlowS3AnswersGatewayTimeout(t *testing.T) {
 func TestAuthorizerModeNeedsAReadGroup(t *testing.T) {
 	cfg := settings("logs")
 	cfg.Policy = access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"admins"}, ReadGroups: []string{"readers"}}
-	h := handler(&fakeStore{}, cfg)
+	h := handler(t, &fakeStore{}, cfg)
 	call := func(groups ...string) int {
 		req := httptest.NewRequest("GET", "/api/logs/task/"+taskID, nil)
 		if groups != nil {
@@ -338,7 +347,7 @@ func TestSearchPagesReturnEveryObjectExactlyOnce(t *testing.T) {
 		want = append(want, uploaded(f, "logs-b", id, 10)...)
 	}
 	uploaded(f, "logs-a", "other-d1-1-0-h-r", 5)
-	h := handler(f, settings("logs-a", "logs-b"))
+	h := handler(t, f, settings("logs-a", "logs-b"))
 	for _, per := range []int{1, 7, 10, 64, 1000} {
 		t.Run(fmt.Sprintf("%d per page", per), func(t *testing.T) {
 			start := taskStart.Add(-110 * 24 * time.Hour).UnixMilli()
@@ -371,7 +380,7 @@ func TestSearchByTasksAndDeploys(t *testing.T) {
 	f := &fakeStore{}
 	mine := uploaded(f, "logs", taskID, 3)
 	theirs := uploaded(f, "logs", other, 2)
-	h := handler(f, settings("logs"))
+	h := handler(t, f, settings("logs"))
 	keys, _ := follow(t, h, map[string]any{"taskIds": []string{taskID}, "requestsAndDeploys": map[string][]string{"web-api": {"d2"}}})
 	if len(keys) != len(mine)+len(theirs) {
 		t.Errorf("got %d keys, want %d", len(keys), len(mine)+len(theirs))
@@ -384,7 +393,7 @@ func TestSearchByTasksAndDeploys(t *testing.T) {
 }
 
 func TestSearchRejectsBadRequests(t *testing.T) {
-	h := handler(&fakeStore{}, settings("logs"))
+	h := handler(t, &fakeStore{}, settings("logs"))
 	tests := []struct{ name, body, message string }{
 		{"no body", "", "Must specify at least one request or task to search"},
 		{"nothing to search", `{"taskIds":[],"requestsAndDeploys":{}}`, "Must specify at least one request or task to search"},
@@ -404,7 +413,7 @@ func TestSearchRejectsBadRequests(t *testing.T) {
 }
 
 func TestSearchWithNoPrefixesIsTheLastPage(t *testing.T) {
-	h := handler(&fakeStore{}, settings("logs"))
+	h := handler(t, &fakeStore{}, settings("logs"))
 	end := taskStart.Add(-time.Hour).UnixMilli() // before the task started: an empty window
 	p := decode[page](t, serve(t, h, "POST", "/api/logs/search", fmt.Sprintf(`{"taskIds":[%q],"end":%d}`, taskID, end)))
 	if !p.LastPage || len(p.Results) != 0 {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/edge"
 	"github.com/fleetops/fleet/shared/slaves"
@@ -210,6 +211,13 @@ func gatewayCall(t *testing.T, policy access.Policy, d delivery, who *person, me
 	for k, v := range a.Headers {
 		header.Set(k, v)
 	}
+	req, _, err := edge.Request(context.Background(), raw)
+	if err != nil {
+		t.Fatalf("%s %s: got %v, want the event as a request", method, target, err)
+	}
+	if err := openAPI(t).CheckAny(req, a.StatusCode, header, []byte(a.Body)); err != nil {
+		t.Errorf("%s %s: answer does not match %s: %v", method, target, apidoc.File, err)
+	}
 	return response{a.StatusCode, a.Body, header}
 }
 
@@ -268,7 +276,7 @@ func TestAccessChangesAreForAdminsOnly(t *testing.T) {
 				policy.AdminGroups = nil // the only way an IAM caller is an admin
 			}
 			gatewayCall(t, policy, d, admin, "POST", "/api/slaves/slave/"+own+"/freeze", "").want(t, 200, "")
-			if got := state(t, api(access.Policy{}), own); got != "FROZEN" {
+			if got := state(t, api(t, access.Policy{}), own); got != "FROZEN" {
 				t.Errorf("got %s, want FROZEN", got)
 			}
 			gatewayCall(t, policy, d, admin, "DELETE", "/api/slaves/slave/"+own, "").want(t, 200, "")
@@ -314,7 +322,7 @@ func TestAccessBodyUserNeverElevatesNorNamesTheActor(t *testing.T) {
 			}
 			gatewayCall(t, policy, d, admin, "POST", "/api/slaves/slave/"+own+"/freeze",
 				`{"message":"m","durationMillis":60000,"revertToState":"ACTIVE","user":"root@forged.example","email":"root@forged.example"}`).want(t, 200, "")
-			h := api(access.Policy{})
+			h := api(t, access.Policy{})
 			hist := history(t, h, own)
 			recs := listExpiring(t, h, own)
 			if len(recs) != 1 {
@@ -338,7 +346,7 @@ func TestAccessBodyUserNeverElevatesNorNamesTheActor(t *testing.T) {
 				admin := &person{id: "svc-admin", groups: []string{"admin"}}
 				gatewayCall(t, adminsAndReaders, d, admin, "POST", "/api/slaves/slave/"+own+"/freeze",
 					`{"message":"m","user":"root@forged.example","email":"root@forged.example"}`).want(t, 200, "")
-				if hist := history(t, api(access.Policy{}), own); hist[0].User != nil {
+				if hist := history(t, api(t, access.Policy{}), own); hist[0].User != nil {
 					t.Errorf("got user %q, want none", *hist[0].User)
 				}
 			})
@@ -388,7 +396,7 @@ func TestAccessReadsFollowReadGroups(t *testing.T) {
 				policy = onlyAdmins
 			}
 			r := gatewayCall(t, policy, d, who, "GET", "/api/slaves/slave/"+id+"/details", "")
-			r.want(t, 200, call(t, api(access.Policy{}), "GET", "/api/slaves/slave/"+id+"/details", "").body)
+			r.want(t, 200, call(t, api(t, access.Policy{}), "GET", "/api/slaves/slave/"+id+"/details", "").body)
 		})
 	}
 	unchanged(t, before, id)

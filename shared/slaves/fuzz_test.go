@@ -56,9 +56,10 @@ const (
 // way API Gateway and the edge would deliver them, and checks SPEC §1 on
 // every answer: never a panic or a 5xx (the store never fails), always
 // Content-Type application/json, errors as {"code", "message"}, reads as
-// JSON and changes as an empty 200. Each request is sent twice, as a client
-// retrying would, and a change request that names itself (Idempotency-Key or
-// actionId) must get the same answer the second time.
+// JSON and changes as an empty 200, and every answer matches openapi.yaml.
+// Each request is sent twice, as a client retrying would, and a change
+// request that names itself (Idempotency-Key or actionId) must get the same
+// answer the second time.
 func FuzzRoutes(f *testing.F) {
 	seeds := []struct {
 		method, path, query, header, body string
@@ -92,6 +93,7 @@ func FuzzRoutes(f *testing.F) {
 		f.Add(s.method, s.path, s.query, s.header, []byte(s.body), s.mode)
 	}
 	f.Add("POST", fuzzFreeze, "", "", bytes.Repeat([]byte(" "), web.MaxBody+1), authOff)
+	doc := openAPI(f)
 	f.Fuzz(func(t *testing.T, method, path, query, header string, body []byte, mode byte) {
 		target, ok := requestTarget(path, query)
 		if !ok {
@@ -113,6 +115,9 @@ func FuzzRoutes(f *testing.F) {
 			answers[i] = httptest.NewRecorder()
 			h.ServeHTTP(answers[i], r)
 			checkAnswer(t, r.Method, answers[i], &logs) // NewRequest reads "" as GET
+			if err := doc.CheckAny(r, answers[i].Code, answers[i].Header(), answers[i].Body.Bytes()); err != nil {
+				t.Errorf("%s %s: %v", r.Method, target, err)
+			}
 		}
 		first, retry := answers[0], answers[1]
 		if method == http.MethodPost && (strings.TrimSpace(header) != "" || actionID(body) != "") &&

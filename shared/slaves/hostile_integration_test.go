@@ -47,7 +47,7 @@ func pathID(id string) string {
 // nothing changed.
 func snapshot(t *testing.T, ids ...string) string {
 	t.Helper()
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	list := call(t, h, "GET", "/api/slaves", "")
 	list.want(t, 200, "*")
 	slaves := map[string]json.RawMessage{}
@@ -106,7 +106,7 @@ func everyRoute(id string) [][2]string {
 // /api/slaves/dead would change.
 func hostileSlaves(t *testing.T, prefix string) (active, dead string) {
 	t.Helper()
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	active, dead = prefix+"-active", prefix+"-dead"
 	reportUp(t, active, dead)
 	call(t, h, "POST", "/api/slaves/slave/"+active+"/freeze", "").want(t, 200, "")
@@ -122,7 +122,7 @@ func hostileSlaves(t *testing.T, prefix string) (active, dead string) {
 }
 
 func TestHostileOversizedBodiesAre413AndChangeNothing(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	active, dead := hostileSlaves(t, "big")
 	before := snapshot(t, active, dead)
 	over := map[string]string{
@@ -151,7 +151,7 @@ func TestHostileOversizedBodiesAre413AndChangeNothing(t *testing.T) {
 }
 
 func TestHostileDeeplyNestedBodiesAre400(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	active, dead := hostileSlaves(t, "deep")
 	before := snapshot(t, active, dead)
 	nest := func(open, close string, n int) string { return strings.Repeat(open, n) + strings.Repeat(close, n) }
@@ -192,7 +192,7 @@ func TestHostileDeeplyNestedBodiesAre400(t *testing.T) {
 }
 
 func TestHostileWrongTypesAre400NamingTheField(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	active, dead := hostileSlaves(t, "types")
 	before := snapshot(t, active, dead)
 	changes := []struct {
@@ -257,7 +257,7 @@ func TestHostileWrongTypesAre400NamingTheField(t *testing.T) {
 }
 
 func TestHostileSlaveIDsReachExactlyTheirSlave(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	// Ids an agent may have (the inventory refuses only '/', NUL, line
 	// breaks, tabs and a leading '#'), and look-alikes that must stay apart.
 	ids := []string{"nöde-1", "node-1", "ノード-1", "é", "e", "🚀-1", "..", ".", "a%2Fb", "a", "b", "a b"}

@@ -26,7 +26,7 @@ func withKey(t *testing.T, h http.Handler, path, key, body string) response {
 }
 
 func TestIdempotentRetries(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 
 	t.Run("a retry with the same Idempotency-Key is answered, not applied again", func(t *testing.T) {
 		id := seed(t, "idem-key", 1)[0]
@@ -111,7 +111,7 @@ func TestIdempotentRetries(t *testing.T) {
 
 func TestReceiptsLastTheWindow(t *testing.T) {
 	ctx := context.Background()
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	id := seed(t, "idem-window", 1)[0]
 	t0 := time.Now().UnixMilli()
 	freeze := func(at int64) error {

@@ -5,6 +5,7 @@ package slaves_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -41,16 +43,45 @@ func run(m *testing.M) int {
 	}
 	defer local.Close()
 	store = dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}, 90*24*time.Hour)
-	return m.Run()
+	code := m.Run()
+	if code == 0 {
+		code = exercisedEveryOperation("/api/slaves")
+	}
+	return code
+}
+
+// exercisedEveryOperation fails a whole run of the suite (no -run or
+// -skip) that left an operation of openapi.yaml under prefix unexercised;
+// with -v it prints how many answers were checked, per status.
+func exercisedEveryOperation(prefix string) int {
+	doc, err := apidoc.Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if testing.Verbose() {
+		described, undescribed := doc.Checked()
+		fmt.Printf("%s: %d answers of described operations and %d of undescribed routes checked; per status (in parentheses: never seen):\n%s",
+			apidoc.File, described, undescribed, doc.Summary(prefix))
+	}
+	if flag.Lookup("test.run").Value.String() != "" || flag.Lookup("test.skip").Value.String() != "" {
+		return 0
+	}
+	if missed := doc.Unexercised(prefix); len(missed) > 0 {
+		fmt.Fprintf(os.Stderr, "no test exercised these operations of %s: %s\n", apidoc.File, strings.Join(missed, ", "))
+		return 1
+	}
+	return 0
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 var limits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}
 
-// api is the slave routes as Lambda and the local server serve them.
-func api(policy access.Policy) http.Handler {
-	return web.Wrap(slaves.New(store, policy, limits), web.Options{Logger: quiet})
+// api is the slave routes as Lambda and the local server serve them; every
+// answer must match openapi.yaml.
+func api(t testing.TB, policy access.Policy) http.Handler {
+	return openAPI(t).Recorder(t, web.Wrap(slaves.New(store, policy, limits), web.Options{Logger: quiet}))
 }
 
 type response struct {
@@ -155,7 +186,7 @@ func state(t *testing.T, h http.Handler, id string) string {
 }
 
 func TestListAndDetails(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	ids := seed(t, "list", 3)
 
 	t.Run("details carry every field of SchedulerSlave and omit absent ones", func(t *testing.T) {
@@ -235,7 +266,7 @@ func TestListAndDetails(t *testing.T) {
 }
 
 func TestTransitions(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	id := seed(t, "trans", 1)[0]
 
 	steps := []struct {
@@ -305,7 +336,7 @@ func TestTransitions(t *testing.T) {
 }
 
 func TestDecommissionLimit(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	ids := seed(t, "limit", 4)
 	call(t, h, "POST", "/api/slaves/slave/"+ids[0]+"/decommission", "").want(t, 200, "")
 	call(t, h, "POST", "/api/slaves/slave/"+ids[1]+"/decommission", "").want(t, 200, "")
@@ -354,7 +385,7 @@ func listExpiring(t *testing.T, h http.Handler, id string) []expiring {
 }
 
 func TestExpiring(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	id := seed(t, "exp", 1)[0]
 
 	t.Run("an expiring freeze stores its record with the change", func(t *testing.T) {
@@ -422,7 +453,7 @@ func TestExpiring(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	ids := seed(t, "del", 3)
 
 	t.Run("a slave with a history longer than one transaction is deleted whole", func(t *testing.T) {
@@ -457,7 +488,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestReports(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 	ids := seed(t, "rep", 2)
 
 	t.Run("the same report twice writes no second history entry", func(t *testing.T) {
@@ -488,7 +519,7 @@ func TestReports(t *testing.T) {
 }
 
 func TestAuthorizer(t *testing.T) {
-	h := api(access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"admin"}, ReadGroups: []string{"ops"}})
+	h := api(t, access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"admin"}, ReadGroups: []string{"ops"}})
 	id := seed(t, "auth", 1)[0]
 	as := func(i access.Identity) func(context.Context) context.Context {
 		return func(ctx context.Context) context.Context { return access.WithIdentity(ctx, i) }
@@ -505,13 +536,13 @@ func TestAuthorizer(t *testing.T) {
 	call(t, h, "DELETE", "/api/slaves/slave/"+id, `{"id":"root","groups":["admin"]}`, reader).wantError(t, 403, "bob must be part of one or more admin groups: admin")
 	call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", "{bad", reader).wantError(t, 403, "bob must be part of one or more admin groups: admin")
 	call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", `{"message":"m"}`, admin).want(t, 200, "")
-	if hist := history(t, api(access.Policy{}), id); hist[0].User == nil || *hist[0].User != "alice@example.com" {
+	if hist := history(t, api(t, access.Policy{}), id); hist[0].User == nil || *hist[0].User != "alice@example.com" {
 		t.Errorf("got %+v, want alice's email on the entry", hist[0])
 	}
 }
 
 func TestConcurrency(t *testing.T) {
-	h := api(access.Policy{})
+	h := api(t, access.Policy{})
 
 	t.Run("parallel freezes of one slave: one wins, one history entry", func(t *testing.T) {
 		id := seed(t, "race", 1)[0]
