@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -13,11 +12,18 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/lambdalog"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	log := lambdalog.New(os.Stdout, os.Getenv)
 	cfg, err := config.LoadSlaves(os.Getenv)
+	if err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
+	m, err := metrics.FromEnv(os.Stdout, os.Getenv)
 	if err != nil {
 		log.Error(err.Error())
 		os.Exit(1)
@@ -27,5 +33,7 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(expiry.New(store, cfg.Limits, cfg.DeadSlaveRetention, log).Handle)
+	runner := expiry.New(store, cfg.Limits, cfg.DeadSlaveRetention, log)
+	runner.Metrics = m
+	lambda.Start(runner.Handle)
 }

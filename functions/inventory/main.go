@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -12,11 +11,18 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/inventory"
+	"github.com/fleetops/fleet/shared/lambdalog"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	log := lambdalog.New(os.Stdout, os.Getenv)
 	cfg, err := config.LoadSlaves(os.Getenv)
+	if err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
+	m, err := metrics.FromEnv(os.Stdout, os.Getenv)
 	if err != nil {
 		log.Error(err.Error())
 		os.Exit(1)
@@ -26,5 +32,7 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
-	lambda.Start(inventory.New(store, log).Handle)
+	reports := inventory.New(store, log)
+	reports.Metrics = m
+	lambda.Start(reports.Handle)
 }

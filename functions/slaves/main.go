@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -12,13 +11,20 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/edge"
+	"github.com/fleetops/fleet/shared/lambdalog"
+	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
 func main() {
-	log := slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	log := lambdalog.New(os.Stdout, os.Getenv)
 	cfg, err := config.LoadSlaves(os.Getenv)
+	if err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
+	m, err := metrics.FromEnv(os.Stdout, os.Getenv)
 	if err != nil {
 		log.Error(err.Error())
 		os.Exit(1)
@@ -29,5 +35,5 @@ func main() {
 		os.Exit(1)
 	}
 	h := slaves.New(store, cfg.Policy, cfg.Limits)
-	lambda.Start(edge.Handler(web.Wrap(h, web.Options{Logger: log, RequestID: edge.RequestID})))
+	lambda.Start(edge.Handler(web.Wrap(h, web.Options{Logger: log, RequestID: edge.RequestID, Metrics: m})))
 }

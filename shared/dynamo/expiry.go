@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fleetops/fleet/shared/machine"
 )
 
 // The expiring table's ByDue index is keyed (dueShard, dueAt) and projects
@@ -36,11 +38,22 @@ func dueShard(machineID string) int64 {
 // DueIDs returns the ids of the slaves whose expiring record is due at now
 // (dueAt < now, SPEC §5.3), oldest first.
 func (s *Store) DueIDs(ctx context.Context, now int64) ([]string, error) {
-	type due struct {
-		id    string
-		dueAt int64
+	due, err := s.Due(ctx, now)
+	if err != nil {
+		return nil, err
 	}
-	parts := make([][]due, dueShards)
+	ids := make([]string, len(due))
+	for i, d := range due {
+		ids[i] = d.SlaveID
+	}
+	return ids, nil
+}
+
+// Due returns the expiring records due at now (dueAt < now, SPEC §5.3),
+// oldest first, with the time each fell due: the index holds it, so the
+// trigger learns how late it runs at no extra read.
+func (s *Store) Due(ctx context.Context, now int64) ([]machine.Due, error) {
+	parts := make([][]machine.Due, dueShards)
 	errs := make([]error, dueShards)
 	var wg sync.WaitGroup
 	for shard := range dueShards {
@@ -67,7 +80,7 @@ func (s *Store) DueIDs(ctx context.Context, now int64) ([]string, error) {
 						continue
 					}
 					dueAt, _ := strconv.ParseInt(at.Value, 10, 64)
-					parts[shard] = append(parts[shard], due{id.Value, dueAt})
+					parts[shard] = append(parts[shard], machine.Due{SlaveID: id.Value, At: dueAt})
 				}
 			}
 		})
@@ -77,12 +90,8 @@ func (s *Store) DueIDs(ctx context.Context, now int64) ([]string, error) {
 		return nil, err
 	}
 	all := slices.Concat(parts...)
-	slices.SortFunc(all, func(a, b due) int { return cmp.Compare(a.dueAt, b.dueAt) })
-	ids := make([]string, len(all))
-	for i, d := range all {
-		ids[i] = d.id
-	}
-	return ids, nil
+	slices.SortFunc(all, func(a, b machine.Due) int { return cmp.Compare(a.At, b.At) })
+	return all, nil
 }
 
 // existing returns the subset of ids that are slaves, with consistent

@@ -3,6 +3,10 @@
 // the retention job, which removes DEAD slaves kept longer than
 // DEAD_SLAVE_RETENTION (SPEC §5.2). History entries need no job: they expire
 // by DynamoDB TTL.
+//
+// Each run logs one line and, for the trigger, one metrics document with its
+// outcomes and its lag: how long the oldest due record had waited, which
+// stays under a minute while the trigger keeps up.
 package expiry
 
 import (
@@ -13,13 +17,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 // Store is what the jobs need from storage.
 type Store interface {
-	DueIDs(ctx context.Context, now int64) ([]string, error)
+	Due(ctx context.Context, now int64) ([]machine.Due, error)
 	Apply(ctx context.Context, id string, decide machine.Decide) error
 	DeleteDead(ctx context.Context, before int64) (int, error)
 }
@@ -40,6 +46,10 @@ const margin = 10 * time.Second
 
 // Runner runs the jobs.
 type Runner struct {
+	// Metrics receives the function's cold start and each run's outcomes;
+	// nil means no metrics.
+	Metrics *metrics.Emitter
+
 	store         Store
 	limits        machine.Limits
 	deadRetention time.Duration
@@ -67,6 +77,9 @@ type Result struct {
 	Remaining  int    `json:"remaining,omitempty"`  // not started before the deadline; left for the next run
 	Removed    int    `json:"removed,omitempty"`    // DEAD slaves removed by retention
 	Millis     int64  `json:"millis"`
+	// LagMillis is how long the oldest due record had been due when the run
+	// started, deferred records aside: they wait for room by design.
+	LagMillis int64 `json:"lagMillis,omitempty"`
 }
 
 // event is what the schedules send: {"job": "expiry"} or {"job":
@@ -80,6 +93,7 @@ type event struct {
 // run at all; records that fail are counted, logged and retried by the next
 // run.
 func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error) {
+	r.Metrics.Invocation()
 	var e event
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return Result{}, fmt.Errorf("scheduled event is not a JSON object: %w", err)
@@ -95,14 +109,15 @@ func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error
 
 // Expire applies every record due now, in parallel.
 func (r *Runner) Expire(ctx context.Context) (Result, error) {
+	ctx, calls := callcount.With(ctx)
 	start := r.now()
 	now := start.UnixMilli()
 	res := Result{Job: JobExpiry}
-	ids, err := r.store.DueIDs(ctx, now)
+	due, err := r.store.Due(ctx, now)
 	if err != nil {
 		return res, fmt.Errorf("find due records: %w", err)
 	}
-	res.Due = len(ids)
+	res.Due = len(due)
 
 	stop := func() bool { return false }
 	if deadline, ok := ctx.Deadline(); ok {
@@ -110,39 +125,53 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 	}
 	queue := make(chan string)
 	var mu sync.Mutex
+	deferred := map[string]bool{}
 	var wg sync.WaitGroup
-	for range min(workers, len(ids)) {
+	for range min(workers, len(due)) {
 		wg.Go(func() {
 			for id := range queue {
 				var outcome machine.Outcome
 				err := r.store.Apply(ctx, id, machine.Expire(id, now, r.limits, &outcome))
 				mu.Lock()
-				r.count(&res, id, outcome, err)
+				r.count(ctx, &res, id, outcome, err)
+				deferred[id] = isDeferred(err)
 				mu.Unlock()
 			}
 		})
 	}
-	for i, id := range ids {
+	for i, d := range due {
 		if stop() {
-			res.Remaining = len(ids) - i
+			res.Remaining = len(due) - i
 			break
 		}
-		queue <- id
+		queue <- d.SlaveID
 	}
 	close(queue)
 	wg.Wait()
+	for _, d := range due {
+		if !deferred[d.SlaveID] {
+			res.LagMillis = now - d.At
+			break
+		}
+	}
 	res.Millis = r.now().Sub(start).Milliseconds()
-	r.report(res)
+	r.report(ctx, res, calls)
 	return res, nil
 }
 
-func (r *Runner) count(res *Result, id string, outcome machine.Outcome, err error) {
+// isDeferred tells a record left waiting under the decommission limit: the
+// only refusal a revert meets.
+func isDeferred(err error) bool {
+	return err != nil && fault.KindOf(err) == fault.KindInvalid
+}
+
+func (r *Runner) count(ctx context.Context, res *Result, id string, outcome machine.Outcome, err error) {
 	switch {
-	case err != nil && fault.KindOf(err) == fault.KindInvalid:
-		res.Deferred++ // the only refusal a revert meets: the decommission limit
+	case isDeferred(err):
+		res.Deferred++
 	case err != nil:
 		res.Failed++
-		r.log.Warn("expiring record not applied", "slaveId", id, "error", err.Error())
+		r.log.WarnContext(ctx, "expiring record not applied", "slave_id", id, "error", err.Error())
 	case outcome == machine.Applied:
 		res.Applied++
 	case outcome == machine.Skipped:
@@ -156,6 +185,7 @@ func (r *Runner) count(res *Result, id string, outcome machine.Outcome, err erro
 
 // Retain removes the DEAD slaves whose state is older than the retention.
 func (r *Runner) Retain(ctx context.Context) (Result, error) {
+	ctx, calls := callcount.With(ctx)
 	start := r.now()
 	res := Result{Job: JobRetention}
 	removed, err := r.store.DeleteDead(ctx, start.Add(-r.deadRetention).UnixMilli())
@@ -164,12 +194,39 @@ func (r *Runner) Retain(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("remove dead slaves: %w", err)
 	}
-	r.report(res)
+	r.report(ctx, res, calls)
 	return res, nil
 }
 
-func (r *Runner) report(res Result) {
-	r.log.Info("scheduled job done", "job", res.Job, "due", res.Due, "applied", res.Applied, "skipped", res.Skipped,
-		"dropped", res.Dropped, "superseded", res.Superseded, "deferred", res.Deferred, "failed", res.Failed,
-		"remaining", res.Remaining, "removed", res.Removed, "millis", res.Millis)
+// report writes the run's log line and metrics.
+func (r *Runner) report(ctx context.Context, res Result, calls *callcount.Counter) {
+	attrs := []slog.Attr{slog.String("job", res.Job), slog.Int("due", res.Due), slog.Int("applied", res.Applied),
+		slog.Int("skipped", res.Skipped), slog.Int("dropped", res.Dropped), slog.Int("superseded", res.Superseded),
+		slog.Int("deferred", res.Deferred), slog.Int("failed", res.Failed), slog.Int("remaining", res.Remaining),
+		slog.Int("removed", res.Removed), slog.Int64("millis", res.Millis), slog.Int64("lag_ms", res.LagMillis),
+		slog.Int64("backend_calls", calls.Calls())}
+	throttled := calls.Throttled()
+	if throttled > 0 {
+		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
+	}
+	r.log.LogAttrs(ctx, slog.LevelInfo, "scheduled job done", attrs...)
+
+	var ms []metrics.Metric
+	if res.Job == JobExpiry {
+		for _, m := range []struct {
+			name string
+			n    int
+		}{
+			{metrics.ExpiryApplied, res.Applied}, {metrics.ExpirySkipped, res.Skipped}, {metrics.ExpiryDropped, res.Dropped},
+			{metrics.ExpirySuperseded, res.Superseded}, {metrics.ExpiryDeferred, res.Deferred}, {metrics.ExpiryFailed, res.Failed},
+			{metrics.ExpiryRemaining, res.Remaining},
+		} {
+			ms = append(ms, metrics.Metric{Name: m.name, Value: float64(m.n), Unit: metrics.Count})
+		}
+		ms = append(ms, metrics.Metric{Name: metrics.ExpiryLag, Value: float64(res.LagMillis), Unit: metrics.Milliseconds})
+	}
+	if throttled > 0 {
+		ms = append(ms, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
+	}
+	r.Metrics.Emit(nil, ms...)
 }

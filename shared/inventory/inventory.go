@@ -14,7 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 // DetailType is the EventBridge detail-type of a machine report.
@@ -28,6 +30,10 @@ type Store interface {
 
 // Handler applies machine reports.
 type Handler struct {
+	// Metrics receives the function's cold start and the throttled backend
+	// calls of each report; nil means no metrics.
+	Metrics *metrics.Emitter
+
 	store Store
 	log   *slog.Logger
 	now   func() time.Time
@@ -72,6 +78,8 @@ type machineJSON struct {
 // and skipped; a failure to store any machine fails the invocation so that
 // EventBridge retries it, which is safe because reports are idempotent.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
+	h.Metrics.Invocation()
+	ctx, calls := callcount.With(ctx)
 	now := h.now().UnixMilli()
 	at := now
 	var env envelope
@@ -101,7 +109,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		o, err := observation(raw, at)
 		if err != nil {
 			res.Invalid++
-			h.log.Warn("skipped machine in report", "index", i, "error", err.Error())
+			h.log.WarnContext(ctx, "skipped machine in report", "index", i, "error", err.Error())
 			if id := entryID(raw); validID(id) == nil {
 				// There, only badly described: a complete report must
 				// not take it for absent.
@@ -114,7 +122,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 			// Applying both would flip the machine on every delivery of
 			// the same report; the later entry wins, as in a JSON object.
 			res.Invalid++
-			h.log.Warn("machine named twice in report, the later entry wins", "index", i, "id", o.ID)
+			h.log.WarnContext(ctx, "machine named twice in report, the later entry wins", "index", i, "id", o.ID)
 			obs[j] = o
 			continue
 		}
@@ -135,7 +143,13 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 	}
 	errs := h.apply(ctx, obs, now)
 	res.Failed = len(errs)
-	h.log.Info("machine report applied", "machines", res.Machines, "invalid", res.Invalid, "absent", res.Absent, "failed", res.Failed)
+	attrs := []slog.Attr{slog.Int("machines", res.Machines), slog.Int("invalid", res.Invalid), slog.Int("absent", res.Absent),
+		slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
+	if throttled := calls.Throttled(); throttled > 0 {
+		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
+		h.Metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
+	}
+	h.log.LogAttrs(ctx, slog.LevelInfo, "machine report applied", attrs...)
 	return res, errors.Join(errs...)
 }
 

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -73,12 +75,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // caller checks that the caller may read logs and reads the optional body
 // of a GET lookup (a user record in AUTH_MODE none, ignored behind an
-// authorizer).
+// authorizer). The user goes on the request's log line.
 func (h *Handler) caller(r *http.Request) error {
 	if err := h.mayRead(r); err != nil {
 		return err
 	}
-	_, err := web.DecodeBody(r, &userJSON{})
+	var u userJSON
+	_, err := web.DecodeBody(r, &u)
+	if err == nil && h.cfg.Policy.Mode != access.ModeAuthorizer {
+		web.Note(r, "user", u.ID)
+	}
 	return err
 }
 
@@ -89,6 +95,7 @@ func (h *Handler) mayRead(r *http.Request) error {
 		return nil
 	}
 	id, err := h.cfg.Policy.Actor(r.Context(), nil)
+	web.Note(r, "user", id.ID)
 	if err == nil {
 		err = h.cfg.Policy.CanRead(id)
 	}
@@ -140,7 +147,8 @@ func millis(v map[string][]string, name string) (*int64, error) {
 
 func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("taskId")
-	h.lookup(w, r, id, false, func(q query, now int64) ([]string, error) {
+	web.Note(r, "task_id", id)
+	h.lookup(w, r, "task", id, false, func(q query, now int64) ([]string, error) {
 		t, err := logkey.ParseTaskID(id)
 		if err != nil {
 			return nil, err
@@ -149,23 +157,31 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// request serves a request's logs. The scheduler's request id goes on the
+// log line as log_request_id: request_id is the HTTP request's own id.
 func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("requestId")
-	h.lookup(w, r, id, true, func(q query, now int64) ([]string, error) {
+	web.Note(r, "log_request_id", id)
+	h.lookup(w, r, "request", id, true, func(q query, now int64) ([]string, error) {
 		return h.cfg.Format.Prefixes(logkey.RequestScope(id), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
 	})
 }
 
 func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 	req, dep := r.PathValue("requestId"), r.PathValue("deployId")
-	h.lookup(w, r, req+"/"+dep, true, func(q query, now int64) ([]string, error) {
+	web.Note(r, "log_request_id", req)
+	web.Note(r, "deploy_id", dep)
+	h.lookup(w, r, "deploy", req+"/"+dep, true, func(q query, now int64) ([]string, error) {
 		return h.cfg.Format.Prefixes(logkey.DeployScope(req, dep), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
 	})
 }
 
 // lookup answers a GET lookup of what: every object under the prefixes, in
-// every bucket, newest first (SPEC §6.5).
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, what string, paged bool, prefixes func(query, int64) ([]string, error)) {
+// every bucket, newest first (SPEC §6.5). scope names the lookup in the
+// metrics.
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, prefixes func(query, int64) ([]string, error)) {
+	answered := 0
+	defer func() { countLookup(r, scope, answered) }()
 	if err := h.caller(r); err != nil {
 		web.Error(w, r, err)
 		return
@@ -197,7 +213,19 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, what string, pa
 		web.Error(w, r, err)
 		return
 	}
+	answered = len(logs)
 	web.JSON(w, http.StatusOK, logs)
+}
+
+// countLookup records one lookup, answered or not: in the metrics, by scope,
+// with the logs it answered with and the S3 attempts it made (the only
+// backend this function calls); on the log line, the count of logs.
+func countLookup(r *http.Request, scope string, answered int) {
+	web.Note(r, "logs", answered)
+	web.Metrics(r).Emit([]metrics.Dimension{{Name: "Scope", Value: scope}},
+		metrics.Metric{Name: metrics.LogLookups, Value: 1, Unit: metrics.Count},
+		metrics.Metric{Name: metrics.LogObjects, Value: float64(answered), Unit: metrics.Count},
+		metrics.Metric{Name: metrics.S3Calls, Value: float64(callcount.From(r.Context()).Calls()), Unit: metrics.Count})
 }
 
 // listAll lists every prefix in every bucket completely, in parallel, within

@@ -28,6 +28,8 @@ type source struct {
 // last key it returned, so following the tokens returns every object exactly
 // once.
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
+	answered := 0
+	defer func() { countLookup(r, "search", answered) }()
 	if err := h.mayRead(r); err != nil {
 		web.Error(w, r, err)
 		return
@@ -68,6 +70,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	for _, t := range tokens {
 		last = last && t.LastPage
 	}
+	answered = len(results)
 	web.JSON(w, http.StatusOK, searchResultJSON{ContinuationTokens: tokens, LastPage: last, Results: results})
 }
 

@@ -13,6 +13,13 @@ const (
 	Deferred   Outcome = "deferred"   // the decommission limit is full: the record waits for the next run
 )
 
+// Due is an expiring record whose time has come: the slave it reverts and
+// when it fell due (epoch ms).
+type Due struct {
+	SlaveID string
+	At      int64
+}
+
 // ExpiryMessage is the message of a revert's history entry.
 const ExpiryMessage = "Updated due to expiring action"
 

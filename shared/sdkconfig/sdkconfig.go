@@ -3,7 +3,9 @@
 // retry policy of the service. A call is tried at most MaxAttempts times,
 // each attempt cut off after its own timeout, with short jittered pauses, so
 // that a call that keeps failing ends well inside the Lambda timeout and API
-// Gateway's 29 s, and the handler can still answer a JSON 503 or 504.
+// Gateway's 29 s, and the handler can still answer a JSON 503 or 504. Every
+// attempt is counted in the callcount.Counter of its context, for the log
+// line and the metrics of the request or run that made it.
 package sdkconfig
 
 import (
@@ -17,6 +19,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/fleetops/fleet/shared/callcount"
 )
 
 const (
@@ -56,8 +61,8 @@ func backoff(attempt int, _ error) (time.Duration, error) {
 	return rand.N(ceiling) + time.Millisecond, nil
 }
 
-// Load returns the SDK configuration with the retry policy and HTTP
-// requests (one per attempt) cut off after attemptTimeout.
+// Load returns the SDK configuration with the retry policy, HTTP requests
+// (one per attempt) cut off after attemptTimeout, and CountCalls.
 func Load(ctx context.Context, attemptTimeout time.Duration) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRetryer(Retryer),
@@ -70,5 +75,23 @@ func Load(ctx context.Context, attemptTimeout time.Duration) (aws.Config, error)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	cfg.APIOptions = append(cfg.APIOptions, CountCalls)
 	return cfg, nil
+}
+
+// throttles tells throttling errors apart the way the retryer does.
+var throttles = retry.IsErrorThrottles(retry.DefaultThrottles)
+
+// CountCalls is an SDK API option that counts every attempt of a call, and
+// whether it was throttled, in the callcount.Counter of the call's context
+// (none: nothing is counted). It sits after the retry middleware, so a call
+// retried twice counts three times: what the backend served, and what a
+// throttled table saw.
+func CountCalls(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("fleetCountCalls",
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleFinalize(ctx, in)
+			callcount.From(ctx).Add(err != nil && throttles.IsErrorThrottle(err) == aws.TrueTernary)
+			return out, md, err
+		}), middleware.After)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -51,9 +52,9 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	h.mux.HandleFunc("DELETE /api/slaves/dead", h.deleteDead)
 	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}/details", h.details)
 	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}", h.history)
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/freeze", h.change(machine.Frozen))
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/decommission", h.change(machine.StartingDecommission))
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/activate", h.change(machine.Active))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/freeze", h.change(machine.Frozen, "freeze"))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/decommission", h.change(machine.StartingDecommission, "decommission"))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/activate", h.change(machine.Active, "activate"))
 	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}", h.delete)
 	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}/expiring", h.deleteExpiring)
 	h.mux.HandleFunc("/", web.NotFound)
@@ -65,10 +66,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 
 // caller checks identity (401) and permission (403), then reads the
 // optional SchedulerUser body (400), which names the actor only when auth is
-// off.
+// off. The actor goes on the request's log line.
 func (h *Handler) caller(r *http.Request, change bool) (access.Identity, error) {
 	if h.policy.Mode == access.ModeAuthorizer {
 		id, err := h.policy.Actor(r.Context(), nil)
+		web.Note(r, "user", id.ID)
 		if err == nil {
 			err = h.permit(id, change)
 		}
@@ -82,7 +84,30 @@ func (h *Handler) caller(r *http.Request, change bool) (access.Identity, error) 
 	if err != nil || !present {
 		return access.Identity{}, err
 	}
-	return u.identity(), nil
+	id := u.identity()
+	web.Note(r, "user", id.ID)
+	return id, nil
+}
+
+// slaveID returns the slave the route names, and notes it on the log line.
+func slaveID(r *http.Request) string {
+	id := r.PathValue("slaveId")
+	web.Note(r, "slave_id", id)
+	return id
+}
+
+// answer writes the answer of a change (200 with an empty body, or the
+// error) and counts it in the StateChanges metric by action and result.
+func answer(w http.ResponseWriter, r *http.Request, action string, err error) {
+	status := http.StatusOK
+	if err != nil {
+		status = web.Status(err)
+		web.Error(w, r, err)
+	} else {
+		web.OK(w)
+	}
+	web.Metrics(r).Emit([]metrics.Dimension{{Name: "Action", Value: action}, {Name: "Result", Value: web.Outcome(status)}},
+		metrics.Metric{Name: metrics.StateChanges, Value: 1, Unit: metrics.Count})
 }
 
 func (h *Handler) permit(id access.Identity, change bool) error {
@@ -119,7 +144,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) details(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("slaveId")
+	id := slaveID(r)
 	if _, err := h.caller(r, false); err != nil {
 		web.Error(w, r, err)
 		return
@@ -136,11 +161,12 @@ func (h *Handler) details(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
+	id := slaveID(r)
 	if _, err := h.caller(r, false); err != nil {
 		web.Error(w, r, err)
 		return
 	}
-	updates, err := h.store.History(r.Context(), r.PathValue("slaveId"), h.now())
+	updates, err := h.store.History(r.Context(), id, h.now())
 	if err != nil {
 		web.Error(w, r, err)
 		return
@@ -172,11 +198,13 @@ func (h *Handler) listExpiring(w http.ResponseWriter, r *http.Request) {
 // change serves freeze, decommission and activate, whose optional body is a
 // change request rather than a user record. A retry of the same request
 // (same Idempotency-Key header, or same actionId) within
-// machine.IdempotencyWindow gets the first request's answer.
-func (h *Handler) change(target machine.State) http.HandlerFunc {
+// machine.IdempotencyWindow gets the first request's answer. action names
+// the change in the StateChanges metric.
+func (h *Handler) change(target machine.State, action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("slaveId")
+		id := slaveID(r)
 		actor, err := h.policy.Actor(r.Context(), nil)
+		web.Note(r, "user", actor.ID)
 		if err == nil {
 			err = h.policy.CanChange(actor)
 		}
@@ -196,11 +224,7 @@ func (h *Handler) change(target machine.State) http.HandlerFunc {
 			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: once.At}
 			err = h.store.ApplyOnce(r.Context(), id, once, machine.UserChange(c, h.limits))
 		}
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		web.OK(w)
+		answer(w, r, action, err)
 	}
 }
 
@@ -231,44 +255,35 @@ func idempotency(r *http.Request, id string, target machine.State, actor access.
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("slaveId")
-	if _, err := h.caller(r, true); err != nil {
-		web.Error(w, r, err)
-		return
+	id := slaveID(r)
+	_, err := h.caller(r, true)
+	if err == nil {
+		var found bool
+		found, err = h.store.Delete(r.Context(), id, nil)
+		if err == nil && !found {
+			err = machine.NotFoundForDelete(id)
+		}
 	}
-	found, err := h.store.Delete(r.Context(), id, nil)
-	if err == nil && !found {
-		err = machine.NotFoundForDelete(id)
-	}
-	if err != nil {
-		web.Error(w, r, err)
-		return
-	}
-	web.OK(w)
+	answer(w, r, "delete", err)
 }
 
 func (h *Handler) deleteExpiring(w http.ResponseWriter, r *http.Request) {
+	id := slaveID(r)
 	_, err := h.caller(r, true)
 	if err == nil {
-		err = h.store.DeleteExpiring(r.Context(), r.PathValue("slaveId"))
+		err = h.store.DeleteExpiring(r.Context(), id)
 	}
-	if err != nil {
-		web.Error(w, r, err)
-		return
-	}
-	web.OK(w)
+	answer(w, r, "delete-expiring", err)
 }
 
 // deleteDead removes every DEAD slave, a few at a time; a slave that came
 // back to life meanwhile is kept.
 func (h *Handler) deleteDead(w http.ResponseWriter, r *http.Request) {
-	if _, err := h.caller(r, true); err != nil {
-		web.Error(w, r, err)
-		return
+	_, err := h.caller(r, true)
+	if err == nil {
+		var removed int
+		removed, err = h.store.DeleteDead(r.Context(), math.MaxInt64)
+		web.Note(r, "removed", removed)
 	}
-	if _, err := h.store.DeleteDead(r.Context(), math.MaxInt64); err != nil {
-		web.Error(w, r, err)
-		return
-	}
-	web.OK(w)
+	answer(w, r, "delete-dead", err)
 }

@@ -2,6 +2,12 @@
 // wire conventions of SPEC §1 (JSON bodies, tolerant optional bodies, the
 // error body), the one mapping from fault kinds to HTTP status, and the
 // middleware that gives every request an id, a log line and panic safety.
+//
+// The log line of a request says what an operator asks first: which route,
+// what answer, how long, for whom (the caller's identity id, never a token),
+// about which slave, task or request (handlers add these with Note), and how
+// many backend calls it took. It never holds bodies, query strings or
+// presigned URLs.
 package web
 
 import (
@@ -22,7 +28,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 // MaxBody is the largest request body accepted (SPEC §1).
@@ -66,7 +74,7 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		msg = fmt.Sprintf("internal error (request %s)", RequestID(r))
 	}
 	if status >= 500 {
-		logger(r).Error("request failed", "request_id", RequestID(r), "status", status, "error", err.Error())
+		logger(r).ErrorContext(r.Context(), "request failed", "request_id", RequestID(r), "status", status, "error", err.Error())
 	}
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
@@ -158,24 +166,80 @@ type Options struct {
 	// RequestID returns the platform's id of the request ("" when none);
 	// a random one is made otherwise.
 	RequestID func(*http.Request) string
+	// Metrics receives the function's cold start, a ServerErrors count for
+	// every 5xx answer and a BackendThrottles count for every request whose
+	// backend calls were throttled; handlers reach it with Metrics. Nil
+	// means no metrics.
+	Metrics *metrics.Emitter
 }
 
-type ctxKey int
+// request is what Wrap keeps of one request, in its context: one value
+// rather than one per field, since the SDK looks values up in the context
+// many times per call and each layer lengthens the walk.
+type request struct {
+	id      string
+	log     *slog.Logger
+	metrics *metrics.Emitter
 
-const (
-	requestIDKey ctxKey = iota
-	loggerKey
-)
+	mu    sync.Mutex
+	notes []slog.Attr // what handlers add to the log line
+}
+
+type requestKey struct{}
+
+// state returns what Wrap keeps of r, or nil outside Wrap.
+func state(r *http.Request) *request {
+	s, _ := r.Context().Value(requestKey{}).(*request)
+	return s
+}
+
+// Note adds key=value to the log line of r (see Wrap): the slave, task or
+// request the route names, the acting user. An empty string is left out.
+// Never note a body, a token or a presigned URL. Outside Wrap it does
+// nothing.
+func Note(r *http.Request, key string, value any) {
+	s := state(r)
+	if s == nil || value == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes = append(s.notes, slog.Any(key, value))
+}
+
+// Metrics returns the emitter of Options.Metrics, or nil (which emits
+// nothing) outside Wrap or without one.
+func Metrics(r *http.Request) *metrics.Emitter {
+	if s := state(r); s != nil {
+		return s.metrics
+	}
+	return nil
+}
+
+// Outcome names the class of an answer's status for metrics: "ok" (1xx to
+// 3xx), "refused" (4xx: the request was wrong, not the service) or
+// "failed" (5xx).
+func Outcome(status int) string {
+	switch {
+	case status >= 500:
+		return "failed"
+	case status >= 400:
+		return "refused"
+	}
+	return "ok"
+}
 
 // RequestID returns the id Wrap gave the request.
 func RequestID(r *http.Request) string {
-	id, _ := r.Context().Value(requestIDKey).(string)
-	return id
+	if s := state(r); s != nil {
+		return s.id
+	}
+	return ""
 }
 
 func logger(r *http.Request) *slog.Logger {
-	if l, ok := r.Context().Value(loggerKey).(*slog.Logger); ok {
-		return l
+	if s := state(r); s != nil {
+		return s.log
 	}
 	return slog.Default()
 }
@@ -184,6 +248,11 @@ func logger(r *http.Request) *slog.Logger {
 // a panic, a JSON 404 for paths with empty, "." or ".." segments, which
 // ServeMux would otherwise redirect to another route, and gzip for large
 // bodies when the client accepts it.
+//
+// The log line ("request") holds request_id, method, route, path, status,
+// latency_ms, what handlers added with Note, and backend_calls: the AWS SDK
+// attempts the request made (throttled_calls too, when any was throttled),
+// counted in the callcount.Counter Wrap puts in the request's context.
 func Wrap(h http.Handler, opts Options) http.Handler {
 	log := opts.Logger
 	if log == nil {
@@ -191,6 +260,7 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		opts.Metrics.Invocation()
 		id := ""
 		if opts.RequestID != nil {
 			id = opts.RequestID(r)
@@ -198,8 +268,9 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 		if id == "" {
 			id = randomID()
 		}
-		ctx := context.WithValue(context.WithValue(r.Context(), requestIDKey, id), loggerKey, log)
-		r = r.WithContext(ctx)
+		ctx, calls := callcount.With(r.Context())
+		s := &request{id: id, log: log, metrics: opts.Metrics}
+		r = r.WithContext(context.WithValue(ctx, requestKey{}, s))
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 		rec.Header().Add("Vary", "Accept-Encoding")
 		var out http.ResponseWriter = rec
@@ -218,8 +289,7 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 			if gz != nil {
 				gz.close()
 			}
-			log.Info("request", "request_id", id, "method", r.Method, "route", r.Pattern, "path", r.URL.Path,
-				"status", rec.status, "latency_ms", float64(time.Since(start).Microseconds())/1000)
+			s.finish(r, rec.status, time.Since(start), calls)
 		}()
 		if !cleanPath(r.URL.EscapedPath()) {
 			NotFound(out, r)
@@ -227,6 +297,31 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 		}
 		h.ServeHTTP(out, r)
 	})
+}
+
+// finish writes the request's log line and its metrics.
+func (s *request) finish(r *http.Request, status int, took time.Duration, calls *callcount.Counter) {
+	s.mu.Lock()
+	attrs := make([]slog.Attr, 0, 9+len(s.notes))
+	attrs = append(attrs, slog.String("request_id", s.id), slog.String("method", r.Method), slog.String("route", r.Pattern),
+		slog.String("path", r.URL.Path), slog.Int("status", status), slog.Float64("latency_ms", float64(took.Microseconds())/1000))
+	attrs = append(attrs, s.notes...)
+	s.mu.Unlock()
+	attrs = append(attrs, slog.Int64("backend_calls", calls.Calls()))
+	throttled := calls.Throttled()
+	if throttled > 0 {
+		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
+	}
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+
+	var counts []metrics.Metric
+	if status >= 500 {
+		counts = append(counts, metrics.Metric{Name: metrics.ServerErrors, Value: 1, Unit: metrics.Count})
+	}
+	if throttled > 0 {
+		counts = append(counts, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
+	}
+	s.metrics.Emit(nil, counts...)
 }
 
 // cleanPath reports whether every segment of an escaped path is a real

@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -513,5 +516,131 @@ func TestWrapCompressesLargeBodiesForClientsThatAcceptGzip(t *testing.T) {
 				t.Errorf("got %.80q, want JSON once decompressed", body)
 			}
 		})
+	}
+}
+
+// emfDocs parses the EMF documents in buf, keyed by the metrics each holds.
+func emfDocs(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	docs := logLines(t, buf)
+	for _, d := range docs {
+		if _, ok := d["_aws"].(map[string]any); !ok {
+			t.Fatalf("got %v, want an EMF document with _aws", d)
+		}
+	}
+	return docs
+}
+
+func TestWrapLogLineCarriesNotesAndBackendCalls(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/slaves/slave/{slaveId}/freeze", func(w http.ResponseWriter, r *http.Request) {
+		web.Note(r, "slave_id", r.PathValue("slaveId"))
+		web.Note(r, "user", "ops")
+		web.Note(r, "empty", "")
+		calls := callcount.From(r.Context())
+		calls.Add(false)
+		calls.Add(true)
+		calls.Add(false)
+		web.OK(w)
+	})
+	var logs, emf bytes.Buffer
+	m, err := metrics.New(&emf, "Fleet", "fleet-SlavesFunction-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := web.Wrap(mux, web.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: fixedID("req-7"), Metrics: m})
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/api/slaves/slave/S1/freeze", strings.NewReader(`{"message":"secret body"}`)))
+
+	reqs := linesWithMsg(logLines(t, &logs), "request")
+	if len(reqs) != 1 {
+		t.Fatalf("got %d request lines, want 1: %s", len(reqs), logs.String())
+	}
+	want := map[string]any{"request_id": "req-7", "route": "POST /api/slaves/slave/{slaveId}/freeze", "status": 200.0,
+		"slave_id": "S1", "user": "ops", "backend_calls": 3.0, "throttled_calls": 1.0}
+	for k, v := range want {
+		if reqs[0][k] != v {
+			t.Errorf("got %s=%v, want %v", k, reqs[0][k], v)
+		}
+	}
+	if _, ok := reqs[0]["empty"]; ok {
+		t.Errorf("got an empty note on the line, want it left out")
+	}
+	if strings.Contains(logs.String(), "secret body") {
+		t.Errorf("got the request body in the log: %s", logs.String())
+	}
+
+	var throttles float64
+	for _, d := range emfDocs(t, &emf) {
+		if v, ok := d[metrics.BackendThrottles].(float64); ok {
+			throttles += v
+		}
+	}
+	if throttles != 1 {
+		t.Errorf("got BackendThrottles %v, want 1: %s", throttles, emf.String())
+	}
+}
+
+func TestWrapCountsColdStartsAndServerErrors(t *testing.T) {
+	var emf bytes.Buffer
+	m, _ := metrics.New(&emf, "Fleet", "fleet-LogsFunction-1")
+	h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/boom":
+			web.Error(w, r, errors.New("dynamodb: broken"))
+		case "/slow":
+			web.Error(w, r, fault.Timeout("Timed out"))
+		case "/missing":
+			web.Error(w, r, fault.NotFound("gone"))
+		default:
+			web.OK(w)
+		}
+	}), web.Options{Logger: slog.New(slog.DiscardHandler), Metrics: m})
+	for _, p := range []string{"/ok", "/boom", "/missing", "/slow", "/ok"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, p, nil))
+	}
+
+	counts := map[string]float64{}
+	for _, d := range emfDocs(t, &emf) {
+		if d["Function"] != "fleet-LogsFunction-1" {
+			t.Errorf("got Function %v, want fleet-LogsFunction-1", d["Function"])
+		}
+		for _, name := range []string{metrics.ColdStarts, metrics.ServerErrors, metrics.BackendThrottles} {
+			if v, ok := d[name].(float64); ok {
+				counts[name] += v
+			}
+		}
+	}
+	want := map[string]float64{metrics.ColdStarts: 1, metrics.ServerErrors: 2}
+	if !maps.Equal(counts, want) {
+		t.Errorf("got %v, want %v (one cold start, a 500 and a 504)", counts, want)
+	}
+}
+
+func TestHandlersReachTheMetricsOfWrap(t *testing.T) {
+	var emf bytes.Buffer
+	m, _ := metrics.New(&emf, "Fleet", "f")
+	var got *metrics.Emitter
+	h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = web.Metrics(r)
+		web.OK(w)
+	}), web.Options{Logger: slog.New(slog.DiscardHandler), Metrics: m})
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
+	if got != m {
+		t.Errorf("got emitter %p, want Options.Metrics %p", got, m)
+	}
+
+	outside := httptest.NewRequest(http.MethodGet, "/", nil)
+	web.Note(outside, "user", "nobody") // outside Wrap: nothing to add to, and no panic
+	if web.Metrics(outside) != nil {
+		t.Errorf("got an emitter outside Wrap, want nil")
+	}
+}
+
+func TestOutcomeNamesTheStatusClass(t *testing.T) {
+	for status, want := range map[int]string{200: "ok", 204: "ok", 304: "ok", 400: "refused", 404: "refused", 409: "refused",
+		500: "failed", 503: "failed", 504: "failed"} {
+		if got := web.Outcome(status); got != want {
+			t.Errorf("Outcome(%d): got %q, want %q", status, got, want)
+		}
 	}
 }

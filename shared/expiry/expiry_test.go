@@ -1,0 +1,159 @@
+package expiry_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/lambdalog"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/metrics"
+)
+
+var runAt = time.Date(2026, 11, 21, 5, 14, 0, 0, time.UTC)
+
+// dueStore holds due records whose fate is set by their slave id: each
+// Apply either decides on a snapshot that leads to that outcome or fails
+// as the store would. Every call is counted as one SDK call, the first
+// Apply as a throttled one.
+type dueStore struct {
+	due []machine.Due
+	mu  sync.Mutex
+	n   int
+}
+
+func (s *dueStore) Due(ctx context.Context, now int64) ([]machine.Due, error) {
+	callcount.From(ctx).Add(false)
+	return s.due, nil
+}
+
+func (s *dueStore) Apply(ctx context.Context, id string, decide machine.Decide) error {
+	s.mu.Lock()
+	s.n++
+	callcount.From(ctx).Add(s.n == 1)
+	s.mu.Unlock()
+	ms := int64(1)
+	record := &machine.Expiring{MachineID: id, StartMillis: 0, RevertTo: machine.Active, Request: machine.ChangeRequest{DurationMillis: &ms}}
+	frozen := &machine.Slave{ID: id, Current: machine.Update{SlaveID: id, State: machine.Frozen}}
+	switch id {
+	case "deferred":
+		return fault.Invalid("the decommission limit is reached")
+	case "failed":
+		return errors.New("dynamodb: connection reset")
+	case "dropped":
+		_, err := decide(machine.Snapshot{Expiring: record})
+		return err
+	case "superseded":
+		_, err := decide(machine.Snapshot{Slave: frozen})
+		return err
+	}
+	_, err := decide(machine.Snapshot{Slave: frozen, Expiring: record})
+	return err
+}
+
+func (s *dueStore) DeleteDead(ctx context.Context, before int64) (int, error) { return 0, nil }
+
+func minutesAgo(m int) int64 { return runAt.Add(-time.Duration(m) * time.Minute).UnixMilli() }
+
+func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
+	tests := []struct {
+		name    string
+		due     []machine.Due
+		want    expiry.Result
+		wantLag float64
+	}{
+		{name: "nothing due is no lag", want: expiry.Result{Job: expiry.JobExpiry}},
+		{name: "the lag is the age of the oldest due record",
+			due:  []machine.Due{{SlaveID: "applied-1", At: minutesAgo(7)}, {SlaveID: "dropped", At: minutesAgo(1)}, {SlaveID: "applied-2", At: minutesAgo(0)}},
+			want: expiry.Result{Job: expiry.JobExpiry, Due: 3, Applied: 2, Dropped: 1, LagMillis: 7 * 60_000}},
+		{name: "a deferred record does not count as lag, a failed one does",
+			due:  []machine.Due{{SlaveID: "deferred", At: minutesAgo(60)}, {SlaveID: "failed", At: minutesAgo(2)}, {SlaveID: "superseded", At: minutesAgo(1)}},
+			want: expiry.Result{Job: expiry.JobExpiry, Due: 3, Deferred: 1, Failed: 1, Superseded: 1, LagMillis: 2 * 60_000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer // stdout: the log lines and the metrics documents, as in Lambda
+			m, err := metrics.New(&out, "Fleet", "fleet-ExpiryFunction-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			store := &dueStore{due: tt.due}
+			r := expiry.New(store, machine.Limits{}, time.Hour, lambdalog.New(&out, func(string) string { return "" }))
+			r.Metrics = m
+			expiry.SetClock(r, func() time.Time { return runAt })
+			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-expiry-1"})
+
+			got, err := r.Handle(ctx, json.RawMessage(`{"job":"expiry"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+
+			var logLine, doc map[string]any
+			var coldStarts int
+			sc := bufio.NewScanner(&out)
+			for sc.Scan() {
+				var l map[string]any
+				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+					t.Fatalf("line %q is not JSON: %v", sc.Text(), err)
+				}
+				switch {
+				case l["message"] == "scheduled job done":
+					logLine = l
+				case l[metrics.ExpiryApplied] != nil:
+					doc = l
+				case l[metrics.ColdStarts] != nil:
+					coldStarts++
+				}
+			}
+			if logLine == nil || doc == nil || coldStarts != 1 {
+				t.Fatalf("got log line %v, metrics %v, %d cold starts; want one of each: %s", logLine, doc, coldStarts, out.String())
+			}
+			calls := float64(1 + len(tt.due))
+			for k, v := range map[string]any{"requestId": "req-expiry-1", "applied": float64(tt.want.Applied), "lag_ms": float64(tt.want.LagMillis),
+				"backend_calls": calls} {
+				if logLine[k] != v {
+					t.Errorf("got log %s = %v, want %v", k, logLine[k], v)
+				}
+			}
+			for name, v := range map[string]int{metrics.ExpiryApplied: tt.want.Applied, metrics.ExpirySkipped: tt.want.Skipped,
+				metrics.ExpiryDropped: tt.want.Dropped, metrics.ExpirySuperseded: tt.want.Superseded, metrics.ExpiryDeferred: tt.want.Deferred,
+				metrics.ExpiryFailed: tt.want.Failed, metrics.ExpiryRemaining: tt.want.Remaining} {
+				if doc[name] != float64(v) {
+					t.Errorf("got %s = %v, want %d", name, doc[name], v)
+				}
+			}
+			if doc[metrics.ExpiryLag] != float64(tt.want.LagMillis) {
+				t.Errorf("got %s = %v, want %d", metrics.ExpiryLag, doc[metrics.ExpiryLag], tt.want.LagMillis)
+			}
+			wantThrottles := any(nil)
+			if len(tt.due) > 0 {
+				wantThrottles = 1.0
+			}
+			if doc[metrics.BackendThrottles] != wantThrottles {
+				t.Errorf("got %s = %v, want %v", metrics.BackendThrottles, doc[metrics.BackendThrottles], wantThrottles)
+			}
+			md := doc["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
+			var units = map[string]string{}
+			for _, d := range md["Metrics"].([]any) {
+				def := d.(map[string]any)
+				units[def["Name"].(string)] = def["Unit"].(string)
+			}
+			if units[metrics.ExpiryLag] != "Milliseconds" || units[metrics.ExpiryFailed] != "Count" {
+				t.Errorf("got units %v, want ExpiryLag in Milliseconds and counts in Count", units)
+			}
+		})
+	}
+}
