@@ -1,6 +1,7 @@
 # Fleet: build, run, test and lint. GNU make.
 #
 #   make build                               every function into bin/<LogicalId>/bootstrap
+#   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
 #   make run                                 the API on http://127.0.0.1:3000 over local DynamoDB and S3
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally
@@ -31,9 +32,14 @@ STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO := $(TOOLS)/minio-$(MINIO_VERSION)
 
+# Extra build tags, comma separated: GOTAGS=otel compiles tracing in
+# (shared/tracing); the default build leaves it out.
+GOTAGS ?=
+comma := ,
+
 # lambda_build,<dir>: the one build line of every function.
 define lambda_build
-GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
+GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
 .PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience bench lint deps clean
@@ -73,6 +79,7 @@ invoke: deps
 
 test: deps $(MINIO)
 	go test ./...
+	go test -tags otel ./shared/tracing/...
 	go test -tags integration -count=1 ./...
 
 # How long each fuzz target runs; its corpus lives in <package>/testdata/fuzz.
@@ -94,9 +101,11 @@ lint: $(STATICCHECK)
 	go vet ./...
 	go vet -tags integration ./...
 	go vet -tags resilience ./...
+	go vet -tags otel ./...
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags integration ./...
 	$(STATICCHECK) -tags resilience ./...
+	$(STATICCHECK) -tags otel ./...
 	@go mod tidy -diff || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; exit 1; }
 	cfn-lint template.yaml
 

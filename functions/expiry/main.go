@@ -14,6 +14,7 @@ import (
 	"github.com/fleetops/fleet/shared/expiry"
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/metrics"
+	"github.com/fleetops/fleet/shared/tracing"
 )
 
 func main() {
@@ -28,6 +29,10 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
+	if err := tracing.Start(context.Background(), os.Getenv); err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
 	store, err := dynamo.Open(context.Background(), cfg.Tables, cfg.HistoryRetention)
 	if err != nil {
 		log.Error(err.Error())
@@ -35,5 +40,5 @@ func main() {
 	}
 	runner := expiry.New(store, cfg.Limits, cfg.DeadSlaveRetention, log)
 	runner.Metrics = m
-	lambda.Start(runner.Handle)
+	lambda.Start(tracing.Run("expiry", runner.Handle))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/metrics"
+	"github.com/fleetops/fleet/shared/tracing"
 )
 
 func main() {
@@ -27,6 +28,10 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
+	if err := tracing.Start(context.Background(), os.Getenv); err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
 	store, err := dynamo.Open(context.Background(), cfg.Tables, cfg.HistoryRetention)
 	if err != nil {
 		log.Error(err.Error())
@@ -34,5 +39,5 @@ func main() {
 	}
 	reports := inventory.New(store, log)
 	reports.Metrics = m
-	lambda.Start(reports.Handle)
+	lambda.Start(tracing.Run("inventory", reports.Handle))
 }

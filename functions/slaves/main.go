@@ -14,6 +14,7 @@ import (
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/tracing"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -29,11 +30,15 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
+	if err := tracing.Start(context.Background(), os.Getenv); err != nil {
+		log.Error(err.Error())
+		os.Exit(1)
+	}
 	store, err := dynamo.Open(context.Background(), cfg.Tables, cfg.HistoryRetention)
 	if err != nil {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
 	h := slaves.New(store, cfg.Policy, cfg.Limits)
-	lambda.Start(edge.Handler(web.Wrap(h, web.Options{Logger: log, RequestID: edge.RequestID, Metrics: m})))
+	lambda.Start(tracing.Lambda(edge.Handler(web.Wrap(tracing.HTTP(h), web.Options{Logger: log, RequestID: edge.RequestID, Metrics: m}))))
 }

@@ -5,7 +5,8 @@
 // that a call that keeps failing ends well inside the Lambda timeout and API
 // Gateway's 29 s, and the handler can still answer a JSON 503 or 504. Every
 // attempt is counted in the callcount.Counter of its context, for the log
-// line and the metrics of the request or run that made it.
+// line and the metrics of the request or run that made it, and, in a traced
+// build with tracing on, is one client span (see shared/tracing).
 package sdkconfig
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/tracing"
 )
 
 const (
@@ -62,7 +64,8 @@ func backoff(attempt int, _ error) (time.Duration, error) {
 }
 
 // Load returns the SDK configuration with the retry policy, HTTP requests
-// (one per attempt) cut off after attemptTimeout, and CountCalls.
+// (one per attempt) cut off after attemptTimeout, CountCalls, and a span per
+// call when tracing is on (tracing.InstrumentSDK).
 func Load(ctx context.Context, attemptTimeout time.Duration) (aws.Config, error) {
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRetryer(Retryer),
@@ -76,6 +79,7 @@ func Load(ctx context.Context, attemptTimeout time.Duration) (aws.Config, error)
 		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	cfg.APIOptions = append(cfg.APIOptions, CountCalls)
+	tracing.InstrumentSDK(&cfg)
 	return cfg, nil
 }
 
