@@ -36,7 +36,7 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 
 	// The emulator answers a Query on an index of thousands of items in
 	// seconds (it sorts the index for each); DynamoDB in milliseconds.
-	cfg, err := sdkconfig.Load(ctx, time.Minute)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, time.Minute)
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 	loaded := time.Since(loadStart)
-	mcfg, err := sdkconfig.Load(ctx, time.Minute) // the emulator is slow on a large table
+	mcfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, time.Minute) // the emulator is slow on a large table
 	if err != nil {
 		return nil, err
 	}

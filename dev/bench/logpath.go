@@ -58,7 +58,7 @@ func logPath(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3AttemptTimeout)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -195,11 +195,11 @@ func memoryHandler(e *env, route overheadRoute, c *calls) (http.Handler, error) 
 	if err != nil {
 		return nil, err
 	}
-	cfg.HTTPClient = &http.Client{Transport: newMemoryAWS("", newFakeTables(sc.Tables, route.state))}
+	cfg.HTTPClient = &http.Client{Transport: newMemoryAWS("", newFakeTables(dynamo.Tables(sc.Tables), route.state))}
 	if c != nil {
 		c.count(&cfg)
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(cfg), sc.Tables, sc.HistoryRetention)
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), dynamo.Tables(sc.Tables), sc.HistoryRetention)
 	return web.Wrap(slaves.New(store, sc.Policy, sc.Limits), opts), nil
 }
 

@@ -84,7 +84,7 @@ var oneWrite = &callCheck{
 // slaveRoundTrips seeds four slaves with a machine report and counts the
 // DynamoDB calls of each slave route and of one expiry-trigger run.
 func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDBAttemptTimeout)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, sdkconfig.DynamoDBAttemptTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ func logRoundTrips(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3AttemptTimeout)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
 	if err != nil {
 		return nil, err
 	}

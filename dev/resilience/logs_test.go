@@ -57,7 +57,7 @@ func TestResilienceLogsUnderBackendFaults(t *testing.T) {
 		}
 	}
 
-	cfg, err := sdkconfig.Load(t.Context(), attemptTimeout)
+	cfg, err := sdkconfig.Load(t.Context(), sdkconfig.S3, attemptTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

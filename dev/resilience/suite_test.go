@@ -88,7 +88,7 @@ func cleanStore() *dynamo.Store {
 // of its requests.
 func faultyStore(t *testing.T, rate float64, seed uint64) (*dynamo.Store, *faulty) {
 	t.Helper()
-	cfg, err := sdkconfig.Load(t.Context(), attemptTimeout)
+	cfg, err := sdkconfig.Load(t.Context(), sdkconfig.DynamoDB, attemptTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

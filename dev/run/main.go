@@ -56,7 +56,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, err := dynamo.Open(ctx, cfg.Tables, cfg.HistoryRetention)
+	store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention)
 	if err != nil {
 		return err
 	}

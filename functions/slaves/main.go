@@ -34,7 +34,7 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
-	store, err := dynamo.Open(context.Background(), cfg.Tables, cfg.HistoryRetention)
+	store, err := dynamo.Open(context.Background(), dynamo.Tables(cfg.Tables), cfg.HistoryRetention)
 	if err != nil {
 		log.Error(err.Error())
 		os.Exit(1)

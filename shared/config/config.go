@@ -13,25 +13,32 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/machine"
 )
 
 // Slaves is the configuration of the slave functions.
 type Slaves struct {
-	Tables             dynamo.Tables  // SLAVES_TABLE, HISTORY_TABLE, EXPIRING_TABLE, REQUESTS_TABLE
+	Tables             Tables         // SLAVES_TABLE, HISTORY_TABLE, EXPIRING_TABLE, REQUESTS_TABLE
 	Limits             machine.Limits // MAX_DECOMMISSIONING_SLAVES, MAX_EXPIRING_DURATION
 	DeadSlaveRetention time.Duration  // DEAD_SLAVE_RETENTION
 	HistoryRetention   time.Duration  // HISTORY_RETENTION
 	Policy             access.Policy  // AUTH_MODE, ADMIN_GROUPS, READ_GROUPS
 }
 
+// Tables names the DynamoDB tables; it converts to dynamo.Tables. The config
+// package does not import the DynamoDB adapter, so that the log function,
+// which reads no table, links no DynamoDB client (a millisecond of cold
+// start, BENCHMARKS.md).
+type Tables struct {
+	Slaves, History, Expiring, Requests string
+}
+
 // LoadSlaves reads the slave functions' variables from getenv.
 func LoadSlaves(getenv func(string) string) (Slaves, error) {
 	r := reader{getenv: getenv}
 	c := Slaves{
-		Tables: dynamo.Tables{
+		Tables: Tables{
 			Slaves:   r.required("SLAVES_TABLE"),
 			History:  r.required("HISTORY_TABLE"),
 			Expiring: r.required("EXPIRING_TABLE"),

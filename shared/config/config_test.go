@@ -8,7 +8,6 @@ import (
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/dynamo"
 )
 
 // env returns a getenv over the required table names plus extra; an extra
@@ -37,7 +36,7 @@ func load(t *testing.T, extra map[string]string) config.Slaves {
 
 func TestLoadSlavesDefaults(t *testing.T) {
 	c := load(t, nil)
-	if want := (dynamo.Tables{Slaves: "fleet-slaves", History: "fleet-history", Expiring: "fleet-expiring", Requests: "fleet-requests"}); c.Tables != want {
+	if want := (config.Tables{Slaves: "fleet-slaves", History: "fleet-history", Expiring: "fleet-expiring", Requests: "fleet-requests"}); c.Tables != want {
 		t.Errorf("got tables %+v, want %+v", c.Tables, want)
 	}
 	checks := []struct {

@@ -648,10 +648,11 @@ func num(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: fmt.Sprint(v)}
 }
 
-// Open builds a store on a DynamoDB client configured the SDK's way
-// (region, credentials and AWS_ENDPOINT_URL* from the environment).
+// Open builds a store on a DynamoDB client configured by sdkconfig (region,
+// credentials and AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL from the
+// environment).
 func Open(ctx context.Context, tables Tables, historyRetention time.Duration) (*Store, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDBAttemptTimeout)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, sdkconfig.DynamoDBAttemptTimeout)
 	if err != nil {
 		return nil, err
 	}

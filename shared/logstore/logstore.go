@@ -52,12 +52,12 @@ func New(api API, presign Presigner) *Store {
 	return &Store{api: api, presign: presign}
 }
 
-// Open builds a store on an S3 client configured the SDK's way (region,
+// Open builds a store on an S3 client configured by sdkconfig (region,
 // credentials and AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 from the
 // environment). pathStyle puts the bucket in the URL path instead of the host
 // name, as emulators on a bare host:port need.
 func Open(ctx context.Context, pathStyle bool) (*Store, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3AttemptTimeout)
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
-// Package sdkconfig loads the AWS SDK configuration every function shares:
-// region, credentials and AWS_ENDPOINT_URL* the SDK's own way, plus the one
-// retry policy of the service. A call is tried at most MaxAttempts times,
+// Package sdkconfig builds the AWS SDK configuration every function shares:
+// region, credentials and endpoints from the environment Lambda sets (and
+// the SDK's AWS_ENDPOINT_URL* variables), plus the one retry policy of the
+// service. A call is tried at most MaxAttempts times,
 // each attempt cut off after its own timeout, with short jittered pauses, so
 // that a call that keeps failing ends well inside the Lambda timeout and API
 // Gateway's 29 s, and the handler can still answer a JSON 503 or 504. Every
@@ -10,16 +11,19 @@
 package sdkconfig
 
 import (
+	"cmp"
 	"context"
-	"fmt"
+	"errors"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/fleetops/fleet/shared/callcount"
@@ -63,24 +67,69 @@ func backoff(attempt int, _ error) (time.Duration, error) {
 	return rand.N(ceiling) + time.Millisecond, nil
 }
 
-// Load returns the SDK configuration with the retry policy, HTTP requests
-// (one per attempt) cut off after attemptTimeout, CountCalls, and a span per
-// call when tracing is on (tracing.InstrumentSDK).
-func Load(ctx context.Context, attemptTimeout time.Duration) (aws.Config, error) {
-	cfg, err := config.LoadDefaultConfig(ctx,
-		config.WithRetryer(Retryer),
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(attemptTimeout).WithTransportOptions(func(t *http.Transport) {
+// Load returns the SDK configuration of a function's clients of service,
+// from its environment as
+// Lambda sets it: AWS_REGION, and the role's credentials in
+// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN. With it
+// come the retry policy, HTTP requests (one per attempt) cut off after
+// attemptTimeout, CountCalls, and a span per call when tracing is on
+// (tracing.InstrumentSDK).
+//
+// It reads the environment itself rather than through the SDK's config
+// package, whose shared-file profiles and SSO credential chains a function
+// never uses and whose clients add a millisecond to every cold start
+// (BENCHMARKS.md). Endpoints come from the same variables the SDK reads:
+// see Endpoint.
+func Load(ctx context.Context, service string, attemptTimeout time.Duration) (aws.Config, error) {
+	return load(os.Getenv, service, attemptTimeout)
+}
+
+// The services' SDK ids, for Load and Endpoint.
+const (
+	DynamoDB = "DynamoDB"
+	S3       = "S3"
+)
+
+func load(getenv func(string) string, service string, attemptTimeout time.Duration) (aws.Config, error) {
+	region := cmp.Or(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"))
+	if region == "" {
+		return aws.Config{}, errors.New("load AWS configuration: AWS_REGION is not set")
+	}
+	key, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
+	if key == "" || secret == "" {
+		return aws.Config{}, errors.New("load AWS configuration: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set")
+	}
+	cfg := aws.Config{
+		Region:      region,
+		Credentials: credentials.NewStaticCredentialsProvider(key, secret, getenv("AWS_SESSION_TOKEN")),
+		Retryer:     Retryer,
+		HTTPClient: awshttp.NewBuildableClient().WithTimeout(attemptTimeout).WithTransportOptions(func(t *http.Transport) {
 			// A log lookup HEADs up to 64 objects at once; keep those
 			// connections for the next lookup rather than the SDK's 10.
 			t.MaxIdleConnsPerHost = maxConnsKept
-		})),
-	)
-	if err != nil {
-		return aws.Config{}, fmt.Errorf("load AWS configuration: %w", err)
+		}),
+		APIOptions:   []func(*middleware.Stack) error{CountCalls},
+		BaseEndpoint: Endpoint(getenv, service),
 	}
-	cfg.APIOptions = append(cfg.APIOptions, CountCalls)
 	tracing.InstrumentSDK(&cfg)
 	return cfg, nil
+}
+
+// Endpoint returns the endpoint configured for service (its SDK id, as
+// "DynamoDB" or "S3") the way the SDK's configured endpoints are:
+// AWS_ENDPOINT_URL_<SERVICE> (upper case, spaces as underscores), else
+// AWS_ENDPOINT_URL, unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true; nil
+// means AWS's own endpoint. This is how the same binary talks to AWS, moto
+// or MinIO.
+func Endpoint(getenv func(string) string, service string) *string {
+	if strings.EqualFold(getenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"), "true") {
+		return nil
+	}
+	name := "AWS_ENDPOINT_URL_" + strings.ToUpper(strings.ReplaceAll(service, " ", "_"))
+	if url := cmp.Or(getenv(name), getenv("AWS_ENDPOINT_URL")); url != "" {
+		return &url
+	}
+	return nil
 }
 
 // throttles tells throttling errors apart the way the retryer does.
