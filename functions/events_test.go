@@ -94,10 +94,7 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	doc, err := apidoc.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := apidoc.MustLoad(t)
 	binaries := map[string]string{}
 	for fn, dir := range dirs {
 		binaries[fn] = build(t, local.Root, dir)

@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -470,4 +471,51 @@ func jsonValue(v any) (any, error) {
 func statusCode(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
+}
+
+// MustLoad is Load for a test (a testing.TB): it stops t when the document
+// cannot be read.
+func MustLoad(t interface {
+	Helper()
+	Fatal(args ...any)
+}) *Doc {
+	t.Helper()
+	doc, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// Exercised is for a suite's TestMain, after m.Run: it fails a whole run
+// (no -run or -skip) that left an operation under prefix unexercised, and
+// with -v prints how many answers were checked, per status. It returns the
+// exit code.
+func Exercised(prefix string) int {
+	doc, err := Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if v := flagValue("test.v"); v != "" && v != "false" {
+		described, undescribed := doc.Checked()
+		fmt.Printf("%s: %d answers of described operations and %d of undescribed routes checked; per status (in parentheses: never seen):\n%s",
+			File, described, undescribed, doc.Summary(prefix))
+	}
+	if flagValue("test.run") != "" || flagValue("test.skip") != "" {
+		return 0
+	}
+	if missed := doc.Unexercised(prefix); len(missed) > 0 {
+		fmt.Fprintf(os.Stderr, "no test exercised these operations of %s: %s\n", File, strings.Join(missed, ", "))
+		return 1
+	}
+	return 0
+}
+
+// flagValue is the value of a test binary's flag, "" outside one.
+func flagValue(name string) string {
+	if f := flag.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
 }

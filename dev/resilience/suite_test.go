@@ -112,11 +112,7 @@ func server(t *testing.T, store slaves.Store, policy access.Policy, budget time.
 // 503s and 504s of failing backends included.
 func checked(t *testing.T, h http.Handler) http.Handler {
 	t.Helper()
-	doc, err := apidoc.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc.Recorder(t, h)
+	return apidoc.MustLoad(t).Recorder(t, h)
 }
 
 // release deletes the test's slaves when it ends: the suite's tests share

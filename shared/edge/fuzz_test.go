@@ -71,10 +71,7 @@ func FuzzHandler(f *testing.F) {
 		{Mode: access.ModeNone},
 		{Mode: access.ModeAuthorizer, AdminGroups: []string{"admin"}, ReadGroups: []string{"readers"}},
 	}
-	doc, err := apidoc.Load()
-	if err != nil {
-		f.Fatal(err)
-	}
+	doc := apidoc.MustLoad(f)
 	f.Fuzz(func(t *testing.T, event []byte) {
 		// Lambda always gives a deadline, which the handler shortens.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -87,12 +87,8 @@ func asOperator(r *http.Request) *http.Request {
 
 func call(t *testing.T, method, path, body string) string {
 	t.Helper()
-	doc, err := apidoc.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := httptest.NewRecorder()
-	doc.Recorder(t, api).ServeHTTP(rec, asOperator(httptest.NewRequest(method, path, strings.NewReader(body))))
+	apidoc.MustLoad(t).Recorder(t, api).ServeHTTP(rec, asOperator(httptest.NewRequest(method, path, strings.NewReader(body))))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("%s %s: got %d %s, want 200", method, path, rec.Code, rec.Body)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -65,7 +66,7 @@ func FuzzRoutes(f *testing.F) {
 	uploaded(store, "logs-a", taskID, 3)
 	uploaded(store, "logs-b", taskID, 2)
 	uploaded(store, "logs-a", other, 40)
-	doc := openAPI(f)
+	doc := apidoc.MustLoad(f)
 	handlers := map[byte]http.Handler{}
 	for mode := range byte(8) {
 		cfg := settings("logs-a", "logs-b")

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -132,33 +131,9 @@ func liveRun(m *testing.M) int {
 	}
 	code := m.Run()
 	if code == 0 {
-		code = exercisedEveryOperation("/api/logs")
+		code = apidoc.Exercised("/api/logs")
 	}
 	return code
-}
-
-// exercisedEveryOperation fails a whole run of the suite (no -run or
-// -skip) that left an operation of openapi.yaml under prefix unexercised;
-// with -v it prints how many answers were checked, per status.
-func exercisedEveryOperation(prefix string) int {
-	doc, err := apidoc.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if testing.Verbose() {
-		described, undescribed := doc.Checked()
-		fmt.Printf("%s: %d answers of described operations and %d of undescribed routes checked; per status (in parentheses: never seen):\n%s",
-			apidoc.File, described, undescribed, doc.Summary(prefix))
-	}
-	if flag.Lookup("test.run").Value.String() != "" || flag.Lookup("test.skip").Value.String() != "" {
-		return 0
-	}
-	if missed := doc.Unexercised(prefix); len(missed) > 0 {
-		fmt.Fprintf(os.Stderr, "no test exercised these operations of %s: %s\n", apidoc.File, strings.Join(missed, ", "))
-		return 1
-	}
-	return 0
 }
 
 // liveUpload puts every file of liveTasks, a few at a time. File names differ
@@ -229,7 +204,7 @@ func liveUpload(ctx context.Context) error {
 func liveHandler(t testing.TB, store logs.Store, cfg config.Logs) http.Handler {
 	h := logs.New(store, cfg)
 	logs.SetClock(h, func() time.Time { return liveNow })
-	return openAPI(t).Recorder(t, web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+	return apidoc.MustLoad(t).Recorder(t, web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 }
 
 // liveLog is one entry of a lookup; pointers tell absent fields apart.

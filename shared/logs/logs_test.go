@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
@@ -154,7 +155,7 @@ func uploaded(f *fakeStore, bucket, task string, days int) []string {
 // the clock five days after taskStart; every answer must match
 // openapi.yaml.
 func handler(t testing.TB, store logs.Store, cfg config.Logs) http.Handler {
-	return openAPI(t).Recorder(t, routes(store, cfg))
+	return apidoc.MustLoad(t).Recorder(t, routes(store, cfg))
 }
 
 // routes is handler without the check of its answers, for the fuzz target,

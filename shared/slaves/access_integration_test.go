@@ -215,7 +215,7 @@ func gatewayCall(t *testing.T, policy access.Policy, d delivery, who *person, me
 	if err != nil {
 		t.Fatalf("%s %s: got %v, want the event as a request", method, target, err)
 	}
-	if err := openAPI(t).CheckAny(req, a.StatusCode, header, []byte(a.Body)); err != nil {
+	if err := apidoc.MustLoad(t).CheckAny(req, a.StatusCode, header, []byte(a.Body)); err != nil {
 		t.Errorf("%s %s: answer does not match %s: %v", method, target, apidoc.File, err)
 	}
 	return response{a.StatusCode, a.Body, header}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
@@ -93,7 +94,7 @@ func FuzzRoutes(f *testing.F) {
 		f.Add(s.method, s.path, s.query, s.header, []byte(s.body), s.mode)
 	}
 	f.Add("POST", fuzzFreeze, "", "", bytes.Repeat([]byte(" "), web.MaxBody+1), authOff)
-	doc := openAPI(f)
+	doc := apidoc.MustLoad(f)
 	f.Fuzz(func(t *testing.T, method, path, query, header string, body []byte, mode byte) {
 		target, ok := requestTarget(path, query)
 		if !ok {

@@ -5,7 +5,6 @@ package slaves_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,33 +44,9 @@ func run(m *testing.M) int {
 	store = dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}, 90*24*time.Hour)
 	code := m.Run()
 	if code == 0 {
-		code = exercisedEveryOperation("/api/slaves")
+		code = apidoc.Exercised("/api/slaves")
 	}
 	return code
-}
-
-// exercisedEveryOperation fails a whole run of the suite (no -run or
-// -skip) that left an operation of openapi.yaml under prefix unexercised;
-// with -v it prints how many answers were checked, per status.
-func exercisedEveryOperation(prefix string) int {
-	doc, err := apidoc.Load()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if testing.Verbose() {
-		described, undescribed := doc.Checked()
-		fmt.Printf("%s: %d answers of described operations and %d of undescribed routes checked; per status (in parentheses: never seen):\n%s",
-			apidoc.File, described, undescribed, doc.Summary(prefix))
-	}
-	if flag.Lookup("test.run").Value.String() != "" || flag.Lookup("test.skip").Value.String() != "" {
-		return 0
-	}
-	if missed := doc.Unexercised(prefix); len(missed) > 0 {
-		fmt.Fprintf(os.Stderr, "no test exercised these operations of %s: %s\n", apidoc.File, strings.Join(missed, ", "))
-		return 1
-	}
-	return 0
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -81,7 +56,7 @@ var limits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.H
 // api is the slave routes as Lambda and the local server serve them; every
 // answer must match openapi.yaml.
 func api(t testing.TB, policy access.Policy) http.Handler {
-	return openAPI(t).Recorder(t, web.Wrap(slaves.New(store, policy, limits), web.Options{Logger: quiet}))
+	return apidoc.MustLoad(t).Recorder(t, web.Wrap(slaves.New(store, policy, limits), web.Options{Logger: quiet}))
 }
 
 type response struct {

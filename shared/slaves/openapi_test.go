@@ -10,24 +10,13 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// openAPI returns the repository's OpenAPI document, which every answer
-// of the slave routes in these tests must match.
-func openAPI(t testing.TB) *apidoc.Doc {
-	t.Helper()
-	doc, err := apidoc.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return doc
-}
-
 // TestOpenAPIDescribesEveryRoute holds openapi.yaml and the route table
 // together: the routes New registers are exactly the operations described
 // under /api/slaves, each described operation is served (probed through the
 // real handler, whose answers must match), and no other method of a
 // described path is.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
-	doc := openAPI(t)
+	doc := apidoc.MustLoad(t)
 	served, err := apidoc.ServedRoutes("slaves.go")
 	if err != nil {
 		t.Fatal(err)
