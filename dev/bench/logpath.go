@@ -43,17 +43,9 @@ const (
 // S3 round trips made in sequence, which the transport also counts exactly.
 func logPath(ctx context.Context, e *env) ([]row, error) {
 	const bucket = "bench-log-path"
-	admin := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
-	if err := stack.CreateBuckets(ctx, admin, bucket); err != nil {
-		return nil, err
-	}
-	format, err := logkey.ParseFormat(logkey.DefaultFormat)
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now().UTC()
 	const months, files = 12, 50
-	task, err := putTaskLogs(ctx, admin, bucket, format, fmt.Sprintf("bench-path-%d", now.UnixMilli()), months, files, now)
+	format, task, err := putTaskLogs(ctx, e, bucket, fmt.Sprintf("bench-path-%d", now.UnixMilli()), months, files, now)
 	if err != nil {
 		return nil, err
 	}
@@ -204,16 +196,25 @@ func (t *slowTransport) spans() []span {
 	return got
 }
 
-// putTaskLogs uploads n logs of a new task of requestID, as its uploader
-// writes them: the task started at 00:30 UTC on the 1st of the month
-// months-1 months before now's, so that its window spans months monthly
-// prefixes, and the logs go round-robin into those months, each with
-// starttime and endtime metadata. It returns the task.
-func putTaskLogs(ctx context.Context, client *s3.Client, bucket string, format logkey.Format, requestID string, months, n int, now time.Time) (logkey.Task, error) {
+// putTaskLogs creates bucket on MinIO and uploads n logs of a new task of
+// requestID under the default key format, as its uploader writes them: the
+// task started at 00:30 UTC on the 1st of the month months-1 months before
+// now's, so that its window spans months monthly prefixes, and the logs go
+// round-robin into those months, each with starttime and endtime metadata.
+// It returns the key format and the task.
+func putTaskLogs(ctx context.Context, e *env, bucket, requestID string, months, n int, now time.Time) (logkey.Format, logkey.Task, error) {
+	client := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
+	if err := stack.CreateBuckets(ctx, client, bucket); err != nil {
+		return logkey.Format{}, logkey.Task{}, err
+	}
+	format, err := logkey.ParseFormat(logkey.DefaultFormat)
+	if err != nil {
+		return logkey.Format{}, logkey.Task{}, err
+	}
 	first := time.Date(now.Year(), now.Month()-time.Month(months-1), 1, 0, 0, 0, 0, time.UTC)
 	task, err := logkey.ParseTaskID(fmt.Sprintf("%s-d1-%d-0-node1-us_east_1a", requestID, first.Add(30*time.Minute).UnixMilli()))
 	if err != nil {
-		return logkey.Task{}, err
+		return logkey.Format{}, logkey.Task{}, err
 	}
 	type object struct {
 		key string
@@ -258,5 +259,5 @@ func putTaskLogs(ctx context.Context, client *s3.Client, bucket string, format l
 	}
 	close(todo)
 	wg.Wait()
-	return task, errs
+	return format, task, errs
 }

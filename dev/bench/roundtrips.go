@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -170,17 +169,9 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 // 12 logs are spread over 3 months.
 func logRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	const bucket = "bench-roundtrip-logs"
-	admin := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
-	if err := stack.CreateBuckets(ctx, admin, bucket); err != nil {
-		return nil, err
-	}
-	format, err := logkey.ParseFormat(logkey.DefaultFormat)
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now().UTC()
 	const months, files = 3, 12
-	task, err := putTaskLogs(ctx, admin, bucket, format, fmt.Sprintf("bench-rt-%d", now.UnixMilli()), months, files, now)
+	format, task, err := putTaskLogs(ctx, e, bucket, fmt.Sprintf("bench-rt-%d", now.UnixMilli()), months, files, now)
 	if err != nil {
 		return nil, err
 	}
