@@ -213,7 +213,9 @@ func (p proxy) request(ctx context.Context) (*http.Request, error) {
 	// The gateway hands over the path as received, still escaped; RawPath keeps
 	// the escaping so ServeMux decodes path values like a%2Fb exactly once.
 	path, err := url.PathUnescape(p.rawPath)
-	if err != nil || !strings.HasPrefix(path, "/") {
+	// The escaped path must be absolute itself: "%2F" decodes to "/" but
+	// names no route, and ServeMux would answer it with a redirect.
+	if err != nil || !strings.HasPrefix(p.rawPath, "/") {
 		return nil, fmt.Errorf("request path %q is not a valid escaped absolute path", p.rawPath)
 	}
 	u := &url.URL{Path: path, RawPath: p.rawPath, RawQuery: p.rawQuery}

@@ -293,6 +293,7 @@ func TestHandlerAnswersMalformedEventsWith400WithoutCallingTheHandler(t *testing
 		{"a REST body that is not base64", fixture(t, "rest-post-bad-base64.json"), FormatV1},
 		{"an HTTP API body that is not base64", withField(t, fixture(t, "http-jwt.json"), []string{"isBase64Encoded"}, true), FormatV2},
 		{"a path with a broken escape", withField(t, fixture(t, "rest-iam.json"), []string{"path"}, "/api/slaves/slave/a%zz"), FormatV1},
+		{"an escaped path that is not absolute", withField(t, fixture(t, "http-jwt.json"), []string{"rawPath"}, "%2Fapi%2Fslaves"), FormatV2},
 		{"a body of the wrong JSON type", withField(t, fixture(t, "rest-iam.json"), []string{"body"}, 42), FormatV1},
 	}
 	for _, tt := range tests {
