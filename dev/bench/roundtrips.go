@@ -99,7 +99,7 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 		machines = append(machines, fmt.Sprintf(`{"id":%q,"host":"s%d.example.com","rackId":"us-east-1a","attributes":{},"resources":{"cpus":8},"runningTasks":0}`, id(n), n))
 	}
 	detail := `{"complete":false,"machines":[` + strings.Join(machines, ",") + `]}`
-	if _, err := inventory.New(store, e.quiet).Handle(ctx, json.RawMessage(detail)); err != nil {
+	if _, err := inventory.New(store, machine.NoLossBrake, e.quiet).Handle(ctx, json.RawMessage(detail)); err != nil {
 		return nil, fmt.Errorf("report the slaves: %w", err)
 	}
 	// The later sections share the tables: leave no slave behind, least of

@@ -37,7 +37,7 @@ func main() {
 		log.Error(err.Error())
 		os.Exit(1)
 	}
-	reports := inventory.New(store, log)
+	reports := inventory.New(store, cfg.LossBrake, log)
 	reports.Metrics = m
 	lambda.Start(tracing.Run("inventory", reports.Handle))
 }

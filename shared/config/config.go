@@ -19,11 +19,12 @@ import (
 
 // Slaves is the configuration of the slave functions.
 type Slaves struct {
-	Tables             Tables         // SLAVES_TABLE, HISTORY_TABLE, EXPIRING_TABLE, REQUESTS_TABLE
-	Limits             machine.Limits // MAX_DECOMMISSIONING_SLAVES, MAX_EXPIRING_DURATION
-	DeadSlaveRetention time.Duration  // DEAD_SLAVE_RETENTION
-	HistoryRetention   time.Duration  // HISTORY_RETENTION
-	Policy             access.Policy  // AUTH_MODE, ADMIN_GROUPS, READ_GROUPS
+	Tables             Tables            // SLAVES_TABLE, HISTORY_TABLE, EXPIRING_TABLE, REQUESTS_TABLE
+	Limits             machine.Limits    // MAX_DECOMMISSIONING_SLAVES, MAX_EXPIRING_DURATION
+	DeadSlaveRetention time.Duration     // DEAD_SLAVE_RETENTION
+	HistoryRetention   time.Duration     // HISTORY_RETENTION
+	Policy             access.Policy     // AUTH_MODE, ADMIN_GROUPS, READ_GROUPS
+	LossBrake          machine.LossBrake // MAX_LOST_FRACTION, LOST_WINDOW
 }
 
 // Tables names the DynamoDB tables; it converts to dynamo.Tables. The config
@@ -51,6 +52,10 @@ func LoadSlaves(getenv func(string) string) (Slaves, error) {
 		DeadSlaveRetention: r.duration("DEAD_SLAVE_RETENTION", 7*24*time.Hour),
 		HistoryRetention:   r.duration("HISTORY_RETENTION", 90*24*time.Hour),
 		Policy:             r.policy(),
+		LossBrake: machine.LossBrake{
+			MaxFraction: r.fraction("MAX_LOST_FRACTION", machine.DefaultLossBrake.MaxFraction),
+			Window:      r.duration("LOST_WINDOW", machine.DefaultLossBrake.Window),
+		},
 	}
 	return c, r.err
 }
@@ -120,6 +125,19 @@ func (r *reader) count(name string, def int) int {
 		r.fail(name, "must be a whole number ≥ 0, got %q", v)
 	}
 	return n
+}
+
+// fraction reads a number in (0, 1].
+func (r *reader) fraction(name string, def float64) float64 {
+	v := strings.TrimSpace(r.getenv(name))
+	if v == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(f > 0 && f <= 1) {
+		r.fail(name, "must be a number above 0 and at most 1, got %q", v)
+	}
+	return f
 }
 
 // duration reads a Go duration ("90m", "720h") or a number of days ("30d").

@@ -15,6 +15,9 @@ import (
 // version counts state changes: every change is conditioned on it and the
 // history entry of a change is keyed by it, so one slave's history is one
 // Query in seq order and two changes can never both win from one version.
+// describedAt is the time of the report that wrote the description (host,
+// rack, attributes, resources): a refresh is conditioned on it, and a state
+// change that leaves the description alone does not write it at all.
 type slaveRecord struct {
 	ID             string            `dynamodbav:"id"`
 	State          string            `dynamodbav:"state,omitempty"`
@@ -26,6 +29,7 @@ type slaveRecord struct {
 	RackID         string            `dynamodbav:"rackId"`
 	Attributes     map[string]string `dynamodbav:"attributes"`
 	Resources      string            `dynamodbav:"resources,omitempty"` // the reported JSON object, verbatim
+	DescribedAt    int64             `dynamodbav:"describedAt,omitempty"`
 	Version        int64             `dynamodbav:"version"`
 }
 
@@ -37,6 +41,7 @@ func (r slaveRecord) slave() machine.Slave {
 		Host:        r.Host,
 		RackID:      r.RackID,
 		Attributes:  r.Attributes,
+		DescribedAt: r.DescribedAt,
 	}
 	if s.Attributes == nil {
 		s.Attributes = map[string]string{}
@@ -59,6 +64,7 @@ func newSlaveRecord(s machine.Slave, version int64) slaveRecord {
 		RackID:         s.RackID,
 		Attributes:     s.Attributes,
 		Resources:      string(s.Resources),
+		DescribedAt:    s.DescribedAt,
 		Version:        version,
 	}
 }

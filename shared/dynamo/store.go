@@ -368,67 +368,89 @@ func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord)
 	return r, nil
 }
 
-// write applies plan in one transaction: the slave (conditioned on the
-// version read), the history entry, the expiring record and the
-// decommissioning set change together or not at all.
+// write applies plan: the expiring record alone, the description alone, or
+// a state change with everything that goes with it.
 func (s *Store) write(ctx context.Context, id string, r read, plan *machine.Plan, receipt *receiptRecord) error {
-	snap, version := r.snap, r.version
-	if plan.Entry == nil && plan.DropExpiring {
+	switch {
+	case plan.Entry == nil && plan.DropExpiring:
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Delete: s.deleteExpiring(id, snap.Expiring.ActionID)},
+			{Delete: s.deleteExpiring(id, r.snap.Expiring.ActionID)},
 		}})
 		if isCancelled(err) {
 			return errRace
 		}
 		return translate("drop expiring record of "+id, err)
+	case plan.Entry == nil:
+		return s.redescribe(ctx, id, r, plan.Slave)
 	}
-	if plan.Entry == nil {
-		// Only descriptive fields change: no history entry, no version bump.
-		item, err := attributevalue.MarshalMap(newSlaveRecord(plan.Slave, version))
-		if err != nil {
-			return fmt.Errorf("encode slave %s: %w", id, err)
-		}
-		put := s.putSlave(item, snap.Slave != nil, version)
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: put.TableName, Item: put.Item,
-			ConditionExpression: put.ConditionExpression, ExpressionAttributeValues: put.ExpressionAttributeValues,
-		})
-		var failed *types.ConditionalCheckFailedException
-		if errors.As(err, &failed) {
-			return errRace
-		}
-		return translate("describe slave "+id, err)
+	return s.change(ctx, id, r, plan, receipt)
+}
+
+// redescribe writes a report's description of a slave whose state it does
+// not change: no history entry, no version bump. It is conditioned on the
+// version (the report was decided on that state) and on the description it
+// replaces, so that of two concurrent reports neither is lost unseen.
+func (s *Store) redescribe(ctx context.Context, id string, r read, slave machine.Slave) error {
+	u, err := s.updateSlave(id, slave, r, false, true)
+	if err != nil {
+		return err
 	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return errRace
+	}
+	return translate("describe slave "+id, err)
+}
+
+// change applies a plan with a history entry in one transaction: the slave
+// (conditioned on the version read), the history entry, the expiring record,
+// the receipt and the decommissioning set change together or not at all.
+func (s *Store) change(ctx context.Context, id string, r read, plan *machine.Plan, receipt *receiptRecord) error {
+	snap, version := r.snap, r.version
 	entry, slave := *plan.Entry, plan.Slave
 	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
 	join, leave := entry.State.CountsTowardLimit() && !was, was && !entry.State.CountsTowardLimit()
-	if join || leave {
+	if (join || leave) && r.limitAt < entry.Timestamp+maxClockSkew {
 		// Entering and leaving the decommissioning states are ordered by
 		// the set's lastAt, so their history timestamps follow the order in
 		// which they took effect, even across machines whose clocks differ.
+		// A lastAt further ahead than any clock can be is not followed: it
+		// would push every later change into the future.
 		entry.Timestamp = max(entry.Timestamp, r.limitAt+1)
 		slave.Current.Timestamp = entry.Timestamp
 	}
 	next := version + 1
-	slaveItem, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
-	if err != nil {
-		return fmt.Errorf("encode slave %s: %w", id, err)
-	}
 	historyItem, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: next, State: string(entry.State), Timestamp: entry.Timestamp, User: entry.User, Message: entry.Message})
 	if err != nil {
 		return fmt.Errorf("encode history of %s: %w", id, err)
 	}
+	var slaveWrite types.TransactWriteItem
+	if snap.Slave == nil {
+		item, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
+		if err != nil {
+			return fmt.Errorf("encode slave %s: %w", id, err)
+		}
+		slaveWrite.Put = &types.Put{TableName: &s.tables.Slaves, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}
+	} else if slaveWrite.Update, err = s.updateSlave(id, slave, r, true, plan.Describe); err != nil {
+		return err
+	}
 	items := []types.TransactWriteItem{
-		{Put: s.putSlave(slaveItem, snap.Slave != nil, version)},
+		slaveWrite,
 		{Put: &types.Put{TableName: &s.tables.History, Item: historyItem, ConditionExpression: aws.String("attribute_not_exists(slaveId)")}},
 	}
 	if snap.Slave != nil && s.historyRetention > 0 {
 		// The entry of the state being left is superseded now: from here on
-		// it may expire. The current state's entry never carries a TTL, so a
-		// slave that has not changed for longer than the retention keeps it.
+		// it may expire, counted from now, so the state a slave just left is
+		// always in its history. The current state's entry never carries a
+		// TTL, so a slave that has not changed for longer than the retention
+		// keeps it.
 		prev := snap.Slave.Current
 		item, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: version, State: string(prev.State), Timestamp: prev.Timestamp,
-			User: prev.User, Message: prev.Message, ExpiresAt: (prev.Timestamp + s.historyRetention.Milliseconds()) / 1000})
+			User: prev.User, Message: prev.Message, ExpiresAt: (entry.Timestamp + s.historyRetention.Milliseconds()) / 1000})
 		if err != nil {
 			return fmt.Errorf("encode history of %s: %w", id, err)
 		}
@@ -462,15 +484,67 @@ func (s *Store) write(ctx context.Context, id string, r read, plan *machine.Plan
 	return writeError(id, err, limitIndex, join, plan.Limit, r.limitAt)
 }
 
-func (s *Store) putSlave(item map[string]types.AttributeValue, exists bool, version int64) *types.Put {
-	put := &types.Put{TableName: &s.tables.Slaves, Item: item}
-	if exists {
-		put.ConditionExpression = aws.String("version = :v")
-		put.ExpressionAttributeValues = map[string]types.AttributeValue{":v": num(version)}
-	} else {
-		put.ConditionExpression = aws.String("attribute_not_exists(id)")
+// maxClockSkew bounds how far ahead of this instance's clock another
+// instance's may be.
+const maxClockSkew = int64(time.Minute / time.Millisecond)
+
+// updateSlave updates an existing slave in place: its current state and
+// version when state is set, its description when describe is set, and
+// nothing else. It is conditioned on the version read and, when it writes
+// the description, on the description's time read.
+func (s *Store) updateSlave(id string, slave machine.Slave, r read, state, describe bool) (*types.Update, error) {
+	var set, remove []string
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{":v": num(r.version)}
+	assign := func(attr string, v types.AttributeValue) {
+		names["#"+attr] = attr
+		if v == nil {
+			remove = append(remove, "#"+attr)
+			return
+		}
+		values[":"+attr] = v
+		set = append(set, "#"+attr+" = :"+attr)
 	}
-	return put
+	optional := func(v string) types.AttributeValue {
+		if v == "" {
+			return nil
+		}
+		return str(v)
+	}
+	cond := "version = :v"
+	if state {
+		cur := slave.Current
+		assign("state", str(string(cur.State)))
+		assign("stateTimestamp", num(cur.Timestamp))
+		assign("stateUser", optional(cur.User))
+		assign("stateMessage", optional(cur.Message))
+		assign("version", num(r.version+1))
+	}
+	if describe {
+		attrs, err := attributevalue.Marshal(slave.Attributes)
+		if err != nil {
+			return nil, fmt.Errorf("encode attributes of %s: %w", id, err)
+		}
+		assign("host", str(slave.Host))
+		assign("rackId", str(slave.RackID))
+		assign("attributes", attrs)
+		assign("resources", optional(string(slave.Resources)))
+		assign("describedAt", num(slave.DescribedAt))
+		if prev := r.snap.Slave.DescribedAt; prev != 0 {
+			cond += " AND describedAt = :was"
+			values[":was"] = num(prev)
+		} else {
+			cond += " AND attribute_not_exists(describedAt)"
+		}
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	return &types.Update{
+		TableName: &s.tables.Slaves, Key: slaveKey(id), UpdateExpression: &expr, ConditionExpression: &cond,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	}, nil
 }
 
 // putReceipt stores a receipt unless a live one holds its key: a receipt

@@ -131,7 +131,7 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 		wg.Go(func() {
 			for id := range queue {
 				var outcome machine.Outcome
-				err := r.store.Apply(ctx, id, machine.Expire(id, now, r.limits, &outcome))
+				err := r.store.Apply(ctx, id, machine.Expire(id, r.clock, r.limits, &outcome))
 				mu.Lock()
 				r.count(ctx, &res, id, outcome, err)
 				deferred[id] = isDeferred(err)
@@ -182,6 +182,9 @@ func (r *Runner) count(ctx context.Context, res *Result, id string, outcome mach
 		res.Superseded++
 	}
 }
+
+// clock reads the time as a decision takes it, in epoch ms.
+func (r *Runner) clock() int64 { return r.now().UnixMilli() }
 
 // Retain removes the DEAD slaves whose state is older than the retention.
 func (r *Runner) Retain(ctx context.Context) (Result, error) {

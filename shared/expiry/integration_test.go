@@ -104,7 +104,7 @@ func seed(t *testing.T, prefix string, n int) []string {
 		ids = append(ids, id)
 		machines = append(machines, fmt.Sprintf(`{"id":%q,"host":"node-%d.example.com","rackId":"us-east-1a"}`, id, i))
 	}
-	res, err := inventory.New(store, quiet).Handle(context.Background(), json.RawMessage(`{"machines":[`+strings.Join(machines, ",")+`]}`))
+	res, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(`{"machines":[`+strings.Join(machines, ",")+`]}`))
 	if err != nil || res.Failed > 0 {
 		t.Fatalf("report: %+v, %v", res, err)
 	}
@@ -403,7 +403,7 @@ func TestRetentionRemovesOnlyDeadSlavesPastIt(t *testing.T) {
 	// Reports dated in the past: a slave's history follows the report times.
 	reportAt := func(at time.Time, machines string) {
 		event := fmt.Sprintf(`{"detail-type":"Machine Report","time":%q,"detail":{"machines":[%s]}}`, at.UTC().Format(time.RFC3339), machines)
-		if res, err := inventory.New(store, quiet).Handle(context.Background(), json.RawMessage(event)); err != nil || res.Failed > 0 {
+		if res, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(event)); err != nil || res.Failed > 0 {
 			t.Fatalf("report: %+v, %v", res, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,18 +31,20 @@ type Store interface {
 
 // Handler applies machine reports.
 type Handler struct {
-	// Metrics receives the function's cold start and the throttled backend
-	// calls of each report; nil means no metrics.
+	// Metrics receives the function's cold start, the losses the brake
+	// holds back and the throttled backend calls of each report; nil means
+	// no metrics.
 	Metrics *metrics.Emitter
 
 	store Store
+	brake machine.LossBrake
 	log   *slog.Logger
 	now   func() time.Time
 }
 
-// New returns a report handler.
-func New(store Store, log *slog.Logger) *Handler {
-	return &Handler{store: store, log: log, now: time.Now}
+// New returns a report handler that holds mass losses back with brake.
+func New(store Store, brake machine.LossBrake, log *slog.Logger) *Handler {
+	return &Handler{store: store, brake: brake, log: log, now: time.Now}
 }
 
 // Result counts what a report did.
@@ -49,6 +52,7 @@ type Result struct {
 	Machines int `json:"machines"`
 	Invalid  int `json:"invalid"`
 	Absent   int `json:"absent"`
+	Held     int `json:"held,omitempty"` // losses the mass-loss brake refused
 	Failed   int `json:"failed"`
 }
 
@@ -59,8 +63,9 @@ type envelope struct {
 }
 
 type report struct {
-	Complete bool              `json:"complete"`
-	Machines []json.RawMessage `json:"machines"`
+	Complete    bool               `json:"complete"`
+	ConfirmLoss bool               `json:"confirmLoss"`
+	Machines    *[]json.RawMessage `json:"machines"`
 }
 
 type machineJSON struct {
@@ -74,47 +79,34 @@ type machineJSON struct {
 	RunningTasks *int              `json:"runningTasks"`
 }
 
-// Handle applies one report. A machine entry that cannot be read is logged
-// and skipped; a failure to store any machine fails the invocation so that
+// Handle applies one report. A report that is not one (no machines list, an
+// entry without an id) fails whole and changes nothing: EventBridge retries
+// it and then sends it to the dead-letter queue, where an operator sees it.
+// A machine entry with an id that is otherwise unreadable is logged and
+// skipped. A failure to store any machine fails the invocation so that
 // EventBridge retries it, which is safe because reports are idempotent.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
 	h.Metrics.Invocation()
 	ctx, calls := callcount.With(ctx)
 	now := h.now().UnixMilli()
-	at := now
-	var env envelope
-	if err := json.Unmarshal(event, &env); err != nil {
-		return Result{}, fmt.Errorf("machine report is not a JSON object: %w", err)
-	}
-	body := event
-	if env.Detail != nil || env.DetailType != "" {
-		if env.DetailType != DetailType {
-			return Result{}, fmt.Errorf("event detail-type %q is not %q", env.DetailType, DetailType)
-		}
-		body = env.Detail
-		if !env.Time.IsZero() {
-			at = env.Time.UnixMilli()
-		}
-	}
-	var rep report
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return Result{}, fmt.Errorf("machine report detail: %w", err)
+	rep, at, err := parse(event, now)
+	if err != nil {
+		h.log.ErrorContext(ctx, "machine report refused", "error", err.Error())
+		return Result{}, err
 	}
 
-	res := Result{Machines: len(rep.Machines)}
+	res := Result{Machines: len(*rep.Machines)}
 	seen := map[string]bool{} // every id the report names, even in an entry it cannot read
 	index := map[string]int{} // id → its observation in obs
 	var obs []machine.Observation
-	for i, raw := range rep.Machines {
+	for i, raw := range *rep.Machines {
 		o, err := observation(raw, at)
 		if err != nil {
 			res.Invalid++
 			h.log.WarnContext(ctx, "skipped machine in report", "index", i, "error", err.Error())
-			if id := entryID(raw); validID(id) == nil {
-				// There, only badly described: a complete report must
-				// not take it for absent.
-				seen[id] = true
-			}
+			// There, only badly described: a complete report must not
+			// take it for absent.
+			seen[entryID(raw)] = true
 			continue
 		}
 		seen[o.ID] = true
@@ -129,28 +121,100 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		index[o.ID] = len(obs)
 		obs = append(obs, o)
 	}
-	if rep.Complete {
+	if rep.Complete || slices.ContainsFunc(obs, func(o machine.Observation) bool { return o.Lost }) {
 		known, err := h.store.List(ctx)
 		if err != nil {
 			return res, err
 		}
-		for _, s := range known {
-			if !seen[s.ID] && s.Current.State != machine.Dead {
-				obs = append(obs, machine.Observation{ID: s.ID, Absent: true, At: at})
-				res.Absent++
+		if rep.Complete {
+			for _, s := range known {
+				if !seen[s.ID] && s.Current.State != machine.Dead {
+					obs = append(obs, machine.Observation{ID: s.ID, Absent: true, At: at})
+					res.Absent++
+				}
 			}
+		}
+		if !rep.ConfirmLoss {
+			res.Held = h.holdMassLoss(ctx, known, obs, at)
 		}
 	}
 	errs := h.apply(ctx, obs, now)
 	res.Failed = len(errs)
 	attrs := []slog.Attr{slog.Int("machines", res.Machines), slog.Int("invalid", res.Invalid), slog.Int("absent", res.Absent),
-		slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
+		slog.Int("held", res.Held), slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
 	if throttled := calls.Throttled(); throttled > 0 {
 		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
 		h.Metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
 	}
 	h.log.LogAttrs(ctx, slog.LevelInfo, "machine report applied", attrs...)
 	return res, errors.Join(errs...)
+}
+
+// parse reads a report, as an EventBridge event or its bare detail, and the
+// time it was made: the event's time, never later than now (a sender's
+// skewed clock must not stamp history in the future, nor make every later
+// report look stale), or now when the event has none.
+func parse(event json.RawMessage, now int64) (report, int64, error) {
+	var env envelope
+	if err := json.Unmarshal(event, &env); err != nil {
+		return report{}, 0, fmt.Errorf("machine report is not a JSON object: %w", err)
+	}
+	body, at := event, now
+	if env.Detail != nil || env.DetailType != "" {
+		if env.DetailType != DetailType {
+			return report{}, 0, fmt.Errorf("event detail-type %q is not %q", env.DetailType, DetailType)
+		}
+		body = env.Detail
+		if !env.Time.IsZero() {
+			at = min(env.Time.UnixMilli(), now)
+		}
+	}
+	var rep report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return report{}, 0, fmt.Errorf("machine report detail: %w", err)
+	}
+	if rep.Machines == nil {
+		return report{}, 0, errors.New(`machine report has no "machines" list`)
+	}
+	for i, raw := range *rep.Machines {
+		if err := validID(entryID(raw)); err != nil {
+			return report{}, 0, fmt.Errorf("machine report entry %d: %w", i, err)
+		}
+	}
+	return rep, at, nil
+}
+
+// holdMassLoss marks the losses among obs as held when the brake refuses
+// them, logs that once and counts it in the LossesHeld metric. It returns
+// how many it held.
+func (h *Handler) holdMassLoss(ctx context.Context, known []machine.Slave, obs []machine.Observation, at int64) int {
+	live := map[string]machine.Slave{}
+	for _, s := range known {
+		if s.Current.State != machine.Dead {
+			live[s.ID] = s
+		}
+	}
+	var losing []int
+	for i, o := range obs {
+		s, ok := live[o.ID]
+		if (o.Lost || o.Absent) && ok && o.At >= s.Current.Timestamp-machine.StaleAfter {
+			losing = append(losing, i)
+		}
+	}
+	if !h.brake.Holds(known, len(losing), at) {
+		return 0
+	}
+	ids := make([]string, 0, min(len(losing), 10))
+	for _, i := range losing {
+		obs[i].Held = true
+		if len(ids) < cap(ids) {
+			ids = append(ids, obs[i].ID)
+		}
+	}
+	h.log.WarnContext(ctx, "mass loss held: no machine of this report is marked DEAD; send the report again with confirmLoss if the loss is real",
+		"held", len(losing), "live", len(live), "max_lost_fraction", h.brake.MaxFraction, "lost_window", h.brake.Window.String(), "first_ids", ids)
+	h.Metrics.Emit(nil, metrics.Metric{Name: metrics.LossesHeld, Value: float64(len(losing)), Unit: metrics.Count})
+	return len(losing)
 }
 
 // apply stores observations a few at a time.
@@ -203,17 +267,23 @@ func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
 	}, nil
 }
 
-// entryID reads the id of a machine entry that may be malformed otherwise.
+// entryID reads the id of a machine entry that may be malformed otherwise;
+// "" when the entry has none (or is not an object).
 func entryID(raw json.RawMessage) string {
 	var m struct {
-		ID      string `json:"id"`
-		SlaveID string `json:"slaveId"`
+		ID      json.RawMessage `json:"id"`
+		SlaveID json.RawMessage `json:"slaveId"`
 	}
-	_ = json.Unmarshal(raw, &m)
-	if m.ID != "" {
-		return m.ID
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
 	}
-	return m.SlaveID
+	var id, slaveID string
+	_ = json.Unmarshal(m.ID, &id)
+	_ = json.Unmarshal(m.SlaveID, &slaveID)
+	if id != "" {
+		return id
+	}
+	return slaveID
 }
 
 // validID accepts what an agent id can be: non-empty, printable, no '/',

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
@@ -20,7 +22,7 @@ import (
 
 func handle(t *testing.T, f *fleet, report string) inventory.Result {
 	t.Helper()
-	res, err := inventory.New(f, slog.New(slog.NewTextHandler(io.Discard, nil))).Handle(context.Background(), json.RawMessage(report))
+	res, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil))).Handle(context.Background(), json.RawMessage(report))
 	if err != nil {
 		t.Fatalf("report %s: %v", report, err)
 	}
@@ -65,11 +67,11 @@ func TestACompleteReportNeverTakesAnUnreadableEntryForAbsent(t *testing.T) {
 
 func TestAReportLogsItsSummaryWithTheInvocationsRequestIDAndCountsAColdStart(t *testing.T) {
 	var out bytes.Buffer // stdout: the log lines and the metrics documents, as in Lambda
-	h := inventory.New(newFleet(), lambdalog.New(&out, func(string) string { return "" }))
+	h := inventory.New(newFleet(), machine.DefaultLossBrake, lambdalog.New(&out, func(string) string { return "" }))
 	h.Metrics, _ = metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")
 	for _, id := range []string{"req-inv-1", "req-inv-2"} {
 		ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: id})
-		if _, err := h.Handle(ctx, json.RawMessage(`{"machines":[{"id":"S5","host":"a"},{"id":""}]}`)); err != nil {
+		if _, err := h.Handle(ctx, json.RawMessage(`{"machines":[{"id":"S5","host":"a"},{"id":"S6","resources":[1]}]}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,4 +101,144 @@ func TestAReportLogsItsSummaryWithTheInvocationsRequestIDAndCountsAColdStart(t *
 	if coldStarts != 1 {
 		t.Errorf("got %d cold starts, want 1", coldStarts)
 	}
+}
+
+func TestAReportThatIsNotOneIsRefusedWholeAndChangesNothing(t *testing.T) {
+	reports := map[string]string{
+		"no machines key, complete":     `{"complete":true}`,
+		"machines null":                 `{"complete":true,"machines":null}`,
+		"machines not a list":           `{"machines":{"S1":{}}}`,
+		"an entry without an id":        `{"complete":true,"machines":[{"id":"S1","host":"h"},{"host":"ghost"}]}`,
+		"an entry with an empty id":     `{"machines":[{"id":"S1","lost":true},{"id":""}]}`,
+		"an entry whose id is a number": `{"machines":[{"id":"S1","lost":true},{"id":7}]}`,
+		"an entry that is not object":   `{"machines":[{"id":"S1","lost":true},null]}`,
+		"an API Gateway event":          `{"httpMethod":"GET","path":"/api/slaves","headers":{},"requestContext":{}}`,
+	}
+	for name, report := range reports {
+		t.Run(name, func(t *testing.T) {
+			f := newFleet()
+			before := f.snapshot()
+			_, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil))).
+				Handle(context.Background(), json.RawMessage(report))
+			if err == nil {
+				t.Errorf("got no error, want the report refused")
+			}
+			if diff := changes(before, f.snapshot()); len(diff) > 0 {
+				t.Errorf("got %v changed, want nothing", diff)
+			}
+		})
+	}
+}
+
+// event wraps a report detail in an EventBridge event made at time.
+func event(at time.Time, detail string) string {
+	return `{"detail-type":"Machine Report","time":"` + at.UTC().Format(time.RFC3339) + `","detail":` + detail + `}`
+}
+
+func TestAReportFromTheFutureIsStampedWhenItIsReceived(t *testing.T) {
+	f := newFleet()
+	h := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	received := time.Now()
+	if _, err := h.Handle(context.Background(), json.RawMessage(event(received.Add(24*time.Hour), `{"machines":[{"id":"S6","host":"h"}]}`))); err != nil {
+		t.Fatal(err)
+	}
+	up := f.snapshot().Slaves["S6"].Current
+	if up.State != machine.Active || up.Timestamp > time.Now().UnixMilli() {
+		t.Fatalf("got %s at %d, want ACTIVE stamped no later than its receipt (%d)", up.State, up.Timestamp, received.UnixMilli())
+	}
+	// A report made a moment later, with a true clock, still applies.
+	if _, err := h.Handle(context.Background(), json.RawMessage(event(time.Now().Add(time.Second), `{"machines":[{"id":"S6","lost":true}]}`))); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.snapshot().Slaves["S6"].Current.State; got != machine.Dead {
+		t.Errorf("got %s after a later lost report, want DEAD", got)
+	}
+}
+
+// fleetOf adds n ACTIVE slaves L0..L<n-1> to f.
+func fleetOf(f *fleet, n int) []string {
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("L%d", i)
+		u := machine.Update{SlaveID: id, State: machine.Active, Timestamp: 1_763_702_040_000}
+		f.slaves[id] = machine.Slave{ID: id, FirstSeenAt: u.Timestamp, Current: u, Host: id, RackID: "r", Attributes: map[string]string{}}
+		f.history[id] = []machine.Update{u}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+func lostEntries(ids []string) string {
+	var parts []string
+	for _, id := range ids {
+		parts = append(parts, `{"id":"`+id+`","lost":true}`)
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestTheMassLossBrake(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dead := func(f *fleet) int {
+		n := 0
+		for _, s := range f.snapshot().Slaves {
+			if s.Current.State == machine.Dead {
+				n++
+			}
+		}
+		return n
+	}
+	t.Run("a complete report naming no machine marks none DEAD and says so", func(t *testing.T) {
+		f := newFleet()
+		fleetOf(f, 20)
+		before := dead(f)
+		var out bytes.Buffer
+		h := inventory.New(f, machine.DefaultLossBrake, quiet)
+		h.Metrics, _ = metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")
+		res, err := h.Handle(context.Background(), json.RawMessage(`{"complete":true,"machines":[]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := dead(f); got != before || res.Held != res.Absent || res.Held < 20 {
+			t.Errorf("got %d DEAD (was %d) and %+v, want none more, every absence held", got, before, res)
+		}
+		if !strings.Contains(out.String(), `"`+metrics.LossesHeld+`":`) {
+			t.Errorf("got metrics %s, want a %s value", out.String(), metrics.LossesHeld)
+		}
+	})
+	t.Run("confirmLoss applies the loss", func(t *testing.T) {
+		f := newFleet()
+		ids := fleetOf(f, 20)
+		res, err := inventory.New(f, machine.DefaultLossBrake, quiet).
+			Handle(context.Background(), json.RawMessage(`{"confirmLoss":true,"machines":[`+lostEntries(ids[:10])+`]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Held != 0 || f.snapshot().Slaves[ids[0]].Current.State != machine.Dead {
+			t.Errorf("got %+v, %s, want the 10 losses applied", res, f.snapshot().Slaves[ids[0]].Current.State)
+		}
+	})
+	t.Run("a loss under the fraction is applied, and the window adds up the next reports", func(t *testing.T) {
+		f := newFleet()
+		ids := fleetOf(f, 24) // 28 live with the sample slaves: 20% is 5.6
+		h := inventory.New(f, machine.DefaultLossBrake, quiet)
+		now := time.Now()
+		res, err := h.Handle(context.Background(), json.RawMessage(event(now, `{"machines":[`+lostEntries(ids[:4])+`]}`)))
+		if err != nil || res.Held != 0 {
+			t.Fatalf("got %+v, %v, want 4 of 28 applied", res, err)
+		}
+		res, err = h.Handle(context.Background(), json.RawMessage(event(now.Add(2*time.Second), `{"machines":[`+lostEntries(ids[4:6])+`]}`)))
+		if err != nil || res.Held != 2 {
+			t.Fatalf("got %+v, %v, want the next 2 held: 6 of 28 within the window", res, err)
+		}
+		if got := f.snapshot().Slaves[ids[4]].Current.State; got != machine.Active {
+			t.Errorf("got %s, want ACTIVE while held", got)
+		}
+	})
+	t.Run("a small fleet is not braked", func(t *testing.T) {
+		f := newFleet() // 5 live slaves
+		res, err := inventory.New(f, machine.DefaultLossBrake, quiet).Handle(context.Background(), json.RawMessage(`{"complete":true,"machines":[]}`))
+		if err != nil || res.Held != 0 || res.Absent == 0 {
+			t.Errorf("got %+v, %v, want every absence applied", res, err)
+		}
+	})
 }

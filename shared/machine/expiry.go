@@ -30,11 +30,15 @@ const ExpiryMessage = "Updated due to expiring action"
 // alone: the adapter's write is conditioned on the record read, which makes
 // every record apply at most once. A revert into STARTING_DECOMMISSION
 // honours the decommission limit like a user's decommission does.
-func Expire(id string, now int64, limits Limits, outcome *Outcome) Decide {
+//
+// now reads the clock (epoch ms) when the revert is decided, as for a user
+// change.
+func Expire(id string, now func() int64, limits Limits, outcome *Outcome) Decide {
 	return func(snap Snapshot) (*Plan, error) {
+		at := now()
 		e := snap.Expiring
 		switch {
-		case e == nil || !e.Due(now):
+		case e == nil || !e.Due(at):
 			*outcome = Superseded
 			return nil, nil
 		case snap.Slave == nil:
@@ -45,7 +49,7 @@ func Expire(id string, now int64, limits Limits, outcome *Outcome) Decide {
 			return &Plan{DropExpiring: true}, nil
 		}
 		*outcome = Applied
-		plan := transition(snap, Update{SlaveID: id, State: e.RevertTo, Timestamp: now, User: e.User, Message: ExpiryMessage})
+		plan := transition(snap, Update{SlaveID: id, State: e.RevertTo, Timestamp: at, User: e.User, Message: ExpiryMessage})
 		if e.RevertTo == StartingDecommission {
 			plan.Limit = limits.MaxDecommissioning
 		}

@@ -27,6 +27,10 @@ type Slave struct {
 	RackID      string
 	Attributes  map[string]string
 	Resources   json.RawMessage // flat open JSON object, kept as reported
+	// DescribedAt is the time of the report that wrote Host, RackID,
+	// Attributes and Resources (epoch ms; 0 before any). An older report
+	// never overwrites a newer description.
+	DescribedAt int64
 }
 
 // ChangeRequest is the optional body of freeze, decommission and activate.
@@ -66,9 +70,15 @@ type Snapshot struct {
 // storage adapter writes all of it or nothing, conditioned on the snapshot it
 // was decided from. A plan with DropExpiring and no Entry deletes only the
 // expiring record; its Slave is not written.
+//
+// The adapter writes only the parts a plan changes: the current state when
+// there is an Entry, the description when Describe is set. A user change
+// never writes the description it happened to read, so a report's refresh
+// that commits between the change's read and its write is kept.
 type Plan struct {
 	Slave        Slave     // the slave as it will be stored
-	Entry        *Update   // history entry to append; nil when only host, rack, attributes or resources change
+	Entry        *Update   // history entry to append; nil when only the description changes
+	Describe     bool      // Slave's host, rack, attributes, resources and DescribedAt are written
 	PutExpiring  *Expiring // expiring record created with the change
 	DropExpiring bool      // the snapshot's expiring record is deleted
 	Limit        int       // > 0: entering a decommissioning state is refused when Limit slaves already count
@@ -89,9 +99,10 @@ func NewActionID() string {
 // Idempotency identifies a change request so that a retry of it is answered
 // with the first request's outcome instead of being applied again.
 type Idempotency struct {
-	// Key is the client's Idempotency-Key header or, without one, the
-	// request's actionId; "" when the client gave neither (the adapter then
-	// still guards its own retries of the write).
+	// Key is the client's Idempotency-Key header; "" when it sent none (the
+	// adapter then still guards its own retries of the write). A request's
+	// actionId is never a key: clients of the old API reuse one actionId for
+	// related changes, such as a freeze and the activate that ends it.
 	Key string
 	// Fingerprint is the request in canonical form: a key reused for a
 	// different request is refused rather than answered with another's result.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"time"
 )
 
 // Observation is what one machine report says of one machine (SPEC §7).
@@ -16,19 +17,27 @@ type Observation struct {
 	Lost         bool
 	RunningTasks *int  // nil when the report does not say
 	Absent       bool  // known machine missing from a complete report
-	At           int64 // when the scheduler made the report, epoch ms
+	Held         bool  // a loss the mass-loss brake holds back: the machine is not marked DEAD
+	At           int64 // when the scheduler made the report, epoch ms, never later than its receipt
 }
 
 // DefaultRack is the rack of a machine whose report names none.
 const DefaultRack = "DEFAULT"
 
+// StaleAfter is how much older than a slave's last change a report must be
+// to change nothing. Report times are truncated to the second, so a report
+// made in the same second as a user change may carry an earlier time and
+// still be the newer of the two.
+const StaleAfter = 1000 // ms
+
 // Observe decides the system transition of SPEC §5.2 for one observation
 // made at o.At and applied at now. System changes are stamped with the time
-// the scheduler observed them, and a report older than the slave's current
-// state changes nothing, so a delayed report never overwrites a newer user
-// change while reports keep applying in the order they were made. A report
-// that matches what is stored writes nothing, which makes reports
-// idempotent.
+// the scheduler observed them (never earlier than the entry they follow), and
+// a report older than the slave's current state changes nothing, so a delayed
+// report never overwrites a newer user change while reports keep applying in
+// the order they were made. A description is only replaced by a newer
+// report's. A report that matches what is stored writes nothing, which makes
+// reports idempotent.
 func Observe(o Observation, now int64) Decide {
 	return func(snap Snapshot) (*Plan, error) {
 		if snap.Slave == nil {
@@ -38,32 +47,34 @@ func Observe(o Observation, now int64) Decide {
 			entry := Update{SlaveID: o.ID, State: Active, Timestamp: o.At, Message: "New machine reported"}
 			slave := Slave{ID: o.ID, FirstSeenAt: now, Current: entry}
 			describe(&slave, o)
-			return &Plan{Slave: slave, Entry: &entry}, nil
+			return &Plan{Slave: slave, Entry: &entry, Describe: true}, nil
 		}
 		cur := snap.Slave.Current
-		if o.At < cur.Timestamp {
+		if o.At < cur.Timestamp-StaleAfter {
 			return nil, nil
+		}
+		slave, refresh := *snap.Slave, false
+		if !o.Absent && o.At >= slave.DescribedAt {
+			described := slave
+			describe(&described, o)
+			if !sameDescription(described, slave) {
+				slave, refresh = described, true
+			}
 		}
 		next, reason := systemStep(cur.State, o)
 		if next == cur.State {
-			slave := *snap.Slave
-			if !o.Absent {
-				describe(&slave, o)
-			}
-			if sameDescription(slave, *snap.Slave) {
+			if !refresh {
 				return nil, nil
 			}
-			return &Plan{Slave: slave}, nil
+			return &Plan{Slave: slave, Describe: true}, nil
 		}
 		entry := Update{SlaveID: o.ID, State: next, Timestamp: o.At, Message: reason}
 		if cur.State.IsDecommissioning() && next.IsDecommissioning() {
 			// The operator's decommission progressing: keep who asked and why.
 			entry.User, entry.Message = cur.User, cur.Message
 		}
-		plan := transition(snap, entry)
-		if !o.Absent {
-			describe(&plan.Slave, o)
-		}
+		plan := transition(Snapshot{Slave: &slave, Expiring: snap.Expiring}, entry)
+		plan.Describe = refresh
 		return plan, nil
 	}
 }
@@ -71,12 +82,12 @@ func Observe(o Observation, now int64) Decide {
 // systemStep returns the state a report moves a slave to, and why.
 func systemStep(cur State, o Observation) (State, string) {
 	switch {
-	case o.Absent && cur != Dead:
-		return Dead, "Machine missing from a complete report"
-	case o.Lost && cur != Dead:
-		return Dead, "Machine reported lost"
-	case o.Lost || o.Absent:
+	case (o.Lost || o.Absent) && (o.Held || cur == Dead):
 		return cur, ""
+	case o.Absent:
+		return Dead, "Machine missing from a complete report"
+	case o.Lost:
+		return Dead, "Machine reported lost"
 	case cur.IsInactive():
 		return Active, "Machine reported up"
 	case o.RunningTasks == nil:
@@ -87,6 +98,53 @@ func systemStep(cur State, o Observation) (State, string) {
 		return Decommissioned, ""
 	}
 	return cur, ""
+}
+
+// LossBrake is the mass-loss brake. Losing many machines at once is far more
+// often a broken reporter, a network partition or a control-plane outage than
+// real hardware loss, and every machine marked DEAD is removed by the
+// retention job a week later. So when the losses of one report, together with
+// the machines marked DEAD within Window before it, would exceed MaxFraction
+// of the fleet that was live before them, none of the report's losses is
+// applied until an operator confirms them (or the condition passes).
+type LossBrake struct {
+	MaxFraction float64       // MAX_LOST_FRACTION, in (0, 1]
+	Window      time.Duration // LOST_WINDOW
+}
+
+// DefaultLossBrake is the brake when MAX_LOST_FRACTION and LOST_WINDOW are
+// unset: more than a fifth of the fleet within a minute.
+var DefaultLossBrake = LossBrake{MaxFraction: 0.2, Window: time.Minute}
+
+// NoLossBrake never holds: no loss exceeds the whole fleet.
+var NoLossBrake = LossBrake{MaxFraction: 1}
+
+// The brake leaves small fleets and small losses alone: losing two machines
+// of nine is a plausible real event, and the brake's false alarm would cost
+// more than it saves.
+const (
+	minBrakedFleet = 10
+	minBrakedLoss  = 3
+)
+
+// Holds reports whether the brake refuses the losses of a report made at
+// now: losing is how many of fleet's non-DEAD slaves the report would mark
+// DEAD.
+func (b LossBrake) Holds(fleet []Slave, losing int, now int64) bool {
+	if losing == 0 {
+		return false
+	}
+	live, recent := 0, 0
+	for _, s := range fleet {
+		switch {
+		case s.Current.State != Dead:
+			live++
+		case s.Current.Timestamp > now-b.Window.Milliseconds():
+			recent++
+		}
+	}
+	lost, before := recent+losing, live+recent
+	return before >= minBrakedFleet && lost >= minBrakedLoss && float64(lost) > b.MaxFraction*float64(before)
 }
 
 func describe(s *Slave, o Observation) {
@@ -100,8 +158,8 @@ func describe(s *Slave, o Observation) {
 		s.Attributes = map[string]string{}
 	}
 	s.Resources = o.Resources
+	s.DescribedAt = o.At
 }
-
 func sameDescription(a, b Slave) bool {
 	return a.Host == b.Host && a.RackID == b.RackID && maps.Equal(a.Attributes, b.Attributes) &&
 		bytes.Equal(compact(a.Resources), compact(b.Resources))

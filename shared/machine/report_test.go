@@ -41,7 +41,7 @@ func with(o Observation, change func(*Observation)) Observation {
 // described returns s with the description o reports.
 func described(s *Slave, o Observation) Slave {
 	out := *s
-	out.Host, out.RackID, out.Attributes, out.Resources = o.Host, o.RackID, o.Attributes, o.Resources
+	out.Host, out.RackID, out.Attributes, out.Resources, out.DescribedAt = o.Host, o.RackID, o.Attributes, o.Resources, o.At
 	return out
 }
 
@@ -67,13 +67,13 @@ func TestObserveDecidesTheSpecSystemTransitions(t *testing.T) {
 			obs:  with(moved(), func(o *Observation) { o.RackID = ""; o.RunningTasks = new(3) }),
 			want: &Plan{Slave: Slave{ID: slaveID, FirstSeenAt: appliedAt, Host: "node-9.example.com", RackID: DefaultRack,
 				Attributes: map[string]string{"instance_type": "m6i.8xlarge"}, Resources: json.RawMessage(`{"cpus":32}`),
-				Current: Update{SlaveID: slaveID, State: Active, Timestamp: appliedAt, Message: anyReason}}},
+				DescribedAt: reportAt, Current: Update{SlaveID: slaveID, State: Active, Timestamp: appliedAt, Message: anyReason}}},
 		},
 		{
 			name: "an unknown machine reported up with a rack and no attributes keeps the rack and gets {}",
 			obs:  Observation{ID: slaveID, Host: "h", RackID: "us-east-1c", At: reportAt},
 			want: &Plan{Slave: Slave{ID: slaveID, FirstSeenAt: appliedAt, Host: "h", RackID: "us-east-1c", Attributes: map[string]string{},
-				Current: Update{SlaveID: slaveID, State: Active, Timestamp: appliedAt, Message: anyReason}}},
+				DescribedAt: reportAt, Current: Update{SlaveID: slaveID, State: Active, Timestamp: appliedAt, Message: anyReason}}},
 		},
 		{
 			name: "an unknown machine reported lost is not created",
@@ -223,7 +223,7 @@ func TestObserveDecidesTheSpecSystemTransitions(t *testing.T) {
 			name: "a changed host alone is written without a history entry",
 			snap: Snapshot{Slave: known(Active), Expiring: someExpiring(Frozen)},
 			obs:  with(sameAsKnown(), func(o *Observation) { o.Host = "node-2.example.com" }),
-			want: &Plan{Slave: func() Slave { s := *known(Active); s.Host = "node-2.example.com"; return s }()},
+			want: &Plan{Slave: func() Slave { s := *known(Active); s.Host, s.DescribedAt = "node-2.example.com", reportAt; return s }()},
 		},
 		{
 			name: "changed rack, attributes and resources are written without a history entry",
@@ -244,18 +244,47 @@ func TestObserveDecidesTheSpecSystemTransitions(t *testing.T) {
 		{
 			name: "a report older than the current state changes nothing",
 			snap: Snapshot{Slave: known(Frozen)},
-			obs:  with(moved(), func(o *Observation) { o.Lost = true; o.At = known(Frozen).Current.Timestamp - 1 }),
+			obs:  with(moved(), func(o *Observation) { o.Lost = true; o.At = known(Frozen).Current.Timestamp - StaleAfter - 1 }),
 		},
 		{
 			name: "a report older than the current state does not revive a DEAD machine",
 			snap: Snapshot{Slave: known(Dead)},
-			obs:  with(sameAsKnown(), func(o *Observation) { o.At = known(Dead).Current.Timestamp - 1 }),
+			obs:  with(sameAsKnown(), func(o *Observation) { o.At = known(Dead).Current.Timestamp - StaleAfter - 1 }),
 		},
 		{
 			name: "a report made at the current state's timestamp is applied",
 			snap: Snapshot{Slave: known(Active)},
 			obs:  with(sameAsKnown(), func(o *Observation) { o.Lost = true; o.At = known(Active).Current.Timestamp }),
 			want: &Plan{Slave: step(*known(Active), Dead, "", anyReason)},
+		},
+		{
+			// Event times are truncated to the second: a loss seen just
+			// after a user change may carry a time just before it.
+			name: "a lost report less than a second older than the current state is applied, stamped after it",
+			snap: Snapshot{Slave: known(Frozen)},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.Lost = true; o.At = known(Frozen).Current.Timestamp - StaleAfter }),
+			want: &Plan{Slave: step(*known(Frozen), Dead, "", anyReason)},
+		},
+		{
+			name: "a loss held by the brake changes no state",
+			snap: Snapshot{Slave: known(Active)},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.Lost = true; o.Held = true }),
+		},
+		{
+			name: "an absence held by the brake changes no state",
+			snap: Snapshot{Slave: known(Active)},
+			obs:  Observation{ID: slaveID, Absent: true, Held: true, At: reportAt},
+		},
+		{
+			name: "a loss held by the brake still refreshes the description",
+			snap: Snapshot{Slave: known(Active)},
+			obs:  with(moved(), func(o *Observation) { o.Lost = true; o.Held = true }),
+			want: &Plan{Slave: described(known(Active), moved())},
+		},
+		{
+			name: "a report older than the description does not replace it",
+			snap: Snapshot{Slave: func() *Slave { s := described(known(Active), moved()); return &s }()},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.At = reportAt - 1 }),
 		},
 	}
 	for _, tt := range tests {
@@ -288,7 +317,8 @@ func TestObserveDecidesTheSpecSystemTransitions(t *testing.T) {
 			if want.Slave.Current != tt.snap.slaveCurrent() {
 				// A state change, stamped with the report's time: the
 				// history entry is the new current state.
-				want.Slave.Current.Timestamp = tt.obs.At
+				// never earlier than the entry it follows.
+				want.Slave.Current.Timestamp = max(tt.obs.At, tt.snap.slaveCurrent().Timestamp)
 				want.Entry = &want.Slave.Current
 			}
 			if !reflect.DeepEqual(got.Slave, want.Slave) {
@@ -296,6 +326,9 @@ func TestObserveDecidesTheSpecSystemTransitions(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got.Entry, want.Entry) {
 				t.Errorf("history entry: got %+v, want %+v", got.Entry, want.Entry)
+			}
+			if wantDescribe := tt.snap.Slave == nil || got.Slave.DescribedAt != tt.snap.Slave.DescribedAt; got.Describe != wantDescribe {
+				t.Errorf("Describe: got %v, want %v", got.Describe, wantDescribe)
 			}
 			if got.DropExpiring != want.DropExpiring {
 				t.Errorf("DropExpiring: got %v, want %v", got.DropExpiring, want.DropExpiring)

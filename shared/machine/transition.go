@@ -52,7 +52,10 @@ type Change struct {
 	Target  State
 	Request ChangeRequest
 	User    string // acting user's email, "" when none
-	Now     int64  // epoch ms
+	// Now reads the clock (epoch ms). It is read when the change is
+	// decided, again on every attempt after a lost race, so that the
+	// entry's time is the time the change took effect.
+	Now func() int64
 }
 
 // UserChange decides a freeze, decommission or activate, in the check order
@@ -71,7 +74,7 @@ func UserChange(c Change, limits Limits) Decide {
 		if err := CheckTransition(c.SlaveID, snap.Slave.Current.State, c.Target); err != nil {
 			return nil, err
 		}
-		plan := transition(snap, Update{SlaveID: c.SlaveID, State: c.Target, Timestamp: c.Now, User: c.User, Message: c.Request.Message})
+		plan := transition(snap, Update{SlaveID: c.SlaveID, State: c.Target, Timestamp: c.Now(), User: c.User, Message: c.Request.Message})
 		if c.Target == StartingDecommission {
 			plan.Limit = limits.MaxDecommissioning
 		}
@@ -84,7 +87,7 @@ func UserChange(c Change, limits Limits) Decide {
 			plan.PutExpiring = &Expiring{
 				MachineID:                      c.SlaveID,
 				User:                           c.User,
-				StartMillis:                    c.Now,
+				StartMillis:                    plan.Entry.Timestamp,
 				ActionID:                       actionID,
 				RevertTo:                       *req.RevertToState,
 				KillTasksOnDecommissionTimeout: req.KillTasksOnDecommissionTimeout,
@@ -96,9 +99,12 @@ func UserChange(c Change, limits Limits) Decide {
 }
 
 // transition returns the plan that moves snap's slave to entry's state, with
-// the expiring cleanup of SPEC §5.3.
+// the expiring cleanup of SPEC §5.3. The entry is never older than the one it
+// follows: clocks of concurrent instances differ, and "newest first" must
+// mean the same by position and by time.
 func transition(snap Snapshot, entry Update) *Plan {
 	slave := *snap.Slave
+	entry.Timestamp = max(entry.Timestamp, slave.Current.Timestamp)
 	slave.Current = entry
 	return &Plan{
 		Slave:        slave,

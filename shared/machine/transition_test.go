@@ -316,7 +316,7 @@ func TestUserChangeAnswersInTheSpecCheckOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := Change{SlaveID: slaveID, Target: tt.target, Request: tt.req, User: "ops@example.com", Now: 1_700_000_000_000}
+			c := Change{SlaveID: slaveID, Target: tt.target, Request: tt.req, User: "ops@example.com", Now: clockAt(1_700_000_000_000)}
 			plan, err := UserChange(c, testLimits)(tt.snap)
 			if plan != nil {
 				t.Errorf("plan: got %+v, want nil", plan)
@@ -359,7 +359,7 @@ func TestUserChangePlansTheSpecWrite(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			before := someSlave(tt.from)
 			snap := Snapshot{Slave: before, Expiring: tt.expiring}
-			c := Change{SlaveID: slaveID, Target: tt.target, Request: ChangeRequest{Message: tt.message}, User: tt.user, Now: now}
+			c := Change{SlaveID: slaveID, Target: tt.target, Request: ChangeRequest{Message: tt.message}, User: tt.user, Now: clockAt(now)}
 			plan, err := UserChange(c, testLimits)(snap)
 			if err != nil {
 				t.Fatalf("got %v, want a plan", err)
@@ -411,7 +411,7 @@ func TestUserChangeWithDurationStoresTheExpiringRecord(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req := ChangeRequest{Message: "for a while", DurationMillis: new(int64(3_600_000)), RevertToState: new(tt.revert),
 				ActionID: tt.actionID, KillTasksOnDecommissionTimeout: tt.kill}
-			c := Change{SlaveID: slaveID, Target: tt.target, Request: req, User: "ops@example.com", Now: now}
+			c := Change{SlaveID: slaveID, Target: tt.target, Request: req, User: "ops@example.com", Now: clockAt(now)}
 			plan, err := UserChange(c, testLimits)(Snapshot{Slave: someSlave(from[tt.target])})
 			if err != nil {
 				t.Fatalf("got %v, want a plan", err)
@@ -457,7 +457,7 @@ func TestUserChangeKeepsTheRequestAsReceivedInTheRecord(t *testing.T) {
 	// SPEC §2.5: expiringAPIRequestObject is "the request as received"; a
 	// request without actionId has none, the generated id belongs to the record.
 	req := ChangeRequest{DurationMillis: new(int64(60_000)), RevertToState: new(Active)}
-	c := Change{SlaveID: slaveID, Target: Frozen, Request: req, Now: 1_700_000_000_000}
+	c := Change{SlaveID: slaveID, Target: Frozen, Request: req, Now: clockAt(1_700_000_000_000)}
 	plan, err := UserChange(c, testLimits)(Snapshot{Slave: someSlave(Active)})
 	if err != nil {
 		t.Fatalf("got %v, want a plan", err)
@@ -468,7 +468,7 @@ func TestUserChangeKeepsTheRequestAsReceivedInTheRecord(t *testing.T) {
 }
 
 func TestUserChangeGeneratesADistinctActionIDEachTime(t *testing.T) {
-	c := Change{SlaveID: slaveID, Target: Frozen, Request: ChangeRequest{DurationMillis: new(int64(60_000)), RevertToState: new(Active)}, Now: 1}
+	c := Change{SlaveID: slaveID, Target: Frozen, Request: ChangeRequest{DurationMillis: new(int64(60_000)), RevertToState: new(Active)}, Now: clockAt(1)}
 	decide := UserChange(c, testLimits)
 	first, err1 := decide(Snapshot{Slave: someSlave(Active)})
 	second, err2 := decide(Snapshot{Slave: someSlave(Active)})
@@ -482,7 +482,7 @@ func TestUserChangeGeneratesADistinctActionIDEachTime(t *testing.T) {
 
 func TestUserChangeLeavesTheDescriptionUntouched(t *testing.T) {
 	before := someSlave(Active)
-	plan, err := UserChange(Change{SlaveID: slaveID, Target: Frozen, Now: 2}, testLimits)(Snapshot{Slave: before})
+	plan, err := UserChange(Change{SlaveID: slaveID, Target: Frozen, Now: clockAt(2)}, testLimits)(Snapshot{Slave: before})
 	if err != nil {
 		t.Fatalf("got %v, want a plan", err)
 	}

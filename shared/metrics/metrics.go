@@ -56,6 +56,11 @@ const (
 	// throttling (the SDK retries them; a sustained count is the alarm).
 	BackendThrottles = "BackendThrottles"
 
+	// LossesHeld counts the machines a report would have marked DEAD and
+	// the mass-loss brake did not: a broken reporter or a partition, until
+	// an operator confirms the loss. Any is the alarm.
+	LossesHeld = "LossesHeld"
+
 	// StateChanges counts slave changes, by Action (freeze, decommission,
 	// activate, delete, delete-expiring, delete-dead) and Result (ok,
 	// refused, failed: the class of the answer's status).

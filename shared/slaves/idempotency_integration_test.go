@@ -37,17 +37,19 @@ func TestIdempotentRetries(t *testing.T) {
 			t.Errorf("got %d history entries, want 2 (report, one freeze)", got)
 		}
 	})
-	t.Run("a retry with the same actionId is answered, not applied again", func(t *testing.T) {
+	t.Run("an actionId is metadata: reused for a legal change, that change is made", func(t *testing.T) {
 		id := seed(t, "idem-action", 1)[0]
-		body := `{"actionId":"3f1c6a3e-8f0e-4d59-9a57-2f1f4b7a0c11","durationMillis":600000,"revertToState":"ACTIVE"}`
-		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", body).want(t, 200, "")
-		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", body).want(t, 200, "")
-		if got := len(history(t, h, id)); got != 2 {
-			t.Errorf("got %d history entries, want 2", got)
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", `{"actionId":"CHG-1001"}`).want(t, 200, "")
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/activate", `{"actionId":"CHG-1001"}`).want(t, 200, "")
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", `{"actionId":"CHG-1001"}`).want(t, 200, "")
+		if got := state(t, h, id); got != "FROZEN" {
+			t.Errorf("got %s, want FROZEN (the third change made)", got)
 		}
-		if got := listExpiring(t, h, id); len(got) != 1 {
-			t.Errorf("got %d expiring records, want 1", len(got))
+		if got := len(history(t, h, id)); got != 4 {
+			t.Errorf("got %d history entries, want 4 (report and three changes)", got)
 		}
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", `{"actionId":"CHG-1001"}`).
+			wantError(t, 409, "FAILURE_ALREADY_AT_STATE - Slave "+id+" is in FROZEN state")
 	})
 	t.Run("a refusal is remembered: the retry gets it even after the state allows the change", func(t *testing.T) {
 		id := seed(t, "idem-refusal", 1)[0]
@@ -115,11 +117,11 @@ func TestReceiptsLastTheWindow(t *testing.T) {
 	id := seed(t, "idem-window", 1)[0]
 	t0 := time.Now().UnixMilli()
 	freeze := func(at int64) error {
-		c := machine.Change{SlaveID: id, Target: machine.Frozen, Now: at}
+		c := machine.Change{SlaveID: id, Target: machine.Frozen, Now: func() int64 { return at }}
 		return store.ApplyOnce(ctx, id, machine.Idempotency{Key: "k", Fingerprint: "f", At: at}, machine.UserChange(c, limits))
 	}
 	activate := func(at int64) error {
-		c := machine.Change{SlaveID: id, Target: machine.Active, Now: at}
+		c := machine.Change{SlaveID: id, Target: machine.Active, Now: func() int64 { return at }}
 		return store.Apply(ctx, id, machine.UserChange(c, limits))
 	}
 	if err := freeze(t0); err != nil {

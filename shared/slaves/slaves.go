@@ -89,6 +89,9 @@ func (h *Handler) caller(r *http.Request, change bool) (access.Identity, error) 
 	return id, nil
 }
 
+// clock reads the time as a change decision takes it, in epoch ms.
+func (h *Handler) clock() int64 { return h.now().UnixMilli() }
+
 // slaveID returns the slave the route names, and notes it on the log line.
 func slaveID(r *http.Request) string {
 	id := r.PathValue("slaveId")
@@ -197,9 +200,8 @@ func (h *Handler) listExpiring(w http.ResponseWriter, r *http.Request) {
 
 // change serves freeze, decommission and activate, whose optional body is a
 // change request rather than a user record. A retry of the same request
-// (same Idempotency-Key header, or same actionId) within
-// machine.IdempotencyWindow gets the first request's answer. action names
-// the change in the StateChanges metric.
+// (same Idempotency-Key header) within machine.IdempotencyWindow gets the
+// first request's answer. action names the change in the StateChanges metric.
 func (h *Handler) change(target machine.State, action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := slaveID(r)
@@ -221,7 +223,7 @@ func (h *Handler) change(target machine.State, action string) http.HandlerFunc {
 			once, err = idempotency(r, id, target, actor, req, h.now())
 		}
 		if err == nil {
-			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: once.At}
+			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.clock}
 			err = h.store.ApplyOnce(r.Context(), id, once, machine.UserChange(c, h.limits))
 		}
 		answer(w, r, action, err)
@@ -231,17 +233,14 @@ func (h *Handler) change(target machine.State, action string) http.HandlerFunc {
 // maxIdempotencyKey bounds the Idempotency-Key header, as common APIs do.
 const maxIdempotencyKey = 255
 
-// idempotency names the request for retries: by its Idempotency-Key header,
-// else by its actionId. The fingerprint covers everything that decides the
-// outcome, so a key reused for another slave, action, body or caller is
-// told apart from a retry.
+// idempotency names the request for retries by its Idempotency-Key header,
+// never by its actionId, which is the caller's metadata. The fingerprint
+// covers everything that decides the outcome, so a key reused for another
+// slave, action, body or caller is told apart from a retry.
 func idempotency(r *http.Request, id string, target machine.State, actor access.Identity, req machine.ChangeRequest, now time.Time) (machine.Idempotency, error) {
 	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	if len(key) > maxIdempotencyKey {
 		return machine.Idempotency{}, fault.Invalid("Idempotency-Key must be at most %d characters", maxIdempotencyKey)
-	}
-	if key == "" {
-		key = req.ActionID
 	}
 	canonical, err := json.Marshal(struct {
 		Slave, Action, Caller string
