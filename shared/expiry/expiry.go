@@ -49,18 +49,19 @@ type Runner struct {
 	// Metrics receives the function's cold start and each run's outcomes;
 	// nil means no metrics.
 	Metrics *metrics.Emitter
+	// Now is the clock: time.Now unless a test sets another.
+	Now func() time.Time
 
 	store         Store
 	limits        machine.Limits
 	deadRetention time.Duration
 	log           *slog.Logger
-	now           func() time.Time
 }
 
 // New returns a runner. limits.MaxDecommissioning applies to reverts into
 // STARTING_DECOMMISSION; deadRetention is how long a DEAD slave is kept.
 func New(store Store, limits machine.Limits, deadRetention time.Duration, log *slog.Logger) *Runner {
-	return &Runner{store: store, limits: limits, deadRetention: deadRetention, log: log, now: time.Now}
+	return &Runner{store: store, limits: limits, deadRetention: deadRetention, log: log, Now: time.Now}
 }
 
 // Result says what one run did. It is both the invocation's response and
@@ -110,7 +111,7 @@ func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error
 // Expire applies every record due now, in parallel.
 func (r *Runner) Expire(ctx context.Context) (Result, error) {
 	ctx, calls := callcount.With(ctx)
-	start := r.now()
+	start := r.Now()
 	now := start.UnixMilli()
 	res := Result{Job: JobExpiry}
 	due, err := r.store.Due(ctx, now)
@@ -154,7 +155,7 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 			break
 		}
 	}
-	res.Millis = r.now().Sub(start).Milliseconds()
+	res.Millis = r.Now().Sub(start).Milliseconds()
 	r.report(ctx, res, calls)
 	return res, nil
 }
@@ -184,16 +185,16 @@ func (r *Runner) count(ctx context.Context, res *Result, id string, outcome mach
 }
 
 // clock reads the time as a decision takes it, in epoch ms.
-func (r *Runner) clock() int64 { return r.now().UnixMilli() }
+func (r *Runner) clock() int64 { return r.Now().UnixMilli() }
 
 // Retain removes the DEAD slaves whose state is older than the retention.
 func (r *Runner) Retain(ctx context.Context) (Result, error) {
 	ctx, calls := callcount.With(ctx)
-	start := r.now()
+	start := r.Now()
 	res := Result{Job: JobRetention}
 	removed, err := r.store.DeleteDead(ctx, start.Add(-r.deadRetention).UnixMilli())
 	res.Removed = removed
-	res.Millis = r.now().Sub(start).Milliseconds()
+	res.Millis = r.Now().Sub(start).Milliseconds()
 	if err != nil {
 		return res, fmt.Errorf("remove dead slaves: %w", err)
 	}

@@ -90,7 +90,7 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 			store := &dueStore{due: tt.due}
 			r := expiry.New(store, machine.Limits{}, time.Hour, lambdalog.New(&out, func(string) string { return "" }))
 			r.Metrics = m
-			expiry.SetClock(r, func() time.Time { return runAt })
+			r.Now = func() time.Time { return runAt }
 			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-expiry-1"})
 
 			got, err := r.Handle(ctx, json.RawMessage(`{"job":"expiry"}`))

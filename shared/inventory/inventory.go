@@ -35,16 +35,18 @@ type Handler struct {
 	// holds back and the throttled backend calls of each report; nil means
 	// no metrics.
 	Metrics *metrics.Emitter
+	// Now is the clock that reports are received by: time.Now unless a test
+	// sets another.
+	Now func() time.Time
 
 	store Store
 	brake machine.LossBrake
 	log   *slog.Logger
-	now   func() time.Time
 }
 
 // New returns a report handler that holds mass losses back with brake.
 func New(store Store, brake machine.LossBrake, log *slog.Logger) *Handler {
-	return &Handler{store: store, brake: brake, log: log, now: time.Now}
+	return &Handler{store: store, brake: brake, log: log, Now: time.Now}
 }
 
 // Result counts what a report did.
@@ -88,7 +90,7 @@ type machineJSON struct {
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
 	h.Metrics.Invocation()
 	ctx, calls := callcount.With(ctx)
-	now := h.now().UnixMilli()
+	now := h.Now().UnixMilli()
 	rep, at, err := parse(event, now)
 	if err != nil {
 		h.log.ErrorContext(ctx, "machine report refused", "error", err.Error())

@@ -36,16 +36,18 @@ type Store interface {
 
 // Handler serves /api/slaves.
 type Handler struct {
+	// Now is the clock: time.Now unless a test sets another.
+	Now func() time.Time
+
 	store  Store
 	policy access.Policy
 	limits machine.Limits
-	now    func() time.Time
 	mux    *http.ServeMux
 }
 
 // New returns the handler of the slave routes.
 func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
-	h := &Handler{store: store, policy: policy, limits: limits, now: time.Now, mux: http.NewServeMux()}
+	h := &Handler{store: store, policy: policy, limits: limits, Now: time.Now, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api/slaves", h.list)
 	h.mux.HandleFunc("GET /api/slaves/{$}", h.list)
 	h.mux.HandleFunc("GET /api/slaves/expiring", h.listExpiring)
@@ -90,7 +92,7 @@ func (h *Handler) caller(r *http.Request, change bool) (access.Identity, error) 
 }
 
 // clock reads the time as a change decision takes it, in epoch ms.
-func (h *Handler) clock() int64 { return h.now().UnixMilli() }
+func (h *Handler) clock() int64 { return h.Now().UnixMilli() }
 
 // slaveID returns the slave the route names, and notes it on the log line.
 func slaveID(r *http.Request) string {
@@ -169,7 +171,7 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	updates, err := h.store.History(r.Context(), id, h.now())
+	updates, err := h.store.History(r.Context(), id, h.Now())
 	if err != nil {
 		web.Error(w, r, err)
 		return
@@ -186,7 +188,7 @@ func (h *Handler) listExpiring(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	records, err := h.store.ListExpiring(r.Context(), h.now())
+	records, err := h.store.ListExpiring(r.Context(), h.Now())
 	if err != nil {
 		web.Error(w, r, err)
 		return
@@ -220,7 +222,7 @@ func (h *Handler) change(target machine.State, action string) http.HandlerFunc {
 		}
 		var once machine.Idempotency
 		if err == nil {
-			once, err = idempotency(r, id, target, actor, req, h.now())
+			once, err = idempotency(r, id, target, actor, req, h.Now())
 		}
 		if err == nil {
 			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.clock}
