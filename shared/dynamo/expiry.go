@@ -94,6 +94,29 @@ func (s *Store) Due(ctx context.Context, now int64) ([]machine.Due, error) {
 	return all, nil
 }
 
+// KeepDeferred keeps the expiring record of slave id from being collected
+// by TTL while its revert waits for room under the decommission limit: a
+// deferred record stays pending, and listed, for as long as it waits. It
+// moves the record's TTL a retention period past now, at most once a day.
+func (s *Store) KeepDeferred(ctx context.Context, id string, now int64) error {
+	if !storable(id) {
+		return nil
+	}
+	at := now/1000 + expiringRetentionSeconds
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.tables.Expiring,
+		Key:                       expiringKey(id),
+		UpdateExpression:          aws.String("SET expiresAt = :at"),
+		ConditionExpression:       aws.String("attribute_exists(machineId) AND expiresAt < :soon"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":at": num(at), ":soon": num(at - 24*3600)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return nil // kept already, or gone
+	}
+	return translate("keep deferred record of "+id, err)
+}
+
 // existing returns the subset of ids that are slaves, with consistent
 // BatchGetItem reads of their keys.
 func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, error) {

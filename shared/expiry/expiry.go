@@ -27,6 +27,7 @@ import (
 type Store interface {
 	Due(ctx context.Context, now int64) ([]machine.Due, error)
 	Apply(ctx context.Context, id string, decide machine.Decide) error
+	KeepDeferred(ctx context.Context, id string, now int64) error
 	DeleteDead(ctx context.Context, before int64) (int, error)
 }
 
@@ -133,6 +134,13 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 			for id := range queue {
 				var outcome machine.Outcome
 				err := r.store.Apply(ctx, id, machine.Expire(id, r.clock, r.limits, &outcome))
+				if isDeferred(err) {
+					// It waits for a slot, however long that takes:
+					// keep it from being collected meanwhile.
+					if kerr := r.store.KeepDeferred(ctx, id, now); kerr != nil {
+						r.log.WarnContext(ctx, "deferred record not kept", "slave_id", id, "error", kerr.Error())
+					}
+				}
 				mu.Lock()
 				r.count(ctx, &res, id, outcome, err)
 				deferred[id] = isDeferred(err)

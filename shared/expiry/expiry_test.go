@@ -61,6 +61,8 @@ func (s *dueStore) Apply(ctx context.Context, id string, decide machine.Decide) 
 	return err
 }
 
+func (s *dueStore) KeepDeferred(ctx context.Context, id string, now int64) error { return nil }
+
 func (s *dueStore) DeleteDead(ctx context.Context, before int64) (int, error) { return 0, nil }
 
 func minutesAgo(m int) int64 { return runAt.Add(-time.Duration(m) * time.Minute).UnixMilli() }

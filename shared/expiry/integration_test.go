@@ -372,6 +372,45 @@ func TestRecordsPastTheirTTLAreNotListed(t *testing.T) {
 	}
 }
 
+func TestADeferredRevertStaysListedAndAppliesOnceASlotFrees(t *testing.T) {
+	ids := seed(t, "deferred", 3)
+	t.Cleanup(func() {
+		for _, id := range ids {
+			_, _ = store.Delete(context.Background(), id, nil)
+		}
+	})
+	waiting, busy := ids[0], ids[1:]
+	for _, id := range busy {
+		call(t, "POST", "/api/slaves/slave/"+id+"/decommission", "")
+	}
+	// Due an hour ago, and within an hour of being collected by TTL, as a
+	// record that has waited for a slot for most of a week would be.
+	putRecord(t, waiting, "STARTING_DECOMMISSION", time.Now().Add(-time.Hour).UnixMilli(), time.Now().Add(time.Hour))
+	if res := expire(t, runner(local.DynamoDB)); res.Deferred != 1 {
+		t.Fatalf("got %+v, want the revert deferred", res)
+	}
+	if !pending(t)[waiting] {
+		t.Fatalf("got the deferred record unlisted, want it listed while it waits")
+	}
+	out, err := local.DynamoDB.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(tables.Expiring),
+		Key: map[string]types.AttributeValue{"machineId": &types.AttributeValueMemberS{Value: waiting}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ttl int64
+	fmt.Sscan(out.Item["expiresAt"].(*types.AttributeValueMemberN).Value, &ttl)
+	if min := time.Now().Add(6 * 24 * time.Hour).Unix(); ttl < min {
+		t.Errorf("got TTL %d, want it moved at least six days ahead (%d) while the record waits", ttl, min)
+	}
+	call(t, "POST", "/api/slaves/slave/"+busy[0]+"/activate", "")
+	if res := expire(t, runner(local.DynamoDB)); res.Applied != 1 {
+		t.Fatalf("got %+v, want the revert applied once a slot freed", res)
+	}
+	if h := history(t, waiting); h[0].State != "STARTING_DECOMMISSION" || h[0].Message != machine.ExpiryMessage || pending(t)[waiting] {
+		t.Errorf("got history %+v, want the revert applied and the record gone", h)
+	}
+}
+
 func TestHistoryExpiresOnlyOnceSuperseded(t *testing.T) {
 	id := seed(t, "history", 1)[0]
 	call(t, "POST", "/api/slaves/slave/"+id+"/freeze", "")
@@ -386,8 +425,10 @@ func TestHistoryExpiresOnlyOnceSuperseded(t *testing.T) {
 	if len(out.Items) != 2 {
 		t.Fatalf("got %d entries, want 2", len(out.Items))
 	}
+	// The superseded entry expires the retention after it was superseded:
+	// after the current entry's time.
 	first, current := out.Items[0], out.Items[1]
-	ts := first["timestamp"].(*types.AttributeValueMemberN).Value
+	ts := current["timestamp"].(*types.AttributeValueMemberN).Value
 	var ms int64
 	fmt.Sscan(ts, &ms)
 	want := fmt.Sprint((ms + historyRetention.Milliseconds()) / 1000)
