@@ -330,6 +330,9 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		case "SlavesFunction":
 			want = maps.Clone(want)
 			want["GOMEMLIMIT"] = "900MiB"
+		case "InventoryFunction":
+			want = maps.Clone(want)
+			want["MAX_LOST_FRACTION"], want["LOST_WINDOW"] = "0.2", "60s"
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got %v, want %v", fn, got, want)
