@@ -101,3 +101,31 @@ func TestHistoryRetentionCountsFromWhenAnEntryWasSuperseded(t *testing.T) {
 		t.Errorf("got history %+v, want FROZEN and the ACTIVE it left", got)
 	}
 }
+
+func TestADecommissionOrderingTimeFromTheFutureDoesNotPushOtherSlavesForward(t *testing.T) {
+	h := api(t, access.Policy{})
+	ids := seed(t, "race-future", 2)
+	t.Cleanup(func() {
+		for _, id := range ids {
+			_, _ = store.Delete(context.Background(), id, nil)
+		}
+	})
+	unlimited := machine.Limits{MaxExpiring: limits.MaxExpiring}
+	decommission := func(id string, at int64) {
+		t.Helper()
+		c := machine.Change{SlaveID: id, Target: machine.StartingDecommission, Now: func() int64 { return at }}
+		if err := store.Apply(context.Background(), id, machine.UserChange(c, unlimited)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A change stamped by a clock a day ahead (as a report from a skewed
+	// scheduler was, before report times were clamped) left the
+	// decommissioning set's ordering time in the future.
+	ahead := time.Now().Add(24 * time.Hour).UnixMilli()
+	decommission(ids[0], ahead)
+	now := time.Now().UnixMilli()
+	decommission(ids[1], now)
+	if got := history(t, h, ids[1])[0]; got.Timestamp != now {
+		t.Errorf("got the other slave's decommission stamped %d, want the time it was made, %d", got.Timestamp, now)
+	}
+}
