@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/metrics"
 )
@@ -104,7 +105,9 @@ func OK(w http.ResponseWriter) {
 
 // DecodeBody reads the optional JSON body into v and reports whether there
 // was one. An empty body, `{}` and `null` mean no body; a body that is not
-// JSON is fault.Invalid; one over MaxBody is fault.TooLarge.
+// JSON is fault.Invalid; one over MaxBody is fault.TooLarge. Field names
+// match exactly: a key in another case is an unknown field, ignored like
+// any other (see exactjson).
 func DecodeBody(r *http.Request, v any) (bool, error) {
 	if r.Body == nil {
 		return false, nil
@@ -120,7 +123,7 @@ func DecodeBody(r *http.Request, v any) (bool, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return false, nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := exactjson.Unmarshal(raw, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			if typeErr.Field == "" {
