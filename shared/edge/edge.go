@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/exactjson"
 )
 
 // ErrNotProxyEvent reports a Lambda payload that is not an API Gateway proxy
@@ -91,7 +92,7 @@ func Request(ctx context.Context, event json.RawMessage) (*http.Request, Format,
 			} `json:"http"`
 		} `json:"requestContext"`
 	}
-	if err := json.Unmarshal(event, &probe); err != nil {
+	if err := exactjson.Unmarshal(event, &probe); err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", ErrNotProxyEvent, err)
 	}
 	format, method := FormatV1, probe.HTTPMethod
@@ -195,11 +196,12 @@ func fromV2(event json.RawMessage) (proxy, error) {
 	return p, nil
 }
 
-// decode keeps authorizer numbers as json.Number so numeric ids keep every digit.
+// decode reads an event's fields by their exact names, as the gateway
+// writes them, so a field in another case can never stand in for one
+// (exactjson); authorizer numbers stay json.Number so that numeric ids
+// keep every digit.
 func decode(event json.RawMessage, v any) error {
-	d := json.NewDecoder(bytes.NewReader(event))
-	d.UseNumber()
-	return d.Decode(v)
+	return exactjson.UnmarshalUseNumber(event, v)
 }
 
 func (p proxy) request(ctx context.Context) (*http.Request, error) {

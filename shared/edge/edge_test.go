@@ -253,6 +253,58 @@ func TestHandlerServesEveryFixtureThroughTheMux(t *testing.T) {
 	}
 }
 
+func TestEventFieldsMatchOnlyTheirExactNames(t *testing.T) {
+	tests := []struct {
+		name          string
+		event         string
+		pattern, path string
+		groups        []string
+	}{
+		{
+			name:    "a REST method and path in another case are unknown fields",
+			event:   `{"httpMethod":"GET","path":"/api/slaves","PATH":"/api/slaves/dead","HttpMethod":"DELETE"}`,
+			pattern: "GET /api/slaves", path: "/api/slaves",
+		},
+		{
+			name: "a REST request context in another case cannot add to the authorizer's",
+			event: `{"httpMethod":"GET","path":"/api/slaves","requestContext":{"authorizer":{"principalId":"u","groups":"ops"}},` +
+				`"RequestContext":{"authorizer":{"groups":"admin"}}}`,
+			pattern: "GET /api/slaves", path: "/api/slaves", groups: []string{"ops"},
+		},
+		{
+			name: "an HTTP API path and method in another case are unknown fields",
+			event: `{"version":"2.0","rawPath":"/api/slaves","RawPath":"/api/slaves/dead",` +
+				`"requestContext":{"http":{"method":"GET"},"HTTP":{"method":"DELETE"},"authorizer":{"lambda":{"id":"u","groups":"ops"}},"Authorizer":{"lambda":{"groups":"admin"}}}}`,
+			pattern: "GET /api/slaves", path: "/api/slaves", groups: []string{"ops"},
+		},
+		{
+			name: "a version in another case does not make a REST event an HTTP API one",
+			event: `{"Version":"2.0","httpMethod":"GET","path":"/api/slaves",` +
+				`"rawPath":"/api/slaves/dead","requestContext":{"http":{"method":"DELETE"}}}`,
+			pattern: "GET /api/slaves", path: "/api/slaves",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := invoke(t, t.Context(), testMux(), json.RawMessage(tt.event))
+			var s seen
+			if err := json.Unmarshal([]byte(a.Body), &s); err != nil || a.StatusCode != http.StatusOK {
+				t.Fatalf("got status %d body %s, want 200 and the echo JSON", a.StatusCode, a.Body)
+			}
+			if s.Pattern != tt.pattern || s.Path != tt.path {
+				t.Errorf("got %q at %q, want %q at %q", s.Pattern, s.Path, tt.pattern, tt.path)
+			}
+			var groups []string
+			if s.Identity != nil {
+				groups = s.Identity.Groups
+			}
+			if !slices.Equal(groups, tt.groups) {
+				t.Errorf("got groups %q, want %q", groups, tt.groups)
+			}
+		})
+	}
+}
+
 func TestRequestIDPrefersTheGatewayIDOverTheLambdaID(t *testing.T) {
 	lambdaCtx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "lambda-7"})
 	noGatewayID := withField(t, fixture(t, "rest-iam.json"), []string{"requestContext", "requestId"}, "")
