@@ -147,7 +147,7 @@ func TestHandlerServesEveryFixtureThroughTheMux(t *testing.T) {
 			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin", "ops"}},
 		},
 		{
-			name: "a REST Lambda authorizer caller is its principal with the context's email, name and groups", file: "rest-lambda-authorizer.json",
+			name: "a REST Lambda authorizer caller is its principal with the context's email, name and comma-separated groups", file: "rest-lambda-authorizer.json",
 			pattern: "GET /api/slaves/expiring", path: "/api/slaves/expiring", requestURI: "/api/slaves/expiring",
 			host: "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "3f2e1d0c-9b8a-4776-8554-433221100fed",
 			query:    url.Values{},
@@ -177,13 +177,13 @@ func TestHandlerServesEveryFixtureThroughTheMux(t *testing.T) {
 			absentHeader: "Host",
 		},
 		{
-			name: "an HTTP API JWT caller gets the claims identity with groups parsed from a space-separated list", file: "http-jwt.json",
+			name: "an HTTP API JWT caller gets the claims identity, whose bracketed space-separated groups are one name", file: "http-jwt.json",
 			pattern: "POST /api/slaves/slave/{slaveId}/activate", slaveID: slaveID, path: "/api/slaves/slave/" + slaveID + "/activate",
 			requestURI: "/api/slaves/slave/" + slaveID + "/activate",
 			host:       "q7w8e9r0t1.execute-api.us-east-1.amazonaws.com", remoteAddr: "198.51.100.23", requestID: "BVgA1jKLoAMEc2Q=",
 			query: url.Values{}, body: `{"message":"back in service"}`,
 			header:   http.Header{"Content-Type": {"application/json"}},
-			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin", "ops"}},
+			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin ops"}},
 		},
 		{
 			name: "an HTTP API Lambda authorizer caller is its context's userId with JSON-array groups", file: "http-lambda-authorizer.json",
@@ -582,13 +582,45 @@ func TestGroupsReadsEveryFormTheGatewayDelivers(t *testing.T) {
 	}{
 		{"a single group", "admin", []string{"admin"}},
 		{"a comma-separated list", "admin,ops", []string{"admin", "ops"}},
+		{"space around names is trimmed", " admin , ops ", []string{"admin", "ops"}},
 		{"a REST Cognito bracketed list", "[admin, ops]", []string{"admin", "ops"}},
-		{"an HTTP API bracketed list", "[admin ops]", []string{"admin", "ops"}},
 		{"a JSON array in a string", `["admin","ops"]`, []string{"admin", "ops"}},
+		{"a JSON array in a string with space around it", ` ["admin", "ops"] `, []string{"admin", "ops"}},
 		{"a real JSON array", []any{"admin", "ops"}, []string{"admin", "ops"}},
 		{"an empty string", "", nil},
+		{"only space", " \t ", nil},
+		{"only commas", " , ,", nil},
 		{"empty brackets", "[]", nil},
+		{"an empty JSON array", []any{}, nil},
 		{"no claim at all", nil, nil},
+		{"a claim that is neither a string nor an array", json.Number("7"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := groups(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// A group name may hold spaces: splitting on them would read "Helpdesk
+// Admins" as the group "Admins" and let a help desk change slaves.
+func TestGroupsKeepSpacesInsideNames(t *testing.T) {
+	tests := []struct {
+		name string
+		in   any
+		want []string
+	}{
+		{"a name with a space is one group", "Helpdesk Admins", []string{"Helpdesk Admins"}},
+		{"a name with a tab is one group", "Helpdesk\tAdmins", []string{"Helpdesk\tAdmins"}},
+		{"a list of names with spaces", "Ops, Helpdesk Admins ,Site Reliability", []string{"Ops", "Helpdesk Admins", "Site Reliability"}},
+		{"a bracketed name with a space is one group", "[Helpdesk Admins]", []string{"Helpdesk Admins"}},
+		{"a bracketed space-separated list is one name", "[admin ops]", []string{"admin ops"}},
+		{"a bracketed list of names with spaces", "[Ops, Helpdesk Admins]", []string{"Ops", "Helpdesk Admins"}},
+		{"only one pair of brackets is stripped", "[[admin]]", []string{"[admin]"}},
+		{"a JSON array in a string keeps spaces inside names", `["Helpdesk Admins", " ops "]`, []string{"Helpdesk Admins", "ops"}},
+		{"a real JSON array keeps spaces inside names", []any{"Helpdesk Admins", " ops ", ""}, []string{"Helpdesk Admins", "ops"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
