@@ -183,6 +183,17 @@ func fromV2(event json.RawMessage) (proxy, error) {
 	rc := e.RequestContext
 	p := proxy{method: rc.HTTP.Method, rawPath: e.RawPath, rawQuery: e.RawQueryString, header: http.Header{},
 		body: e.Body, base64: e.IsBase64Encoded, host: rc.DomainName, sourceIP: rc.HTTP.SourceIP, requestID: rc.RequestID}
+	// The raw query keeps every repeated value, which the parameters join
+	// with commas. A raw query Go cannot parse (a ";" inside a value) was
+	// still accepted by the gateway: read it as the gateway did, rather
+	// than have web.Wrap refuse it as malformed.
+	if _, err := url.ParseQuery(p.rawQuery); err != nil {
+		query := url.Values{}
+		for k, v := range e.QueryStringParameters {
+			query.Set(k, v)
+		}
+		p.rawQuery = query.Encode()
+	}
 	for k, v := range e.Headers {
 		p.header.Set(k, v) // repeated headers arrive comma-joined, which HTTP allows
 	}

@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/web"
 )
 
 // seen is what the test mux saw of a request, sent back as the response body.
@@ -300,6 +303,35 @@ func TestEventFieldsMatchOnlyTheirExactNames(t *testing.T) {
 			}
 			if !slices.Equal(groups, tt.groups) {
 				t.Errorf("got groups %q, want %q", groups, tt.groups)
+			}
+		})
+	}
+}
+
+// The gateway refuses a query string it cannot parse; one it passed on is
+// read as the gateway read it, so web.Wrap never refuses it in Lambda.
+func TestAnHTTPAPIQueryThatDoesNotParseIsReadFromTheGatewaysParameters(t *testing.T) {
+	tests := []struct {
+		name, raw string
+		params    map[string]string
+		want      url.Values
+	}{
+		{"a semicolon inside a value", "state=FROZEN;x", map[string]string{"state": "FROZEN;x"}, url.Values{"state": {"FROZEN;x"}}},
+		{"a percent sign escaping nothing", "state=FROZEN%", map[string]string{"state": "FROZEN%"}, url.Values{"state": {"FROZEN%"}}},
+		{"a query that parses keeps its raw form and every value", "state=ACTIVE&state=FROZEN", map[string]string{"state": "ACTIVE,FROZEN"}, url.Values{"state": {"ACTIVE", "FROZEN"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			params, _ := json.Marshal(tt.params)
+			event := fmt.Sprintf(`{"version":"2.0","rawPath":"/api/slaves","rawQueryString":%q,"queryStringParameters":%s,"requestContext":{"http":{"method":"GET"}}}`, tt.raw, params)
+			h := web.Wrap(testMux(), web.Options{Logger: slog.New(slog.DiscardHandler)})
+			a := invoke(t, t.Context(), h, json.RawMessage(event))
+			var s seen
+			if err := json.Unmarshal([]byte(a.Body), &s); err != nil || a.StatusCode != http.StatusOK {
+				t.Fatalf("got status %d body %s, want 200 and the echo JSON", a.StatusCode, a.Body)
+			}
+			if !reflect.DeepEqual(s.Query, tt.want) {
+				t.Errorf("got query %v, want %v", s.Query, tt.want)
 			}
 		})
 	}

@@ -23,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
@@ -249,8 +250,9 @@ func logger(r *http.Request) *slog.Logger {
 
 // Wrap serves h with a request id, one log line per request, a JSON 500 for
 // a panic, a JSON 404 for paths with empty, "." or ".." segments, which
-// ServeMux would otherwise redirect to another route, and gzip for large
-// bodies when the client accepts it.
+// ServeMux would otherwise redirect to another route, a JSON 400 for a
+// query string that does not parse, and gzip for large bodies when the
+// client accepts it.
 //
 // The log line ("request") holds request_id, method, route, path, status,
 // latency_ms, what handlers added with Note, and backend_calls: the AWS SDK
@@ -296,6 +298,13 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 		}()
 		if !cleanPath(r.URL.EscapedPath()) {
 			NotFound(out, r)
+			return
+		}
+		// A route reads its parameters with URL.Query, which drops a pair
+		// it cannot decode: GET /api/slaves?state=FROZEN% would list every
+		// slave. API Gateway refuses such a query itself, and so does this.
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			Error(out, r, fault.Invalid("malformed query string"))
 			return
 		}
 		h.ServeHTTP(out, r)

@@ -383,6 +383,53 @@ func TestWrapPaths(t *testing.T) {
 	}
 }
 
+// A query string that does not parse is a JSON 400 before any route runs,
+// as API Gateway answers it: a route that read it would otherwise see it
+// with the bad pair dropped, and answer as if it had not been sent.
+func TestWrapRefusesAMalformedQueryString(t *testing.T) {
+	tests := []struct {
+		name, target string
+		wantStatus   int
+	}{
+		{"a percent sign escaping nothing", "/api/slaves/?state=FROZEN%", 400},
+		{"an escape that is not hexadecimal", "/api/slaves/?state=%zz", 400},
+		{"a bad escape in a key", "/api/slaves/?st%ate=FROZEN", 400},
+		{"a bad pair after a good one", "/api/slaves/?verbose=true&state=FROZEN%2", 400},
+		{"a semicolon separator", "/api/slaves/?state=FROZEN;verbose=true", 400},
+		{"a bad query on an unknown route", "/api/nothing?state=%", 400},
+		{"an escaped percent sign", "/api/slaves/?state=FROZEN%25", 200},
+		{"an escaped semicolon", "/api/slaves/?state=FROZEN%3B", 200},
+		{"an empty value and an empty query", "/api/slaves/?state=&", 200},
+		{"no query", "/api/slaves/", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var called bool
+			h := web.Wrap(testMux(&called), web.Options{Logger: slog.New(slog.DiscardHandler)})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.target, nil))
+			if rec.Code != tt.wantStatus {
+				t.Fatalf("got status %d (%s), want %d", rec.Code, rec.Body.String(), tt.wantStatus)
+			}
+			if got := rec.Header().Get("Content-Type"); got != "application/json" {
+				t.Errorf("got Content-Type %q, want application/json", got)
+			}
+			if tt.wantStatus == 200 {
+				if !called {
+					t.Error("got the route skipped, want it called")
+				}
+				return
+			}
+			if called {
+				t.Error("got the route called, want it skipped")
+			}
+			if want := `{"code":400,"message":"malformed query string"}`; rec.Body.String() != want {
+				t.Errorf("got body %s, want %s", rec.Body.String(), want)
+			}
+		})
+	}
+}
+
 func TestWrapLogsOneLinePerRequest(t *testing.T) {
 	tests := []struct {
 		name      string
