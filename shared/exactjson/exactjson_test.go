@@ -24,32 +24,34 @@ type inner struct {
 }
 
 type outer struct {
-	Message        string                `json:"message"`
-	DurationMillis *int64                `json:"durationMillis"`
-	Child          inner                 `json:"child"`
-	Ptr            *inner                `json:"ptr"`
-	PtrPtr         **inner               `json:"ptrPtr"`
-	Children       []inner               `json:"children"`
-	Pointers       []*inner              `json:"pointers"`
-	Pair           [2]inner              `json:"pair"`
-	ByName         map[string]inner      `json:"byName"`
-	ByNum          map[int]*inner        `json:"byNum"`
-	Nested         [][]inner             `json:"nested"`
-	Labels         map[string]string     `json:"labels"`
-	Lists          map[string][]string   `json:"lists"`
-	Deep           map[string][]inner    `json:"deep"`
-	Raw            json.RawMessage       `json:"raw"`
-	Any            any                   `json:"any"`
-	Custom         shout                 `json:"custom"`
-	When           time.Time             `json:"when"`
-	Quoted         int64                 `json:"quoted,string"`
-	Untagged       string                // bound by its Go name
-	Dash           string                `json:"-,"` // named "-"
-	Hidden         string                `json:"-"`
-	Bad            string                `json:"a\"b"` // an invalid tag name: the Go name counts
-	Objects        map[string]any        `json:"objects"`
-	Embedded       map[string]*outer     `json:"embedded,omitempty"`
-	Inline         struct{ Name string } `json:"inline"`
+	Message        string              `json:"message"`
+	DurationMillis *int64              `json:"durationMillis"`
+	Child          inner               `json:"child"`
+	Ptr            *inner              `json:"ptr"`
+	PtrPtr         **inner             `json:"ptrPtr"`
+	Children       []inner             `json:"children"`
+	Pointers       []*inner            `json:"pointers"`
+	Pair           [2]inner            `json:"pair"`
+	ByName         map[string]inner    `json:"byName"`
+	ByNum          map[int]*inner      `json:"byNum"`
+	Nested         [][]inner           `json:"nested"`
+	Labels         map[string]string   `json:"labels"`
+	Lists          map[string][]string `json:"lists"`
+	Deep           map[string][]inner  `json:"deep"`
+	Raw            json.RawMessage     `json:"raw"`
+	Any            any                 `json:"any"`
+	Custom         shout               `json:"custom"`
+	When           time.Time           `json:"when"`
+	Quoted         int64               `json:"quoted,string"`
+	Untagged       string              // bound by its Go name
+	//lint:ignore SA5008 the tag names the field "-", as encoding/json reads it
+	Dash   string `json:"-,"`
+	Hidden string `json:"-"`
+	//lint:ignore SA5008 an invalid tag name, which encoding/json ignores for the Go name
+	Bad      string                `json:"a\"b"`
+	Objects  map[string]any        `json:"objects"`
+	Embedded map[string]*outer     `json:"embedded,omitempty"`
+	Inline   struct{ Name string } `json:"inline"`
 }
 
 // shout decodes itself: it sees its JSON exactly as sent.
