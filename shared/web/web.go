@@ -296,15 +296,16 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 			}
 			s.finish(r, rec.status, time.Since(start), calls)
 		}()
-		if !cleanPath(r.URL.EscapedPath()) {
-			NotFound(out, r)
-			return
-		}
 		// A route reads its parameters with URL.Query, which drops a pair
 		// it cannot decode: GET /api/slaves?state=FROZEN% would list every
-		// slave. API Gateway refuses such a query itself, and so does this.
+		// slave. API Gateway refuses such a request before it looks for a
+		// route, and so does this.
 		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 			Error(out, r, fault.Invalid("malformed query string"))
+			return
+		}
+		if !cleanPath(r.URL.EscapedPath()) {
+			NotFound(out, r)
 			return
 		}
 		h.ServeHTTP(out, r)

@@ -397,6 +397,7 @@ func TestWrapRefusesAMalformedQueryString(t *testing.T) {
 		{"a bad pair after a good one", "/api/slaves/?verbose=true&state=FROZEN%2", 400},
 		{"a semicolon separator", "/api/slaves/?state=FROZEN;verbose=true", 400},
 		{"a bad query on an unknown route", "/api/nothing?state=%", 400},
+		{"a bad query on a path that navigates", "/api/slaves/../x?state=%", 400},
 		{"an escaped percent sign", "/api/slaves/?state=FROZEN%25", 200},
 		{"an escaped semicolon", "/api/slaves/?state=FROZEN%3B", 200},
 		{"an empty value and an empty query", "/api/slaves/?state=&", 200},
