@@ -288,7 +288,8 @@ func (d *Doc) check(o *operation, params map[string]string, req *http.Request, s
 // CheckAny is Check for a client that may send anything: a request that no
 // operation describes must get the answer the service gives an unknown
 // route, a JSON 404 error body (web.NotFound), which is checked against the
-// Error schema.
+// Error schema. A query string that does not parse is refused before any
+// route is looked up (web.Wrap), so there the answer must be a JSON 400.
 func (d *Doc) CheckAny(req *http.Request, status int, header http.Header, body []byte) error {
 	err := d.Check(req, status, header, body)
 	if !errors.Is(err, ErrUndescribed) {
@@ -297,11 +298,15 @@ func (d *Doc) CheckAny(req *http.Request, status int, header http.Header, body [
 	d.mu.Lock()
 	d.undescribed++
 	d.mu.Unlock()
-	if status != http.StatusNotFound {
-		return fmt.Errorf("%w, yet it was answered %d %.200q, not a 404", err, status, body)
+	want := http.StatusNotFound
+	if _, bad := url.ParseQuery(req.URL.RawQuery); bad != nil {
+		want = http.StatusBadRequest
+	}
+	if status != want {
+		return fmt.Errorf("%w, yet it was answered %d %.200q, not a %d", err, status, body, want)
 	}
 	if bad := d.checkError(status, header, body); bad != nil {
-		return fmt.Errorf("%w, and its 404: %w", err, bad)
+		return fmt.Errorf("%w, and its %d: %w", err, status, bad)
 	}
 	return nil
 }

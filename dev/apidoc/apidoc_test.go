@@ -144,6 +144,9 @@ func TestCheckAny(t *testing.T) {
 		{"an undescribed route answered 200 fails", "GET", "/api/slaves/extra", 200, jsonHeader(), `[]`, false},
 		{"an undescribed route answered with bare text fails", "GET", "/api/slaves/extra", 404, jsonHeader("Content-Type", "text/plain"), `404 page not found`, false},
 		{"an undescribed route answered with another error shape fails", "GET", "/api/slaves/extra", 404, jsonHeader(), `{"error":"not found"}`, false},
+		{"an undescribed route with a query that does not parse answered with a JSON 400 passes", "GET", "/api/slaves/extra?state=%", 400, jsonHeader(), `{"code":400,"message":"malformed query string"}`, true},
+		{"an undescribed route with a query that does not parse answered 404 fails", "GET", "/api/slaves/extra?state=%", 404, jsonHeader(), `{"code":404,"message":"no route"}`, false},
+		{"an undescribed route with a query that parses answered 400 fails", "GET", "/api/slaves/extra?state=%25", 400, jsonHeader(), `{"code":400,"message":"malformed query string"}`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

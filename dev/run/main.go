@@ -4,7 +4,8 @@
 // moto_server there, creates the tables and log buckets of template.yaml if
 // absent, and stops what it started on Ctrl-C. It also serves the API's
 // OpenAPI description, openapi.yaml, at /api/openapi.yaml and, converted,
-// at /api/openapi.json.
+// at /api/openapi.json. Like API Gateway, it answers a request that is not
+// valid HTTP with a JSON error.
 package main
 
 import (
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/dev/apidoc"
+	"github.com/fleetops/fleet/dev/jsonerrors"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -45,32 +47,52 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer local.Close()
+	h, logsCfg, err := api(ctx, local, log)
+	if err != nil {
+		return err
+	}
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "3000"
+	}
+	addr := net.JoinHostPort("127.0.0.1", port)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", addr, local.Moto.Endpoint, logsCfg.Buckets)
+	return serve(ctx, ln, h)
+}
 
+// api returns the whole API over the emulator of local, with the handlers
+// and the configuration the functions use, and the log function's
+// configuration.
+func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handler, config.Logs, error) {
 	// The functions read the same variables the template gives them;
 	// locally, auth is off unless AUTH_MODE says otherwise.
 	slavesEnv, err := localEnv(local, "SlavesFunction")
 	if err != nil {
-		return err
+		return nil, config.Logs{}, err
 	}
 	cfg, err := config.LoadSlaves(slavesEnv)
 	if err != nil {
-		return err
+		return nil, config.Logs{}, err
 	}
 	store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention)
 	if err != nil {
-		return err
+		return nil, config.Logs{}, err
 	}
 	logsEnv, err := localEnv(local, "LogsFunction")
 	if err != nil {
-		return err
+		return nil, config.Logs{}, err
 	}
 	logsCfg, err := config.LoadLogs(logsEnv)
 	if err != nil {
-		return err
+		return nil, config.Logs{}, err
 	}
 	logStore, err := logstore.Open(ctx, logsCfg.PathStyle)
 	if err != nil {
-		return err
+		return nil, config.Logs{}, err
 	}
 
 	mux := http.NewServeMux()
@@ -82,21 +104,23 @@ func run(ctx context.Context, log *slog.Logger) error {
 	mux.Handle("/api/logs/", logRoutes)
 	doc, err := apidoc.Load()
 	if err != nil {
-		return err
+		return nil, config.Logs{}, err
 	}
 	mux.HandleFunc("GET /api/openapi.json", document("application/json", doc.JSON()))
 	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
 	mux.HandleFunc("/", web.NotFound)
+	return web.Wrap(mux, web.Options{Logger: log}), logsCfg, nil
+}
 
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "3000"
-	}
-	addr := net.JoinHostPort("127.0.0.1", port)
-	srv := &http.Server{Addr: addr, Handler: web.Wrap(mux, web.Options{Logger: log}), ReadHeaderTimeout: 10 * time.Second}
+// serve serves h on ln until ctx ends. A request that net/http refuses
+// before any handler runs (a malformed path escape, oversized headers, a
+// bad Host) gets a JSON error like every other answer of the API, not
+// net/http's plain text: API Gateway never hands such a request to the
+// functions, so only the local server meets it (see jsonerrors).
+func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", addr, local.Moto.Endpoint, logsCfg.Buckets)
+	go func() { errc <- srv.Serve(jsonerrors.Listener(ln)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -24,9 +24,11 @@ const (
 
 // Identity is the caller as the platform established it.
 type Identity struct {
-	ID     string
-	Name   string
-	Email  string
+	ID    string
+	Name  string
+	Email string
+	// Groups are whole group names, spaces included; a policy compares
+	// them with its own groups exactly.
 	Groups []string
 }
 

@@ -164,6 +164,9 @@ func (r *reader) duration(name string, def time.Duration) time.Duration {
 	return d
 }
 
+// list reads a comma-separated list. Only commas separate: a space inside
+// an entry is part of it (the group "Helpdesk Admins" is not "Admins"),
+// space around one is trimmed, and empty entries are dropped.
 func (r *reader) list(name string) []string {
 	var out []string
 	for _, part := range strings.Split(r.getenv(name), ",") {

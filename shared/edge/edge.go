@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/exactjson"
 )
 
 // ErrNotProxyEvent reports a Lambda payload that is not an API Gateway proxy
@@ -91,7 +92,7 @@ func Request(ctx context.Context, event json.RawMessage) (*http.Request, Format,
 			} `json:"http"`
 		} `json:"requestContext"`
 	}
-	if err := json.Unmarshal(event, &probe); err != nil {
+	if err := exactjson.Unmarshal(event, &probe); err != nil {
 		return nil, 0, fmt.Errorf("%w: %v", ErrNotProxyEvent, err)
 	}
 	format, method := FormatV1, probe.HTTPMethod
@@ -182,6 +183,17 @@ func fromV2(event json.RawMessage) (proxy, error) {
 	rc := e.RequestContext
 	p := proxy{method: rc.HTTP.Method, rawPath: e.RawPath, rawQuery: e.RawQueryString, header: http.Header{},
 		body: e.Body, base64: e.IsBase64Encoded, host: rc.DomainName, sourceIP: rc.HTTP.SourceIP, requestID: rc.RequestID}
+	// The raw query keeps every repeated value, which the parameters join
+	// with commas. A raw query Go cannot parse (a ";" inside a value) was
+	// still accepted by the gateway: read it as the gateway did, rather
+	// than have web.Wrap refuse it as malformed.
+	if _, err := url.ParseQuery(p.rawQuery); err != nil {
+		query := url.Values{}
+		for k, v := range e.QueryStringParameters {
+			query.Set(k, v)
+		}
+		p.rawQuery = query.Encode()
+	}
 	for k, v := range e.Headers {
 		p.header.Set(k, v) // repeated headers arrive comma-joined, which HTTP allows
 	}
@@ -195,11 +207,12 @@ func fromV2(event json.RawMessage) (proxy, error) {
 	return p, nil
 }
 
-// decode keeps authorizer numbers as json.Number so numeric ids keep every digit.
+// decode reads an event's fields by their exact names, as the gateway
+// writes them, so a field in another case can never stand in for one
+// (exactjson); authorizer numbers stay json.Number so that numeric ids
+// keep every digit.
 func decode(event json.RawMessage, v any) error {
-	d := json.NewDecoder(bytes.NewReader(event))
-	d.UseNumber()
-	return d.Decode(v)
+	return exactjson.UnmarshalUseNumber(event, v)
 }
 
 func (p proxy) request(ctx context.Context) (*http.Request, error) {

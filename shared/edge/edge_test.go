@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/web"
 )
 
 // seen is what the test mux saw of a request, sent back as the response body.
@@ -147,7 +150,7 @@ func TestHandlerServesEveryFixtureThroughTheMux(t *testing.T) {
 			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin", "ops"}},
 		},
 		{
-			name: "a REST Lambda authorizer caller is its principal with the context's email, name and groups", file: "rest-lambda-authorizer.json",
+			name: "a REST Lambda authorizer caller is its principal with the context's email, name and comma-separated groups", file: "rest-lambda-authorizer.json",
 			pattern: "GET /api/slaves/expiring", path: "/api/slaves/expiring", requestURI: "/api/slaves/expiring",
 			host: "a1b2c3d4e5.execute-api.us-east-1.amazonaws.com", remoteAddr: "203.0.113.7", requestID: "3f2e1d0c-9b8a-4776-8554-433221100fed",
 			query:    url.Values{},
@@ -177,13 +180,13 @@ func TestHandlerServesEveryFixtureThroughTheMux(t *testing.T) {
 			absentHeader: "Host",
 		},
 		{
-			name: "an HTTP API JWT caller gets the claims identity with groups parsed from a space-separated list", file: "http-jwt.json",
+			name: "an HTTP API JWT caller gets the claims identity, whose bracketed space-separated groups are one name", file: "http-jwt.json",
 			pattern: "POST /api/slaves/slave/{slaveId}/activate", slaveID: slaveID, path: "/api/slaves/slave/" + slaveID + "/activate",
 			requestURI: "/api/slaves/slave/" + slaveID + "/activate",
 			host:       "q7w8e9r0t1.execute-api.us-east-1.amazonaws.com", remoteAddr: "198.51.100.23", requestID: "BVgA1jKLoAMEc2Q=",
 			query: url.Values{}, body: `{"message":"back in service"}`,
 			header:   http.Header{"Content-Type": {"application/json"}},
-			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin", "ops"}},
+			identity: &access.Identity{ID: "jdoe", Name: "Jane Doe", Email: "jane.doe@example.com", Groups: []string{"admin ops"}},
 		},
 		{
 			name: "an HTTP API Lambda authorizer caller is its context's userId with JSON-array groups", file: "http-lambda-authorizer.json",
@@ -248,6 +251,87 @@ func TestHandlerServesEveryFixtureThroughTheMux(t *testing.T) {
 			}
 			if !reflect.DeepEqual(s.Identity, tt.identity) {
 				t.Errorf("got identity %+v, want %+v", s.Identity, tt.identity)
+			}
+		})
+	}
+}
+
+func TestEventFieldsMatchOnlyTheirExactNames(t *testing.T) {
+	tests := []struct {
+		name          string
+		event         string
+		pattern, path string
+		groups        []string
+	}{
+		{
+			name:    "a REST method and path in another case are unknown fields",
+			event:   `{"httpMethod":"GET","path":"/api/slaves","PATH":"/api/slaves/dead","HttpMethod":"DELETE"}`,
+			pattern: "GET /api/slaves", path: "/api/slaves",
+		},
+		{
+			name: "a REST request context in another case cannot add to the authorizer's",
+			event: `{"httpMethod":"GET","path":"/api/slaves","requestContext":{"authorizer":{"principalId":"u","groups":"ops"}},` +
+				`"RequestContext":{"authorizer":{"groups":"admin"}}}`,
+			pattern: "GET /api/slaves", path: "/api/slaves", groups: []string{"ops"},
+		},
+		{
+			name: "an HTTP API path and method in another case are unknown fields",
+			event: `{"version":"2.0","rawPath":"/api/slaves","RawPath":"/api/slaves/dead",` +
+				`"requestContext":{"http":{"method":"GET"},"HTTP":{"method":"DELETE"},"authorizer":{"lambda":{"id":"u","groups":"ops"}},"Authorizer":{"lambda":{"groups":"admin"}}}}`,
+			pattern: "GET /api/slaves", path: "/api/slaves", groups: []string{"ops"},
+		},
+		{
+			name: "a version in another case does not make a REST event an HTTP API one",
+			event: `{"Version":"2.0","httpMethod":"GET","path":"/api/slaves",` +
+				`"rawPath":"/api/slaves/dead","requestContext":{"http":{"method":"DELETE"}}}`,
+			pattern: "GET /api/slaves", path: "/api/slaves",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := invoke(t, t.Context(), testMux(), json.RawMessage(tt.event))
+			var s seen
+			if err := json.Unmarshal([]byte(a.Body), &s); err != nil || a.StatusCode != http.StatusOK {
+				t.Fatalf("got status %d body %s, want 200 and the echo JSON", a.StatusCode, a.Body)
+			}
+			if s.Pattern != tt.pattern || s.Path != tt.path {
+				t.Errorf("got %q at %q, want %q at %q", s.Pattern, s.Path, tt.pattern, tt.path)
+			}
+			var groups []string
+			if s.Identity != nil {
+				groups = s.Identity.Groups
+			}
+			if !slices.Equal(groups, tt.groups) {
+				t.Errorf("got groups %q, want %q", groups, tt.groups)
+			}
+		})
+	}
+}
+
+// The gateway refuses a query string it cannot parse; one it passed on is
+// read as the gateway read it, so web.Wrap never refuses it in Lambda.
+func TestAnHTTPAPIQueryThatDoesNotParseIsReadFromTheGatewaysParameters(t *testing.T) {
+	tests := []struct {
+		name, raw string
+		params    map[string]string
+		want      url.Values
+	}{
+		{"a semicolon inside a value", "state=FROZEN;x", map[string]string{"state": "FROZEN;x"}, url.Values{"state": {"FROZEN;x"}}},
+		{"a percent sign escaping nothing", "state=FROZEN%", map[string]string{"state": "FROZEN%"}, url.Values{"state": {"FROZEN%"}}},
+		{"a query that parses keeps its raw form and every value", "state=ACTIVE&state=FROZEN", map[string]string{"state": "ACTIVE,FROZEN"}, url.Values{"state": {"ACTIVE", "FROZEN"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			params, _ := json.Marshal(tt.params)
+			event := fmt.Sprintf(`{"version":"2.0","rawPath":"/api/slaves","rawQueryString":%q,"queryStringParameters":%s,"requestContext":{"http":{"method":"GET"}}}`, tt.raw, params)
+			h := web.Wrap(testMux(), web.Options{Logger: slog.New(slog.DiscardHandler)})
+			a := invoke(t, t.Context(), h, json.RawMessage(event))
+			var s seen
+			if err := json.Unmarshal([]byte(a.Body), &s); err != nil || a.StatusCode != http.StatusOK {
+				t.Fatalf("got status %d body %s, want 200 and the echo JSON", a.StatusCode, a.Body)
+			}
+			if !reflect.DeepEqual(s.Query, tt.want) {
+				t.Errorf("got query %v, want %v", s.Query, tt.want)
 			}
 		})
 	}
@@ -530,13 +614,45 @@ func TestGroupsReadsEveryFormTheGatewayDelivers(t *testing.T) {
 	}{
 		{"a single group", "admin", []string{"admin"}},
 		{"a comma-separated list", "admin,ops", []string{"admin", "ops"}},
+		{"space around names is trimmed", " admin , ops ", []string{"admin", "ops"}},
 		{"a REST Cognito bracketed list", "[admin, ops]", []string{"admin", "ops"}},
-		{"an HTTP API bracketed list", "[admin ops]", []string{"admin", "ops"}},
 		{"a JSON array in a string", `["admin","ops"]`, []string{"admin", "ops"}},
+		{"a JSON array in a string with space around it", ` ["admin", "ops"] `, []string{"admin", "ops"}},
 		{"a real JSON array", []any{"admin", "ops"}, []string{"admin", "ops"}},
 		{"an empty string", "", nil},
+		{"only space", " \t ", nil},
+		{"only commas", " , ,", nil},
 		{"empty brackets", "[]", nil},
+		{"an empty JSON array", []any{}, nil},
 		{"no claim at all", nil, nil},
+		{"a claim that is neither a string nor an array", json.Number("7"), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := groups(tt.in); !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// A group name may hold spaces: splitting on them would read "Helpdesk
+// Admins" as the group "Admins" and let a help desk change slaves.
+func TestGroupsKeepSpacesInsideNames(t *testing.T) {
+	tests := []struct {
+		name string
+		in   any
+		want []string
+	}{
+		{"a name with a space is one group", "Helpdesk Admins", []string{"Helpdesk Admins"}},
+		{"a name with a tab is one group", "Helpdesk\tAdmins", []string{"Helpdesk\tAdmins"}},
+		{"a list of names with spaces", "Ops, Helpdesk Admins ,Site Reliability", []string{"Ops", "Helpdesk Admins", "Site Reliability"}},
+		{"a bracketed name with a space is one group", "[Helpdesk Admins]", []string{"Helpdesk Admins"}},
+		{"a bracketed space-separated list is one name", "[admin ops]", []string{"admin ops"}},
+		{"a bracketed list of names with spaces", "[Ops, Helpdesk Admins]", []string{"Ops", "Helpdesk Admins"}},
+		{"only one pair of brackets is stripped", "[[admin]]", []string{"[admin]"}},
+		{"a JSON array in a string keeps spaces inside names", `["Helpdesk Admins", " ops "]`, []string{"Helpdesk Admins", "ops"}},
+		{"a real JSON array keeps spaces inside names", []any{"Helpdesk Admins", " ops ", ""}, []string{"Helpdesk Admins", "ops"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,7 +3,6 @@ package edge
 import (
 	"encoding/json"
 	"strings"
-	"unicode"
 
 	"github.com/fleetops/fleet/shared/access"
 )
@@ -36,9 +35,17 @@ func identityFrom(auth map[string]any) access.Identity {
 	}
 }
 
-// groups reads a group list in every form the gateway delivers one: a JSON
-// array, a JSON array in a string, or a string like "admin", "admin,ops",
-// "[admin, ops]" (REST Cognito claims) or "[admin ops]" (HTTP API claims).
+// groups reads a group list in the forms the contract allows: a JSON array
+// of strings, a string holding one, or a comma-separated string such as
+// "admin", "admin,ops" or "[admin, ops]" (REST API Cognito claims; one pair
+// of surrounding brackets is dropped). Names are split on commas only:
+// whitespace inside a name is part of it, so "Helpdesk Admins" is one group
+// and can never be read as the admin group "Admins". Space around a name is
+// trimmed and empty names are dropped.
+//
+// An HTTP API JWT authorizer renders an array claim as "[admin ops]", which
+// is thus the one group "admin ops": a caller in several groups is refused
+// there, never let in by a split name.
 func groups(v any) []string {
 	var list []string
 	switch v := v.(type) {
@@ -47,10 +54,14 @@ func groups(v any) []string {
 			list = append(list, str(g))
 		}
 	case string:
-		if json.Unmarshal([]byte(v), &list) != nil {
-			list = strings.FieldsFunc(strings.Trim(strings.TrimSpace(v), "[]"), func(r rune) bool {
-				return r == ',' || unicode.IsSpace(r)
-			})
+		s := strings.TrimSpace(v)
+		if json.Unmarshal([]byte(s), &list) != nil {
+			if inner, ok := strings.CutPrefix(s, "["); ok {
+				if inner, ok = strings.CutSuffix(inner, "]"); ok {
+					s = inner
+				}
+			}
+			list = strings.Split(s, ",")
 		}
 	}
 	var out []string

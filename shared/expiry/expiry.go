@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
@@ -86,7 +87,8 @@ type Result struct {
 
 // event is what the schedules send: {"job": "expiry"} or {"job":
 // "retention"}. Anything else that is a JSON object, an EventBridge
-// "Scheduled Event" for one, runs the expiry job.
+// "Scheduled Event" for one, runs the expiry job. The field is read by its
+// exact name, like every field the service reads: "JOB" is not "job".
 type event struct {
 	Job string `json:"job"`
 }
@@ -97,7 +99,7 @@ type event struct {
 func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error) {
 	r.Metrics.Invocation()
 	var e event
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := exactjson.Unmarshal(raw, &e); err != nil {
 		return Result{}, fmt.Errorf("scheduled event is not a JSON object: %w", err)
 	}
 	switch e.Job {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,31 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 			}
 			if units[metrics.ExpiryLag] != "Milliseconds" || units[metrics.ExpiryFailed] != "Count" {
 				t.Errorf("got units %v, want ExpiryLag in Milliseconds and counts in Count", units)
+			}
+		})
+	}
+}
+
+func TestTheEventNamesItsJobByTheExactFieldName(t *testing.T) {
+	tests := []struct {
+		name, event string
+		want        string
+	}{
+		{"job names the job", `{"job":"retention"}`, expiry.JobRetention},
+		{"a job field in another case is unknown, so the expiry job runs", `{"JOB":"retention"}`, expiry.JobExpiry},
+		{"a job field in another case cannot override job", `{"job":"expiry","Job":"retention"}`, expiry.JobExpiry},
+		{"a scheduled event runs the expiry job", `{"version":"0","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`, expiry.JobExpiry},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := expiry.New(&dueStore{}, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			expiry.SetClock(r, func() time.Time { return runAt })
+			got, err := r.Handle(t.Context(), json.RawMessage(tt.event))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Job != tt.want {
+				t.Errorf("got job %q, want %q", got.Job, tt.want)
 			}
 		})
 	}

@@ -590,6 +590,29 @@ func TestLiveSearchPagesReturnEveryObjectOnce(t *testing.T) {
 	}
 }
 
+// Field names of a search match exactly: a field in another case is an
+// unknown field, so it neither names what to search nor changes a page.
+func TestLiveSearchFieldNamesInAnotherCaseAreUnknown(t *testing.T) {
+	h := liveHandler(t, liveStore, settings(bucketA, bucketB))
+	task := liveTasks[0].id()
+	for _, body := range []string{
+		fmt.Sprintf(`{"TaskIds":[%q]}`, task),
+		fmt.Sprintf(`{"TASKIDS":[%q],"RequestsAndDeploys":{"pay-api":[]}}`, task),
+	} {
+		serve(t, h, "POST", "/api/logs/search", body).wantError(t, 400, "Must specify at least one request or task to search")
+	}
+	body := fmt.Sprintf(`{"taskIds":[%q],"start":%d,"MaxPerPage":1,"ListOnly":true,"ExcludeMetadata":true}`, task, liveSince.UnixMilli())
+	p := decode[page](t, serve(t, h, "POST", "/api/logs/search", body))
+	if len(p.Results) != 10 {
+		t.Fatalf("got %d results, want the default page of 10", len(p.Results))
+	}
+	for _, e := range p.Results {
+		if e.GetURL == "" || e.DownloadURL == "" || e.StartTime == nil {
+			t.Errorf("got %+v, want links and metadata", e)
+		}
+	}
+}
+
 func TestLiveMissingBucketIsNotFound(t *testing.T) {
 	h := liveHandler(t, liveStore, settings(bucketA, bucketMissing))
 	want := "S3 bucket " + bucketMissing + " does not exist"

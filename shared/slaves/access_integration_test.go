@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/edge"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
@@ -106,6 +108,9 @@ type delivery struct {
 	// so with ADMIN_GROUPS set they are never admins, and with READ_GROUPS
 	// set they may not read; with none configured they are, and may.
 	groups bool
+	// groupsField returns the object holding the caller's groups, and the
+	// groups' key there, for a test to write them in a form of its own.
+	groupsField func(e gatewayEvent) (map[string]any, string)
 }
 
 func setOrDelete(m map[string]any, key string, value any, keep bool) {
@@ -119,6 +124,9 @@ func setOrDelete(m map[string]any, key string, value any, keep bool) {
 var deliveries = []delivery{
 	{
 		name: "REST API Cognito claims", file: "rest-cognito.json", groups: true,
+		groupsField: func(e gatewayEvent) (map[string]any, string) {
+			return e.requestContext()["authorizer"].(map[string]any)["claims"].(map[string]any), "cognito:groups"
+		},
 		as: func(e gatewayEvent, p person) {
 			claims := e.requestContext()["authorizer"].(map[string]any)["claims"].(map[string]any)
 			claims["cognito:username"], claims["sub"] = p.id, "sub-"+p.id
@@ -130,16 +138,24 @@ var deliveries = []delivery{
 	},
 	{
 		name: "REST API Lambda authorizer context", file: "rest-lambda-authorizer.json", groups: true,
+		groupsField: func(e gatewayEvent) (map[string]any, string) {
+			return e.requestContext()["authorizer"].(map[string]any), "groups"
+		},
 		as: func(e gatewayEvent, p person) {
 			auth := e.requestContext()["authorizer"].(map[string]any)
 			auth["principalId"] = p.id
 			setOrDelete(auth, "email", p.email, p.email != "")
-			setOrDelete(auth, "groups", strings.Join(p.groups, " "), p.groups != nil)
+			// A REST API context holds only strings, numbers and booleans:
+			// groups go as a comma-separated string.
+			setOrDelete(auth, "groups", strings.Join(p.groups, ", "), p.groups != nil)
 		},
 		anonymous: func(e gatewayEvent) { delete(e.requestContext(), "authorizer") },
 	},
 	{
 		name: "HTTP API Lambda authorizer context", file: "http-lambda-authorizer.json", groups: true,
+		groupsField: func(e gatewayEvent) (map[string]any, string) {
+			return e.requestContext()["authorizer"].(map[string]any)["lambda"].(map[string]any), "groups"
+		},
 		as: func(e gatewayEvent, p person) {
 			auth := e.requestContext()["authorizer"].(map[string]any)["lambda"].(map[string]any)
 			auth["userId"] = p.id
@@ -151,11 +167,16 @@ var deliveries = []delivery{
 	},
 	{
 		name: "HTTP API JWT claims", file: "http-jwt.json", groups: true,
+		groupsField: func(e gatewayEvent) (map[string]any, string) {
+			return e.requestContext()["authorizer"].(map[string]any)["jwt"].(map[string]any)["claims"].(map[string]any), "cognito:groups"
+		},
 		as: func(e gatewayEvent, p person) {
 			claims := e.requestContext()["authorizer"].(map[string]any)["jwt"].(map[string]any)["claims"].(map[string]any)
 			claims["username"], claims["sub"] = p.id, "sub-"+p.id
 			setOrDelete(claims, "email", p.email, p.email != "")
-			// HTTP APIs deliver the group claim as "[a b]".
+			// HTTP APIs deliver the group claim as "[a b]", which reads as
+			// the one group "a b": with several groups, a caller here is
+			// in none of them.
 			setOrDelete(claims, "cognito:groups", "["+strings.Join(p.groups, " ")+"]", p.groups != nil)
 		},
 		anonymous: func(e gatewayEvent) { delete(e.requestContext(), "authorizer") },
@@ -180,14 +201,18 @@ var deliveries = []delivery{
 }
 
 // gatewayCall sends method target body as caller through d, to the slave
-// routes under policy, as the Lambda function serves them.
-func gatewayCall(t *testing.T, policy access.Policy, d delivery, who *person, method, target, body string) response {
+// routes under policy, as the Lambda function serves them. edits change the
+// event last.
+func gatewayCall(t *testing.T, policy access.Policy, d delivery, who *person, method, target, body string, edits ...func(gatewayEvent)) response {
 	t.Helper()
 	e := loadEvent(t, d.file).to(method, target, body)
 	if who == nil {
 		d.anonymous(e)
 	} else {
 		d.as(e, *who)
+	}
+	for _, edit := range edits {
+		edit(e)
 	}
 	raw, err := json.Marshal(e)
 	if err != nil {
@@ -447,5 +472,51 @@ func TestAccessOversizedBodyThroughTheGateway(t *testing.T) {
 			}
 			unchanged(t, before, active, dead)
 		})
+	}
+}
+
+// Group names are split on commas only: a name holding a space is one
+// group, so a help desk group named "Helpdesk Admins" is never the admin
+// group "Admins". ADMIN_GROUPS is read as the function reads it.
+func TestAccessGroupNamesAreSplitOnCommasOnly(t *testing.T) {
+	cfg, err := config.LoadSlaves(func(name string) string {
+		return map[string]string{"SLAVES_TABLE": "SlavesTable", "HISTORY_TABLE": "HistoryTable", "EXPIRING_TABLE": "ExpiringTable",
+			"REQUESTS_TABLE": "RequestsTable", "AUTH_MODE": "authorizer", "ADMIN_GROUPS": "Admins"}[name]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := cfg.Policy
+	refused, allowed := "groups-refused", "groups-allowed"
+	reportUp(t, refused, allowed)
+	before := snapshot(t, refused)
+	withGroups := func(d delivery, raw any) func(gatewayEvent) {
+		return func(e gatewayEvent) {
+			m, key := d.groupsField(e)
+			m[key] = raw
+		}
+	}
+	who := &person{id: "helpdesk", email: "helpdesk@example.com", groups: []string{"placeholder"}}
+	for _, d := range deliveries {
+		if d.groupsField == nil {
+			continue
+		}
+		for _, raw := range []any{"Helpdesk Admins", " Helpdesk Admins ", "[Helpdesk Admins]", "Ops, Helpdesk Admins", "Helpdesk Admins,",
+			`["Helpdesk Admins"]`, []any{"Helpdesk Admins", "Ops"}, "Admins Helpdesk", "admins", "[[Admins]]"} {
+			t.Run(fmt.Sprintf("%s: %q may not freeze", d.name, raw), func(t *testing.T) {
+				gatewayCall(t, policy, d, who, "POST", "/api/slaves/slave/"+refused+"/freeze", "", withGroups(d, raw)).
+					wantError(t, 403, "helpdesk must be part of one or more admin groups: Admins")
+				unchanged(t, before, refused)
+			})
+		}
+		for _, raw := range []any{"Admins", "Ops, Admins", " Ops ,Admins ", "[Ops, Admins]", `["Ops","Admins"]`, []any{"Ops", " Admins "}} {
+			t.Run(fmt.Sprintf("%s: %q may freeze", d.name, raw), func(t *testing.T) {
+				gatewayCall(t, policy, d, who, "POST", "/api/slaves/slave/"+allowed+"/freeze", "", withGroups(d, raw)).want(t, 200, "")
+				if got := state(t, api(t, access.Policy{}), allowed); got != "FROZEN" {
+					t.Errorf("got %s, want FROZEN", got)
+				}
+				gatewayCall(t, policy, d, who, "POST", "/api/slaves/slave/"+allowed+"/activate", "", withGroups(d, raw)).want(t, 200, "")
+			})
+		}
 	}
 }

@@ -387,3 +387,46 @@ func TestHostileSlaveIDsReachExactlyTheirSlave(t *testing.T) {
 		}
 	})
 }
+
+// Field names match exactly: a field in another case is an unknown field,
+// ignored, never an alias that could add to or override the real one.
+func TestHostileFieldNamesInAnotherCaseAreUnknown(t *testing.T) {
+	h := api(t, access.Policy{})
+	t.Run("DURATIONMILLIS alone makes a plain freeze, with no expiring record", func(t *testing.T) {
+		id := "case-duration"
+		reportUp(t, id)
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", `{"DURATIONMILLIS":5000}`).want(t, 200, "")
+		if got := state(t, h, id); got != "FROZEN" {
+			t.Errorf("got %s, want FROZEN", got)
+		}
+		if recs := listExpiring(t, h, id); len(recs) != 0 {
+			t.Errorf("got expiring records %+v, want none", recs)
+		}
+	})
+	t.Run("MESSAGE cannot override message in history", func(t *testing.T) {
+		id := "case-message"
+		reportUp(t, id)
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", `{"message":"real","MESSAGE":"shadow"}`).want(t, 200, "")
+		if hist := history(t, h, id); hist[0].Message == nil || *hist[0].Message != "real" {
+			t.Errorf("got newest history entry %+v, want message real", hist[0])
+		}
+	})
+	t.Run("capitalized names of a change request are ignored, the exact ones are kept", func(t *testing.T) {
+		id := "case-expiring"
+		reportUp(t, id)
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze",
+			`{"durationMillis":60000,"revertToState":"ACTIVE","DurationMillis":1,"RevertToState":"DECOMMISSIONED","Message":"shadow"}`).want(t, 200, "")
+		recs := listExpiring(t, h, id)
+		if len(recs) != 1 || recs[0].RevertToState != "ACTIVE" || recs[0].Request["durationMillis"] != 60000.0 || recs[0].Request["message"] != nil {
+			t.Errorf("got expiring records %+v, want one reverting to ACTIVE after 60000 ms, with no message", recs)
+		}
+	})
+	t.Run("the type of a field in another case is never checked", func(t *testing.T) {
+		id := "case-types"
+		reportUp(t, id)
+		call(t, h, "POST", "/api/slaves/slave/"+id+"/freeze", `{"DurationMillis":"soon","MESSAGE":7,"message":"typed"}`).want(t, 200, "")
+		if hist := history(t, h, id); hist[0].Message == nil || *hist[0].Message != "typed" {
+			t.Errorf("got newest history entry %+v, want message typed", hist[0])
+		}
+	})
+}

@@ -23,12 +23,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/metrics"
 )
@@ -104,7 +106,9 @@ func OK(w http.ResponseWriter) {
 
 // DecodeBody reads the optional JSON body into v and reports whether there
 // was one. An empty body, `{}` and `null` mean no body; a body that is not
-// JSON is fault.Invalid; one over MaxBody is fault.TooLarge.
+// JSON is fault.Invalid; one over MaxBody is fault.TooLarge. Field names
+// match exactly: a key in another case is an unknown field, ignored like
+// any other (see exactjson).
 func DecodeBody(r *http.Request, v any) (bool, error) {
 	if r.Body == nil {
 		return false, nil
@@ -120,7 +124,7 @@ func DecodeBody(r *http.Request, v any) (bool, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return false, nil
 	}
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := exactjson.Unmarshal(raw, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			if typeErr.Field == "" {
@@ -246,8 +250,9 @@ func logger(r *http.Request) *slog.Logger {
 
 // Wrap serves h with a request id, one log line per request, a JSON 500 for
 // a panic, a JSON 404 for paths with empty, "." or ".." segments, which
-// ServeMux would otherwise redirect to another route, and gzip for large
-// bodies when the client accepts it.
+// ServeMux would otherwise redirect to another route, a JSON 400 for a
+// query string that does not parse, and gzip for large bodies when the
+// client accepts it.
 //
 // The log line ("request") holds request_id, method, route, path, status,
 // latency_ms, what handlers added with Note, and backend_calls: the AWS SDK
@@ -291,6 +296,14 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 			}
 			s.finish(r, rec.status, time.Since(start), calls)
 		}()
+		// A route reads its parameters with URL.Query, which drops a pair
+		// it cannot decode: GET /api/slaves?state=FROZEN% would list every
+		// slave. API Gateway refuses such a request before it looks for a
+		// route, and so does this.
+		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+			Error(out, r, fault.Invalid("malformed query string"))
+			return
+		}
 		if !cleanPath(r.URL.EscapedPath()) {
 			NotFound(out, r)
 			return
