@@ -174,7 +174,7 @@ func TestTheEventNamesItsJobByTheExactFieldName(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := expiry.New(&dueStore{}, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
-			expiry.SetClock(r, func() time.Time { return runAt })
+			r.Now = func() time.Time { return runAt }
 			got, err := r.Handle(t.Context(), json.RawMessage(tt.event))
 			if err != nil {
 				t.Fatal(err)
