@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
 )
@@ -158,7 +159,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 // report look stale), or now when the event has none.
 func parse(event json.RawMessage, now int64) (report, int64, error) {
 	var env envelope
-	if err := json.Unmarshal(event, &env); err != nil {
+	if err := exactjson.Unmarshal(event, &env); err != nil {
 		return report{}, 0, fmt.Errorf("machine report is not a JSON object: %w", err)
 	}
 	body, at := event, now
@@ -172,7 +173,7 @@ func parse(event json.RawMessage, now int64) (report, int64, error) {
 		}
 	}
 	var rep report
-	if err := json.Unmarshal(body, &rep); err != nil {
+	if err := exactjson.Unmarshal(body, &rep); err != nil {
 		return report{}, 0, fmt.Errorf("machine report detail: %w", err)
 	}
 	if rep.Machines == nil {
@@ -247,7 +248,7 @@ func (h *Handler) apply(ctx context.Context, obs []machine.Observation, now int6
 
 func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
 	var m machineJSON
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := exactjson.Unmarshal(raw, &m); err != nil {
 		return machine.Observation{}, err
 	}
 	id := m.ID
@@ -276,7 +277,7 @@ func entryID(raw json.RawMessage) string {
 		ID      json.RawMessage `json:"id"`
 		SlaveID json.RawMessage `json:"slaveId"`
 	}
-	if json.Unmarshal(raw, &m) != nil {
+	if exactjson.Unmarshal(raw, &m) != nil {
 		return ""
 	}
 	var id, slaveID string

@@ -113,6 +113,7 @@ func TestAReportThatIsNotOneIsRefusedWholeAndChangesNothing(t *testing.T) {
 		"an entry whose id is a number": `{"machines":[{"id":"S1","lost":true},{"id":7}]}`,
 		"an entry that is not object":   `{"machines":[{"id":"S1","lost":true},null]}`,
 		"an API Gateway event":          `{"httpMethod":"GET","path":"/api/slaves","headers":{},"requestContext":{}}`,
+		"machines in another case":      `{"complete":true,"MACHINES":[{"id":"S1"}]}`,
 	}
 	for name, report := range reports {
 		t.Run(name, func(t *testing.T) {
@@ -133,6 +134,18 @@ func TestAReportThatIsNotOneIsRefusedWholeAndChangesNothing(t *testing.T) {
 // event wraps a report detail in an EventBridge event made at time.
 func event(at time.Time, detail string) string {
 	return `{"detail-type":"Machine Report","time":"` + at.UTC().Format(time.RFC3339) + `","detail":` + detail + `}`
+}
+
+func TestReportFieldsMatchOnlyTheirExactNames(t *testing.T) {
+	f := newFleet()
+	before := f.snapshot()
+	res := handle(t, f, `{"Complete":true,"machines":[{"id":"S5","LOST":true,"Lost":true,"host":"node.example.com","rackId":"us-east-1a","resources":{"cpus":16}}]}`)
+	if res.Absent != 0 {
+		t.Errorf("got %d absent, want none: Complete is not complete", res.Absent)
+	}
+	if diff := changes(before, f.snapshot()); len(diff) > 0 {
+		t.Errorf("got %v changed, want nothing: LOST and Lost are not lost", diff)
+	}
 }
 
 func TestAReportFromTheFutureIsStampedWhenItIsReceived(t *testing.T) {
