@@ -292,12 +292,12 @@ func (f *fleet) ListByState(ctx context.Context, state machine.State) ([]machine
 	return out, nil
 }
 
-func (f *fleet) History(ctx context.Context, id string, now time.Time) ([]machine.Update, error) {
+func (f *fleet) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := slices.Clone(f.history[id])
 	slices.Reverse(out)
-	return out, nil
+	return out[:min(len(out), max(limit, 0))], nil
 }
 
 func (f *fleet) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error) {
