@@ -31,7 +31,11 @@ import (
 // Limits Lambda applies, applied here too so that a local run fails where a
 // deployed one would.
 const (
-	// MaxResponseSize is the largest synchronous response Lambda returns.
+	// MaxResponseSize is the largest synchronous response Lambda returns:
+	// the whole payload the function posts (for API Gateway, the proxy
+	// envelope with its headers and body), 6 MiB. Lambda's own error
+	// message quotes 100 bytes more; a local run holds to the documented
+	// figure, so what passes here passes there.
 	MaxResponseSize = 6 << 20
 	// InitTimeout bounds the time from start to the first request for an event.
 	InitTimeout = 10 * time.Second

@@ -135,6 +135,37 @@ func TestInvokeReportsFailures(t *testing.T) {
 	}
 }
 
+func TestInvokeCountsTheWholeResponseAgainstLambdasLimit(t *testing.T) {
+	if MaxResponseSize != 6_291_456 {
+		t.Fatalf("got MaxResponseSize %d, want Lambda's 6,291,456 bytes", MaxResponseSize)
+	}
+	for _, tc := range []struct {
+		name  string
+		bytes int
+		fails bool
+	}{
+		{"a response of exactly the limit is delivered", MaxResponseSize, false},
+		{"one byte more is refused", MaxResponseSize + 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Function{Binary: hello(t)}.Invoke(context.Background(), []byte(fmt.Sprintf(`{"bytes": %d}`, tc.bytes)))
+			var ferr *FunctionError
+			if tc.fails {
+				if !errors.As(err, &ferr) || ferr.Type != "Function.ResponseSizeTooLarge" {
+					t.Fatalf("got %v, want Function.ResponseSizeTooLarge", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Response) != tc.bytes {
+				t.Errorf("got a response of %d bytes, want %d", len(res.Response), tc.bytes)
+			}
+		})
+	}
+}
+
 func TestInvokeHelper(t *testing.T) {
 	resp, err := Invoke(context.Background(), hello(t), nil, []byte(`{"name": "again"}`))
 	if err != nil {

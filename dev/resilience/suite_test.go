@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -218,7 +219,7 @@ func readSlave(t *testing.T, store *dynamo.Store, id string) tableState {
 	if s.slave, err = store.Get(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if s.history, err = store.History(ctx, id, time.Now()); err != nil {
+	if s.history, err = store.History(ctx, id, time.Now(), math.MaxInt); err != nil { // every entry
 		t.Fatal(err)
 	}
 	records, err := store.ListExpiring(ctx, time.Now())

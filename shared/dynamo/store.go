@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -157,11 +158,16 @@ func (s *Store) ListByState(ctx context.Context, state machine.State) ([]machine
 	return slaves, nil
 }
 
-// History returns the slave's history at now, newest first; none for an
-// unknown id. Entries past their TTL, which DynamoDB may not have collected
-// yet, are left out.
-func (s *Store) History(ctx context.Context, id string, now time.Time) ([]machine.Update, error) {
-	if !storable(id) {
+// History returns the newest limit entries of the slave's history at now,
+// newest first; none for an unknown id or a limit below 1. Entries past
+// their TTL, which DynamoDB may not have collected yet, are left out.
+//
+// It reads no more than it answers, give or take those: each Query asks
+// for the entries still missing (a Query's Limit counts the items it reads,
+// before the TTL filter), and only entries the filter dropped cost another
+// page.
+func (s *Store) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
+	if !storable(id) || limit < 1 {
 		return nil, nil
 	}
 	in := &dynamodb.QueryInput{
@@ -172,9 +178,9 @@ func (s *Store) History(ctx context.Context, id string, now time.Time) ([]machin
 		ScanIndexForward:          aws.Bool(false),
 	}
 	var updates []machine.Update
-	p := dynamodb.NewQueryPaginator(s.db, in)
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
+	for {
+		in.Limit = aws.Int32(int32(min(limit-len(updates), math.MaxInt32)))
+		out, err := s.db.Query(ctx, in)
 		if err != nil {
 			return nil, translate("query history of "+id, err)
 		}
@@ -185,8 +191,11 @@ func (s *Store) History(ctx context.Context, id string, now time.Time) ([]machin
 		for _, r := range recs {
 			updates = append(updates, r.update())
 		}
+		if len(updates) >= limit || len(out.LastEvaluatedKey) == 0 {
+			return updates[:min(len(updates), limit)], nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
 	}
-	return updates, nil
 }
 
 // ListExpiring returns the pending expiring records at now, sorted by

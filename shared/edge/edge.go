@@ -14,18 +14,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/exactjson"
+	"github.com/fleetops/fleet/shared/payload"
 )
 
 // ErrNotProxyEvent reports a Lambda payload that is not an API Gateway proxy
@@ -73,6 +72,19 @@ func Handler(h http.Handler) func(ctx context.Context, event json.RawMessage) (j
 			}
 			h.ServeHTTP(rec, r)
 		}
+		out, err := Response(format, rec.Result())
+		if err != nil || len(out) <= payload.Limit {
+			return out, err
+		}
+		// web.Wrap keeps bodies well within the limit; this only stops
+		// whatever else would make Lambda fail the invocation, which API
+		// Gateway would answer with a 502 that is not JSON.
+		rec = httptest.NewRecorder()
+		id := ""
+		if r != nil {
+			id = RequestID(r)
+		}
+		writeError(rec, http.StatusInternalServerError, fmt.Sprintf("internal error (request %s): the response is too large to deliver", id))
 		return Response(format, rec.Result())
 	}
 }
@@ -268,7 +280,8 @@ func RequestID(r *http.Request) string {
 // Response converts a recorded response (for example
 // httptest.ResponseRecorder.Result()) into a proxy response in format f. A
 // zero status is 200. Bodies that are not textual, or that carry a
-// Content-Encoding, are base64-encoded, as API Gateway requires for binary.
+// Content-Encoding, are base64-encoded, as API Gateway requires for binary
+// (payload.Base64).
 func Response(f Format, res *http.Response) (json.RawMessage, error) {
 	var body []byte
 	if res.Body != nil {
@@ -281,7 +294,7 @@ func Response(f Format, res *http.Response) (json.RawMessage, error) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	text, encoded := string(body), isBinary(res.Header, body)
+	text, encoded := string(body), payload.Base64(res.Header, body)
 	if encoded {
 		text = base64.StdEncoding.EncodeToString(body)
 	}
@@ -306,28 +319,6 @@ func Response(f Format, res *http.Response) (json.RawMessage, error) {
 		}
 	}
 	return json.Marshal(out)
-}
-
-func isBinary(h http.Header, body []byte) bool {
-	if len(body) == 0 {
-		return false
-	}
-	if ce := h.Get("Content-Encoding"); ce != "" && ce != "identity" {
-		return true
-	}
-	if !utf8.Valid(body) {
-		return true // a JSON string cannot carry these bytes unchanged
-	}
-	ct := h.Get("Content-Type")
-	if ct == "" {
-		return false
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return true
-	}
-	return !(strings.HasPrefix(mt, "text/") || mt == "application/json" || mt == "application/xml" ||
-		strings.HasSuffix(mt, "+json") || strings.HasSuffix(mt, "+xml") || strings.Contains(mt, "javascript"))
 }
 
 func writeError(w http.ResponseWriter, status int, message string) {

@@ -17,11 +17,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/payload"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -587,6 +589,81 @@ func TestHandlerConvertsTheResponse(t *testing.T) {
 			}
 			if !bytes.Equal(body, tt.body) {
 				t.Errorf("got body %q, want %q", body, tt.body)
+			}
+		})
+	}
+}
+
+// TestResponseCarriesBodiesAsPayloadCountsThem holds the edge to the rule
+// web budgets with: the body field of the envelope, quotes left out, is
+// exactly payload.BodySize bytes, in both formats.
+func TestResponseCarriesBodiesAsPayloadCountsThem(t *testing.T) {
+	jsonType := http.Header{"Content-Type": {"application/json"}}
+	bodies := []struct {
+		name   string
+		header http.Header
+		body   []byte
+	}{
+		{"JSON with every escaped character", jsonType, []byte(`[{"message":"\u003c<>&\"\\\n\u2028é漢😀"}]` + "\x01\u2028")},
+		{"a gzip body", http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}, gzipped(t, `{"id":"x"}`)},
+		{"bytes that are not UTF-8", jsonType, []byte("caf\xe9")},
+		{"a body of one byte to pad base64", http.Header{"Content-Type": {"image/png"}}, []byte("\x89")},
+	}
+	for _, b := range bodies {
+		for _, f := range []Format{FormatV1, FormatV2} {
+			t.Run(fmt.Sprintf("%s in format %d", b.name, f), func(t *testing.T) {
+				out, err := Response(f, &http.Response{StatusCode: 200, Header: b.header, Body: io.NopCloser(bytes.NewReader(b.body))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var fields map[string]json.RawMessage
+				if err := json.Unmarshal(out, &fields); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := len(fields["body"])-2, payload.BodySize(b.header, b.body); got != want {
+					t.Errorf("got a body field of %d bytes, want %d", got, want)
+				}
+			})
+		}
+	}
+}
+
+func TestHandlerAnswersAJSONErrorInsteadOfAResponseLambdaWouldRefuse(t *testing.T) {
+	big := strings.Repeat("x", payload.Limit)
+	for _, tt := range []struct {
+		name  string
+		serve http.HandlerFunc
+		want  int
+	}{
+		{"a body over the limit", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `"`+big+`"`)
+		}, http.StatusInternalServerError},
+		{"headers over the limit", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("X-Padding", big)
+		}, http.StatusInternalServerError},
+		{"a body just within the limit", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `"`+big[:payload.Limit-1024]+`"`)
+		}, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := Handler(tt.serve)(t.Context(), fixture(t, "rest-get-query.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) > payload.Limit {
+				t.Fatalf("got a response of %d bytes, want at most %d", len(out), payload.Limit)
+			}
+			var a answer
+			if err := json.Unmarshal(out, &a); err != nil {
+				t.Fatal(err)
+			}
+			if a.StatusCode != tt.want {
+				t.Fatalf("got status %d, want %d", a.StatusCode, tt.want)
+			}
+			if tt.want == http.StatusInternalServerError && !strings.Contains(a.Body, `"message":"internal error (request `) {
+				t.Errorf("got body %s, want a JSON error naming the request", a.Body)
 			}
 		})
 	}

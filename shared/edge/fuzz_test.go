@@ -220,7 +220,7 @@ func (s *routesStore) ListByState(ctx context.Context, state machine.State) ([]m
 	return out, nil
 }
 
-func (s *routesStore) History(ctx context.Context, id string, now time.Time) ([]machine.Update, error) {
+func (s *routesStore) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
 	sl, _ := s.Get(ctx, id)
 	if sl == nil {
 		return nil, nil

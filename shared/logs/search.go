@@ -2,6 +2,8 @@ package logs
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/payload"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -21,12 +24,19 @@ type source struct {
 	key, bucket, prefix string
 }
 
+// hit is an object a page listed, with the key of the source it came from.
+type hit struct {
+	object logstore.Object
+	source string
+}
+
 // search serves POST /api/logs/search (SPEC §6.6). A page holds at most
 // maxPerPage results in all. Sources are listed in a fixed order, a few at a
 // time in parallel, each from where its token says it stopped, until the
 // page is full; a source that had to stop early gets a token holding the
 // last key it returned, so following the tokens returns every object exactly
-// once.
+// once. A page also stops where its answer would outgrow what Lambda can
+// return (see fitPage), with tokens that resume right there.
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	answered := 0
 	defer func() { countLookup(r, "search", answered) }()
@@ -52,20 +62,29 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	found, tokens, err := h.page(r.Context(), sources, req)
+	base, err := pageBase(sources, req.ContinuationTokens)
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	hits, tokens, err := h.page(r.Context(), sources, req)
 	if err != nil {
 		web.Error(w, r, err)
 		return
 	}
 	allow := req.allowlist()
-	found = slices.DeleteFunc(found, func(o logstore.Object) bool {
-		return len(allow) > 0 && !slices.ContainsFunc(allow, func(a string) bool { return strings.HasPrefix(o.Key, a) })
-	})
+	var found []logstore.Object
+	for _, hit := range hits {
+		if len(allow) == 0 || slices.ContainsFunc(allow, func(a string) bool { return strings.HasPrefix(hit.object.Key, a) }) {
+			found = append(found, hit.object)
+		}
+	}
 	results, err := h.describe(r.Context(), "search", found, !req.ExcludeMetadata, !req.ListOnly)
 	if err != nil {
 		web.Error(w, r, err)
 		return
 	}
+	results, tokens = fitPage(base, hits, found, results, tokens, req.ContinuationTokens)
 	last := true
 	for _, t := range tokens {
 		last = last && t.LastPage
@@ -125,8 +144,9 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 }
 
 // page lists the next page of the search: at most maxPerPage objects over
-// all sources, and the token of every source.
-func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([]logstore.Object, map[string]tokenJSON, error) {
+// all sources, in the order they were listed (source by source, in key
+// order), and the token of every source.
+func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([]hit, map[string]tokenJSON, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
 	defer cancel()
 	tokens := make(map[string]tokenJSON, len(sources))
@@ -139,7 +159,7 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([
 		}
 	}
 	room := req.maxPerPage()
-	var found []logstore.Object
+	var found []hit
 	// Each wave lists up to listWorkers sources at once, each for the whole room
 	// left; the results are then taken in source order until the page is
 	// full, and a source whose results were not all taken resumes after the
@@ -163,7 +183,9 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([
 				continue // the page is full: this source keeps its token
 			}
 			taken := pages[i][:min(room, len(pages[i]))]
-			found = append(found, taken...)
+			for _, o := range taken {
+				found = append(found, hit{object: o, source: s.key})
+			}
 			room -= len(taken)
 			t := tokens[s.key]
 			if len(taken) > 0 {
@@ -181,4 +203,109 @@ func tokenValue(t tokenJSON) string {
 		return ""
 	}
 	return *t.Value
+}
+
+// maxTokenShare is the most of web.Budget that a search answer without
+// results may take: a search whose tokens alone would take more is refused
+// before anything is listed, so that every page has room for results. Real
+// searches take a few hundred kilobytes at most (2,000 prefixes of about a
+// hundred bytes); only ids hundreds of bytes long over thousands of
+// prefixes come near it.
+const maxTokenShare = web.Budget / 2
+
+// pageBase returns how many bytes a search answer without results takes as
+// Lambda carries it (payload.StringSize), with every token at its widest:
+// the value it came with, or an empty one, and lastPage false. It is
+// fault.Invalid when that is over maxTokenShare.
+func pageBase(sources []source, in map[string]tokenJSON) (int, error) {
+	empty := ""
+	tokens := make(map[string]tokenJSON, len(sources))
+	for _, s := range sources {
+		t := in[s.key]
+		if t.Value == nil {
+			t.Value = &empty
+		}
+		t.LastPage = false
+		tokens[s.key] = t
+	}
+	size, err := carried(searchResultJSON{ContinuationTokens: tokens, Results: []logJSON{}})
+	if err != nil {
+		return 0, err
+	}
+	if size > maxTokenShare {
+		return 0, fault.Invalid("This search covers too many prefixes, or too long ones, for one answer to carry their continuation tokens; name fewer tasks and requests or narrow the time window")
+	}
+	return size, nil
+}
+
+// carried returns the size of v's JSON as Lambda carries it.
+func carried(v any) (int, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("measure search answer: %w", err)
+	}
+	return payload.StringSize(b), nil
+}
+
+// fitPage cuts a page to what one answer can carry (web.Budget). Up to
+// 1,000 results of long keys, each with two presigned URLs that repeat the
+// key, can take over 20 MB; the cut keeps the longest run of hits, in the
+// order they were listed, whose results and tokens fit beside base (see
+// pageBase), and gives every source it cut the token that resumes at its
+// first object not answered: the last key answered of that source, or the
+// token the source came with. The page keeps at least one hit, so that
+// following the tokens always ends.
+//
+// found and results are the page's objects that passed the allowlist and
+// their results, index for index; hits that did not pass it cost only
+// their key, which a token may hold.
+func fitPage(base int, hits []hit, found []logstore.Object, results []logJSON, tokens, in map[string]tokenJSON) ([]logJSON, map[string]tokenJSON) {
+	index := make(map[[2]string]int, len(found))
+	for i, o := range found {
+		index[[2]string{o.Bucket, o.Key}] = i
+	}
+	size, keySize := base, map[string]int{}
+	cut := len(hits)
+	for i, hit := range hits {
+		// The source's token now ends at this key instead of the last one.
+		key, _ := carried(hit.object.Key)
+		grow := key - keySize[hit.source]
+		if j, ok := index[[2]string{hit.object.Bucket, hit.object.Key}]; ok {
+			result, _ := carried(results[j])
+			grow += result + 1 // and a comma
+		}
+		if size+grow > web.Budget && i > 0 {
+			cut = i
+			break
+		}
+		size, keySize[hit.source] = size+grow, key
+	}
+	if cut == len(hits) {
+		return results, tokens
+	}
+	// Hits come source by source: the source of the first hit cut may have
+	// answered some, every later one answered none.
+	for i := cut; i < len(hits); i++ {
+		s := hits[i].source
+		if i > cut && s == hits[i-1].source {
+			continue
+		}
+		t := in[s]
+		if i == cut && cut > 0 && hits[cut-1].source == s {
+			t.Value = &hits[cut-1].object.Key
+		}
+		t.LastPage = false
+		tokens[s] = t
+	}
+	answered := map[[2]string]bool{}
+	for _, hit := range hits[:cut] {
+		answered[[2]string{hit.object.Bucket, hit.object.Key}] = true
+	}
+	kept := results[:0:0]
+	for j, o := range found {
+		if answered[[2]string{o.Bucket, o.Key}] {
+			kept = append(kept, results[j])
+		}
+	}
+	return kept, tokens
 }

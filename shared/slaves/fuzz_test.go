@@ -72,9 +72,12 @@ func FuzzRoutes(f *testing.F) {
 		{"GET", "/api/slaves/expiring", "", "", `{"id":"u","name":"U","groups":["admins"],"authenticated":true}`, authOff},
 		{"GET", fuzzDetails, "", "", "", authReader},
 		{"GET", "/api/slaves/slave/" + frozenID, "", "", "null", authOff},
+		{"GET", "/api/slaves/slave/" + frozenID, "limit=1", "", "", authReader},
+		{"GET", "/api/slaves/slave/" + frozenID, "limit=10001", "", "", authOff},
 		{"GET", "/api/slaves/slave/a%2Fb/details", "", "", "", authOff},
 		{"GET", "/api/slaves/slave/" + activeID + "/details", "", "", "{", authNobody},
 		{"POST", fuzzFreeze, "", "", `{"message":"kernel patch"}`, authAdmin},
+		{"POST", fuzzFreeze, "", "", `{"message":"` + strings.Repeat("é", slaves.MaxMessage+1) + `"}`, authAdmin},
 		{"POST", fuzzFreeze, "", fuzzKey, `{"message":"kernel patch"}`, authOff},
 		{"POST", fuzzFreeze, "", "", `{"durationMillis":3600000,"revertToState":"ACTIVE","actionId":"change-1"}`, authAdmin},
 		{"POST", "/api/slaves/slave/" + frozenID + "/freeze", "", "", `{"durationMillis":60000,"revertToState":"ACTIVE"}`, authAdmin},
@@ -284,12 +287,12 @@ func (f *fleet) ListByState(ctx context.Context, state machine.State) ([]machine
 	return out, nil
 }
 
-func (f *fleet) History(ctx context.Context, id string, now time.Time) ([]machine.Update, error) {
+func (f *fleet) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := slices.Clone(f.history[id])
 	slices.Reverse(out)
-	return out, nil
+	return out[:min(len(out), max(limit, 0))], nil
 }
 
 func (f *fleet) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error) {

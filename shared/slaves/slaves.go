@@ -26,7 +26,7 @@ type Store interface {
 	Get(ctx context.Context, id string) (*machine.Slave, error)
 	List(ctx context.Context) ([]machine.Slave, error)
 	ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error)
-	History(ctx context.Context, id string, now time.Time) ([]machine.Update, error)
+	History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error)
 	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
 	ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
@@ -165,13 +165,20 @@ func (h *Handler) details(w http.ResponseWriter, r *http.Request) {
 	web.JSON(w, http.StatusOK, toSlaveJSON(*slave))
 }
 
+// history answers the newest entries of a slave's history, as many as the
+// limit query parameter says (see historyLimit).
 func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
 	id := slaveID(r)
-	if _, err := h.caller(r, false); err != nil {
+	_, err := h.caller(r, false)
+	var limit int
+	if err == nil {
+		limit, err = historyLimit(r)
+	}
+	if err != nil {
 		web.Error(w, r, err)
 		return
 	}
-	updates, err := h.store.History(r.Context(), id, h.Now())
+	updates, err := h.store.History(r.Context(), id, h.Now(), limit)
 	if err != nil {
 		web.Error(w, r, err)
 		return

@@ -2,6 +2,7 @@ package slaves
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
@@ -105,14 +106,31 @@ func toExpiringJSON(e machine.Expiring) expiringJSON {
 	return out
 }
 
+// MaxMessage is the most characters (runes) a change request's message
+// may have. The message goes into the history entry and the expiring
+// record, and is answered by the history and expiring lists: the bound
+// keeps one entry within a known size, whatever its characters.
+const MaxMessage = 4096
+
+// MaxActionID bounds a change request's actionId, stored twice on the
+// expiring record, as the Idempotency-Key header is bounded.
+const MaxActionID = 255
+
 // changeRequest validates the wire request: revertToState must name a state
-// exactly, as in every JSON body.
+// exactly, as in every JSON body, and the message must be at most
+// MaxMessage characters.
 func (c changeRequestJSON) changeRequest() (machine.ChangeRequest, error) {
 	req := machine.ChangeRequest{DurationMillis: c.DurationMillis, KillTasksOnDecommissionTimeout: c.KillTasksOnDecommissionTimeout}
 	if c.Message != nil {
+		if utf8.RuneCountInString(*c.Message) > MaxMessage {
+			return req, fault.Invalid("message must be at most %d characters", MaxMessage)
+		}
 		req.Message = *c.Message
 	}
 	if c.ActionID != nil {
+		if utf8.RuneCountInString(*c.ActionID) > MaxActionID {
+			return req, fault.Invalid("actionId must be at most %d characters", MaxActionID)
+		}
 		req.ActionID = *c.ActionID
 	}
 	if c.RevertToState != nil {

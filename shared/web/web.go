@@ -1,7 +1,8 @@
 // Package web holds what every endpoint group shares on the HTTP side: the
 // wire conventions of SPEC §1 (JSON bodies, tolerant optional bodies, the
 // error body), the one mapping from fault kinds to HTTP status, and the
-// middleware that gives every request an id, a log line and panic safety.
+// middleware that gives every request an id, a log line and panic safety
+// and keeps every answer within what Lambda can return (Budget).
 //
 // The log line of a request says what an operator asks first: which route,
 // what answer, how long, for whom (the caller's identity id, never a token),
@@ -13,7 +14,6 @@ package web
 import (
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -95,6 +96,10 @@ func JSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	if b, ok := w.(*buffer); ok {
+		b.adopt(body)
+		return
+	}
 	w.Write(body)
 }
 
@@ -254,6 +259,13 @@ func logger(r *http.Request) *slog.Logger {
 // query string that does not parse, and gzip for large bodies when the
 // client accepts it.
 //
+// The answer is held until h returns, and sent only within Budget: a JSON
+// array that would not fit is cut to its longest prefix that does (the
+// routes order their arrays so that the first elements matter most), with
+// TruncatedHeader, CountHeader and TotalHeader saying so; any other body
+// that would not fit becomes a JSON 500. Lambda (through edge) and the
+// local server get the same answer.
+//
 // The log line ("request") holds request_id, method, route, path, status,
 // latency_ms, what handlers added with Note, and backend_calls: the AWS SDK
 // attempts the request made (throttled_calls too, when any was throttled),
@@ -276,39 +288,33 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 		ctx, calls := callcount.With(r.Context())
 		s := &request{id: id, log: log, metrics: opts.Metrics}
 		r = r.WithContext(context.WithValue(ctx, requestKey{}, s))
-		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		rec.Header().Add("Vary", "Accept-Encoding")
-		var out http.ResponseWriter = rec
-		var gz *gzipWriter
-		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-			gz = &gzipWriter{ResponseWriter: rec}
-			out = gz
-		}
+		buf := &buffer{header: w.Header()}
+		buf.header.Add("Vary", "Accept-Encoding")
+		gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				Error(out, r, fmt.Errorf("panic: %v", p))
+				buf.status, buf.body = 0, nil
+				Error(buf, r, fmt.Errorf("panic: %v", p))
 			}
-			if gz != nil {
-				gz.close()
-			}
-			s.finish(r, rec.status, time.Since(start), calls)
+			status := buf.send(w, r, gz)
+			s.finish(r, status, time.Since(start), calls)
 		}()
 		// A route reads its parameters with URL.Query, which drops a pair
 		// it cannot decode: GET /api/slaves?state=FROZEN% would list every
 		// slave. API Gateway refuses such a request before it looks for a
 		// route, and so does this.
 		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-			Error(out, r, fault.Invalid("malformed query string"))
+			Error(buf, r, fault.Invalid("malformed query string"))
 			return
 		}
 		if !cleanPath(r.URL.EscapedPath()) {
-			NotFound(out, r)
+			NotFound(buf, r)
 			return
 		}
-		h.ServeHTTP(out, r)
+		h.ServeHTTP(buf, r)
 	})
 }
 
@@ -335,6 +341,81 @@ func (s *request) finish(r *http.Request, status int, took time.Duration, calls 
 		counts = append(counts, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
 	}
 	s.metrics.Emit(nil, counts...)
+}
+
+// buffer holds an answer until its handler returns, so that Wrap can
+// choose its encoding and bound its size before anything is sent. Headers
+// go straight to the underlying writer's map.
+type buffer struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (b *buffer) Header() http.Header { return b.header }
+
+func (b *buffer) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *buffer) Write(p []byte) (int, error) {
+	b.WriteHeader(http.StatusOK)
+	b.body = append(b.body, p...)
+	return len(p), nil
+}
+
+// adopt takes body as the rest of the answer without copying it: JSON hands
+// over the slice it marshaled, which nothing else holds, and a large list
+// is then in memory once rather than twice.
+func (b *buffer) adopt(body []byte) {
+	b.WriteHeader(http.StatusOK)
+	if len(b.body) == 0 {
+		b.body = body
+		return
+	}
+	b.body = append(b.body, body...)
+}
+
+// send writes the held answer to w within Budget (see Wrap), gzipped when
+// the client accepts gzip and that helps, and returns the status sent.
+func (b *buffer) send(w http.ResponseWriter, r *http.Request, acceptsGzip bool) int {
+	status := cmp.Or(b.status, http.StatusOK)
+	gz := acceptsGzip && len(b.body) >= minGzip && b.header.Get("Content-Encoding") == ""
+	out, size, ok := fit(b.header, status, b.body, gz)
+	if !ok {
+		b.status, b.body = 0, nil
+		tooLarge(b, r, size)
+		status, out = b.status, fitted{body: b.body}
+	}
+	if out.gzip {
+		b.header.Set("Content-Encoding", "gzip")
+		b.header.Del("Content-Length")
+	}
+	if out.cut {
+		b.header.Set(TruncatedHeader, "true")
+		b.header.Set(CountHeader, strconv.Itoa(out.kept))
+		b.header.Set(TotalHeader, strconv.Itoa(out.total))
+		b.header.Del("Content-Length")
+		Note(r, "result_count", out.kept)
+		Note(r, "total_count", out.total)
+	}
+	w.WriteHeader(status)
+	if len(out.body) > 0 {
+		_, _ = w.Write(out.body)
+	}
+	return status
+}
+
+// tooLarge answers a body that does not fit in Budget and cannot be cut. No
+// route answers one: each bounds what it answers (see openapi.yaml).
+func tooLarge(w http.ResponseWriter, r *http.Request, size int) {
+	logger(r).ErrorContext(r.Context(), "request failed", "request_id", RequestID(r), "status", http.StatusInternalServerError,
+		"error", fmt.Sprintf("the answer takes %d bytes in Lambda's response, over the %d allowed, and is not a JSON array to cut", size, Budget))
+	w.Header().Set("Cache-Control", "no-store")
+	JSON(w, http.StatusInternalServerError, ErrorBody{Code: http.StatusInternalServerError,
+		Message: fmt.Sprintf("internal error (request %s): the response is too large to deliver", RequestID(r))})
 }
 
 // cleanPath reports whether every segment of an escaped path is a real
@@ -366,76 +447,6 @@ func acceptsGzip(header string) bool {
 	}
 	return false
 }
-
-// gzipWriter compresses a response for a client that accepts gzip, when
-// its body is large enough. A fleet's slave list is tens of megabytes of
-// JSON, over Lambda's 6 MB response limit, and a few megabytes compressed.
-// web.JSON writes a body in one Write, so the choice is made on the first
-// Write, and the status line waits for it.
-type gzipWriter struct {
-	http.ResponseWriter
-	status  int
-	decided bool
-	gz      *gzip.Writer
-}
-
-func (g *gzipWriter) WriteHeader(status int) {
-	if g.status == 0 {
-		g.status = status
-	}
-}
-
-func (g *gzipWriter) Write(p []byte) (int, error) {
-	if !g.decided {
-		g.decided = true
-		if h := g.Header(); len(p) >= minGzip && h.Get("Content-Encoding") == "" {
-			h.Set("Content-Encoding", "gzip")
-			h.Del("Content-Length")
-			g.gz = gzips.Get().(*gzip.Writer)
-			g.gz.Reset(g.ResponseWriter)
-		}
-		g.ResponseWriter.WriteHeader(cmp.Or(g.status, http.StatusOK))
-	}
-	if g.gz != nil {
-		return g.gz.Write(p)
-	}
-	return g.ResponseWriter.Write(p)
-}
-
-// close sends the status of a response without a body, and ends the
-// compressed stream.
-func (g *gzipWriter) close() {
-	if !g.decided {
-		g.decided = true
-		g.ResponseWriter.WriteHeader(cmp.Or(g.status, http.StatusOK))
-	}
-	if g.gz != nil {
-		g.gz.Close()
-		gzips.Put(g.gz)
-		g.gz = nil
-	}
-}
-
-// gzips keeps compressors for reuse: a new one costs more than compressing
-// a typical response (about 1 MB of tables and half a millisecond).
-var gzips = sync.Pool{New: func() any {
-	w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
-	return w
-}}
-
-func (g *gzipWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
-
-type recorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *recorder) WriteHeader(status int) {
-	r.status = status
-	r.ResponseWriter.WriteHeader(status)
-}
-
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func randomID() string {
 	var b [8]byte

@@ -1,11 +1,12 @@
 // Command hello is the function lambdarun's tests run: it answers an event
 // {"name": ...} with a greeting and what the runtime told it, and misbehaves
 // on request ({"fail": true}, {"panic": true}, {"sleep": "5s"}, {"exit": 3},
-// {"big": true}).
+// {"big": true}). {"bytes": n} answers a JSON string of exactly n bytes.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ type event struct {
 	Sleep string `json:"sleep"`
 	Exit  int    `json:"exit"`
 	Big   bool   `json:"big"`
+	Bytes int    `json:"bytes"`
 }
 
 type answer struct {
@@ -34,7 +36,7 @@ type answer struct {
 	Padding     string            `json:"padding,omitempty"`
 }
 
-func handle(ctx context.Context, e event) (answer, error) {
+func handle(ctx context.Context, e event) (any, error) {
 	fmt.Fprintln(os.Stderr, "hello: handling", e.Name)
 	switch {
 	case e.Fail:
@@ -46,6 +48,9 @@ func handle(ctx context.Context, e event) (answer, error) {
 	case e.Sleep != "":
 		d, _ := time.ParseDuration(e.Sleep)
 		time.Sleep(d)
+	case e.Bytes >= 2:
+		// aws-lambda-go posts a raw message as it is, without a newline.
+		return json.RawMessage(`"` + strings.Repeat("x", e.Bytes-2) + `"`), nil
 	}
 	lc, _ := lambdacontext.FromContext(ctx)
 	_, hasDeadline := ctx.Deadline()

@@ -1,0 +1,421 @@
+//go:build integration
+
+package functions_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fleetops/fleet/dev/apidoc"
+	"github.com/fleetops/fleet/dev/lambdarun"
+	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/edge"
+	"github.com/fleetops/fleet/shared/inventory"
+	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// The worst data of each route, as the test stores it.
+const (
+	historyChanges = 230 // each with a message of 4,096 '<', 29 KB as Lambda carries it: 215 fit
+	bigSlaves      = 120 // each with 60,000 characters of attributes, half of them '<'
+	bigExpiring    = 8   // each with a message and an actionId filling a 64 KiB request with '<'
+	longLogs       = 520 // each with a key of about 1,000 bytes, mostly '<': about 440 fit
+	boundsTask     = "bounds-api-v7-1793491200000-0-node3-us_east_1a"
+)
+
+// TestEveryAnswerFitsLambdasResponse stores, in the emulators, data that
+// makes each route's answer far larger than Lambda can return, and calls
+// every route through the real SlavesFunction and LogsFunction binaries,
+// run by a local Lambda Runtime API that refuses a response over Lambda's
+// limit as Lambda does, with and without Accept-Encoding gzip. Every
+// answer must be delivered, be JSON, match openapi.yaml, and carry the
+// truncation headers exactly when it holds fewer elements than there were.
+func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
+	ctx := context.Background()
+	local, err := stack.Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	// Logs go to MinIO, which takes hundreds of uploads at once. It is
+	// built by make test; nothing of this process's environment changes.
+	binary, err := stack.MinIOBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	minio, err := stack.StartMinIO(ctx, binary)
+	if err != nil {
+		t.Fatalf("%v (make test builds MinIO)", err)
+	}
+	defer minio.Stop()
+	logStore := stack.S3Client(minio.Endpoint, minio.AccessKey, minio.SecretKey)
+	if err := stack.CreateBuckets(ctx, logStore, local.LogBuckets...); err != nil {
+		t.Fatal(err)
+	}
+	doc := apidoc.MustLoad(t)
+	slavesFn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction",
+		Env: functionEnv(t, local, "SlavesFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
+	logsFn := lambdarun.Function{Binary: build(t, local.Root, "logs"), Name: "LogsFunction",
+		Env: functionEnv(t, local, "LogsFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
+	logsFn.Env["AWS_ENDPOINT_URL_S3"] = minio.Endpoint
+	logsFn.Env["AWS_ACCESS_KEY_ID"], logsFn.Env["AWS_SECRET_ACCESS_KEY"] = minio.AccessKey, minio.SecretKey
+
+	started := time.Now()
+	var keys []string
+	var uploadErr error
+	uploaded := make(chan struct{})
+	go func() {
+		defer close(uploaded)
+		keys, uploadErr = storeLongLogs(logStore, local.LogBuckets[0])
+	}()
+	store := dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}, 90*24*time.Hour)
+	changed, bigIDs := storeWorstSlaves(t, store)
+	if <-uploaded; uploadErr != nil {
+		t.Fatal(uploadErr)
+	}
+	t.Logf("stored the worst data in %v", time.Since(started).Round(time.Millisecond))
+
+	call := func(t *testing.T, fn lambdarun.Function, method, target, body string, gz bool) answer {
+		t.Helper()
+		return invokeRoute(t, fn, doc, method, target, body, gz)
+	}
+	history := "/api/slaves/slave/" + url.PathEscape(changed)
+	for _, gz := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gzip %v", gz), func(t *testing.T) {
+			t.Run("a history of the longest messages", func(t *testing.T) {
+				// All of it compresses well: only a client without gzip
+				// gets a part.
+				a := call(t, slavesFn, "GET", history, "", gz)
+				a.wantArray(t, historyChanges+1, !gz)
+				a = call(t, slavesFn, "GET", history+"?limit=5", "", gz)
+				a.wantArray(t, 5, false)
+				call(t, slavesFn, "GET", history+"?limit=0", "", gz).wantStatus(t, 400)
+			})
+			t.Run("the fleet of slaves with large attributes", func(t *testing.T) {
+				a := call(t, slavesFn, "GET", "/api/slaves", "", gz)
+				a.wantArray(t, bigSlaves+bigExpiring+1, true)
+				if gz && a.header.Get("Content-Encoding") != "gzip" {
+					t.Errorf("got Content-Encoding %q, want gzip, which keeps more of these slaves", a.header.Get("Content-Encoding"))
+				}
+				call(t, slavesFn, "GET", "/api/slaves/slave/"+bigIDs[0]+"/details", "", gz).wantStatus(t, 200)
+			})
+			t.Run("the expiring changes with the longest message and actionId", func(t *testing.T) {
+				a := call(t, slavesFn, "GET", "/api/slaves/expiring", "", gz)
+				a.wantArray(t, bigExpiring, !gz)
+			})
+			lookups := []string{
+				"/api/logs/task/" + boundsTask + "?excludeMetadata=true",
+				"/api/logs/request/bounds-api?excludeMetadata=true&start=1793491200000",
+				"/api/logs/request/bounds-api/deploy/v7?excludeMetadata=true&start=1793491200000",
+			}
+			for _, target := range lookups {
+				t.Run("the lookup "+target[:strings.Index(target, "?")], func(t *testing.T) {
+					a := call(t, logsFn, "GET", target, "", gz)
+					a.wantArray(t, longLogs, !gz)
+				})
+			}
+			t.Run("the search, page by page", func(t *testing.T) {
+				search := map[string]any{"taskIds": []string{boundsTask}, "maxPerPage": 1000, "excludeMetadata": true}
+				seen := map[string]int{}
+				pages := 0
+				for ; pages < 20; pages++ {
+					body, _ := json.Marshal(search)
+					a := call(t, logsFn, "POST", "/api/logs/search", string(body), gz)
+					a.wantStatus(t, 200)
+					var page struct {
+						ContinuationTokens map[string]any `json:"continuationTokens"`
+						LastPage           bool           `json:"lastPage"`
+						Results            []struct {
+							Key string `json:"key"`
+						} `json:"results"`
+					}
+					if err := json.Unmarshal(a.body, &page); err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range page.Results {
+						seen[r.Key]++
+					}
+					if page.LastPage {
+						break
+					}
+					search["continuationTokens"] = page.ContinuationTokens
+				}
+				if pages == 0 {
+					t.Errorf("got all %d logs on one page, want pages cut to fit", len(seen))
+				}
+				for _, k := range keys {
+					if seen[k] != 1 {
+						t.Errorf("got %.60s… %d times over %d pages, want once", k, seen[k], pages+1)
+					}
+				}
+			})
+		})
+	}
+	t.Logf("all in %v", time.Since(started).Round(time.Millisecond))
+}
+
+// storeWorstSlaves stores, through the same handlers the functions use, a
+// slave with a long history of the longest messages (accepted as they are
+// under the limit, refused one character longer), slaves with large
+// attributes, and slaves whose expiring changes hold the longest message and
+// actionId a request can carry. It returns the slave with the history and
+// the ones with large attributes.
+func storeWorstSlaves(t *testing.T, store *dynamo.Store) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	report := func(machines []string) {
+		t.Helper()
+		detail := `{"complete":false,"machines":[` + strings.Join(machines, ",") + `]}`
+		if res, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(ctx, json.RawMessage(detail)); err != nil || res.Failed > 0 {
+			t.Fatalf("report: %+v, %v", res, err)
+		}
+	}
+	h := web.Wrap(slaves.New(store, access.Policy{Mode: access.ModeNone}, machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}),
+		web.Options{Logger: quiet})
+	post := func(path, key, body string) int {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+
+	changed := "bounds-history-S1"
+	report([]string{fmt.Sprintf(`{"id":%q,"host":"node-h"}`, changed)})
+	longest := strings.Repeat("<", slaves.MaxMessage)
+	for i := range historyChanges {
+		action := []string{"freeze", "activate"}[i%2]
+		body, _ := json.Marshal(map[string]string{"message": longest})
+		if code := post("/api/slaves/slave/"+changed+"/"+action, fmt.Sprint("h", i), string(body)); code != 200 {
+			t.Fatalf("%s with a message of %d '<': got %d, want 200", action, slaves.MaxMessage, code)
+		}
+	}
+	tooLong, _ := json.Marshal(map[string]string{"message": longest + "<"})
+	if code := post("/api/slaves/slave/"+changed+"/freeze", "h-too-long", string(tooLong)); code != 400 {
+		t.Fatalf("freeze with a message of %d characters: got %d, want 400", slaves.MaxMessage+1, code)
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	var big []string
+	var machines []string
+	for i := range bigSlaves {
+		id := fmt.Sprintf("bounds-big-S%03d", i)
+		attrs := map[string]string{}
+		for j := range 6 {
+			attrs[fmt.Sprint("a", j)] = halfEscaped(rng, 10_000)
+		}
+		m, _ := json.Marshal(map[string]any{"id": id, "host": "node-" + id, "rackId": "us-east-1a", "attributes": attrs})
+		machines = append(machines, string(m))
+		big = append(big, id)
+	}
+	report(machines)
+
+	machines = nil
+	for i := range bigExpiring {
+		machines = append(machines, fmt.Sprintf(`{"id":"bounds-expiring-S%d","host":"node-e%d"}`, i, i))
+	}
+	report(machines)
+	for i := range bigExpiring {
+		// The largest body accepted, in '<' that JSON writes as 6 bytes.
+		body, _ := json.Marshal(map[string]any{"message": longest, "durationMillis": 3_600_000, "revertToState": "ACTIVE",
+			"actionId": strconv.Itoa(i) + strings.Repeat("<", web.MaxBody-slaves.MaxMessage-120)})
+		body = bytes.ReplaceAll(body, []byte(`\u003c`), []byte("<"))
+		if code := post(fmt.Sprintf("/api/slaves/slave/bounds-expiring-S%d/freeze", i), fmt.Sprint("e", i), string(body)); code != 200 {
+			t.Fatalf("expiring freeze with a body of %d bytes: got %d, want 200", len(body), code)
+		}
+	}
+	return changed, big
+}
+
+// halfEscaped returns n random characters, half of them '<': text that
+// gzip compresses well but not entirely, and that JSON makes 3.5 times
+// larger.
+func halfEscaped(rng *rand.Rand, n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:;!?"
+	b := make([]byte, n)
+	for i := range b {
+		if rng.IntN(2) == 0 {
+			b[i] = '<'
+		} else {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+	}
+	return string(b)
+}
+
+// storeLongLogs uploads the logs of boundsTask to bucket, with keys of
+// about 1,000 bytes in the default LOG_KEY_FORMAT, and returns their keys.
+// The keys are mostly '<', which JSON writes as 6 bytes and a URL as 3;
+// they extend the uploader's key after its file name, so they are still the
+// task's logs.
+func storeLongLogs(client *s3.Client, bucket string) ([]string, error) {
+	format, err := logkey.ParseFormat(logkey.DefaultFormat)
+	if err != nil {
+		return nil, err
+	}
+	task, err := logkey.ParseTaskID(boundsTask)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, longLogs)
+	for i := range keys {
+		at := time.UnixMilli(task.StartedAt).Add(time.Duration(i) * time.Minute)
+		// MinIO keeps a key's segments as file names, of at most 255 bytes.
+		long := strings.Repeat(strings.Repeat("<", 150)+"/", 5) + strings.Repeat("<", 150) + ".log"
+		keys[i] = format.Key(logkey.File{Task: task, Filename: "/", Index: i, Modified: at}) + long
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(keys))
+	work := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range work {
+				_, errs[i] = client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(keys[i]),
+					Body: strings.NewReader("log\n")})
+			}
+		})
+	}
+	for i := range keys {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return keys, errors.Join(errs...)
+}
+
+// answer is an API Gateway answer as a client gets it: the body base64-
+// decoded and decompressed.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// invokeRoute sends one request through the function's real binary as an
+// API Gateway REST API event, and checks what every answer must be:
+// delivered (not Lambda's Function.ResponseSizeTooLarge), JSON, and as
+// openapi.yaml describes it.
+func invokeRoute(t *testing.T, fn lambdarun.Function, doc *apidoc.Doc, method, target, body string, gz bool) answer {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	headers := map[string][]string{"Accept": {"application/json"}}
+	if gz {
+		headers["Accept-Encoding"] = []string{"gzip, deflate, br"}
+	}
+	if body != "" {
+		headers["Content-Type"] = []string{"application/json"}
+	}
+	event, _ := json.Marshal(map[string]any{
+		"httpMethod": method, "path": u.EscapedPath(), "multiValueQueryStringParameters": u.Query(),
+		"multiValueHeaders": headers, "body": body, "isBase64Encoded": false,
+		"requestContext": map[string]any{"requestId": fmt.Sprintf("bounds-%d", time.Now().UnixNano()), "domainName": "api.example.com",
+			"identity": map[string]any{"sourceIp": "203.0.113.7"}},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := fn.Invoke(ctx, event)
+	if err != nil {
+		t.Fatalf("%s %s: got %v, want an answer", method, target, err)
+	}
+	if len(res.Response) > lambdarun.MaxResponseSize {
+		t.Fatalf("%s %s: got a response of %d bytes, want at most %d", method, target, len(res.Response), lambdarun.MaxResponseSize)
+	}
+	var envelope struct {
+		StatusCode        int                 `json:"statusCode"`
+		MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
+		Body              string              `json:"body"`
+		Base64            bool                `json:"isBase64Encoded"`
+	}
+	if err := json.Unmarshal(res.Response, &envelope); err != nil {
+		t.Fatalf("%s %s: got %.200s, want an API Gateway response: %v", method, target, res.Response, err)
+	}
+	a := answer{status: envelope.StatusCode, header: http.Header(envelope.MultiValueHeaders), body: []byte(envelope.Body)}
+	if envelope.Base64 {
+		if a.body, err = base64.StdEncoding.DecodeString(envelope.Body); err != nil {
+			t.Fatalf("%s %s: got a body that is not base64: %v", method, target, err)
+		}
+	}
+	wire := a.body
+	if a.header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(a.body))
+		if err == nil {
+			a.body, err = io.ReadAll(zr)
+		}
+		if err != nil {
+			t.Fatalf("%s %s: got a gzip body that does not decompress: %v", method, target, err)
+		}
+	}
+	if !json.Valid(a.body) {
+		t.Fatalf("%s %s: got %d %.200q, want JSON", method, target, a.status, a.body)
+	}
+	req, _, err := edge.Request(ctx, event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Check(req, a.status, a.header, wire); err != nil {
+		t.Errorf("%s %s: answer does not match %s: %v", method, target, apidoc.File, err)
+	}
+	t.Logf("%s %s, gzip %v: %d, %d bytes of response, %s %s of %s", method, target, gz, a.status, len(res.Response),
+		a.header.Get(web.TruncatedHeader), a.header.Get(web.CountHeader), a.header.Get(web.TotalHeader))
+	return a
+}
+
+func (a answer) wantStatus(t *testing.T, status int) {
+	t.Helper()
+	if a.status != status {
+		t.Fatalf("got %d %.200s, want %d", a.status, a.body, status)
+	}
+}
+
+// wantArray checks that the answer is an array of total elements, cut or
+// whole as said, with the headers saying so exactly when it is cut.
+func (a answer) wantArray(t *testing.T, total int, cut bool) {
+	t.Helper()
+	a.wantStatus(t, 200)
+	var elems []json.RawMessage
+	if err := json.Unmarshal(a.body, &elems); err != nil {
+		t.Fatalf("got %.200s, want a JSON array", a.body)
+	}
+	h := a.header
+	if !cut {
+		if len(elems) != total || h.Get(web.TruncatedHeader) != "" || h.Get(web.CountHeader) != "" || h.Get(web.TotalHeader) != "" {
+			t.Errorf("got %d elements with %s %q, want all %d and no truncation headers", len(elems), web.TruncatedHeader, h.Get(web.TruncatedHeader), total)
+		}
+		return
+	}
+	if h.Get(web.TruncatedHeader) != "true" || h.Get(web.CountHeader) != strconv.Itoa(len(elems)) || h.Get(web.TotalHeader) != strconv.Itoa(total) {
+		t.Errorf("got %d elements with %s %q, %s %q, %s %q, want true, %d and %d", len(elems), web.TruncatedHeader, h.Get(web.TruncatedHeader),
+			web.CountHeader, h.Get(web.CountHeader), web.TotalHeader, h.Get(web.TotalHeader), len(elems), total)
+	}
+	if len(elems) == 0 || len(elems) >= total {
+		t.Errorf("got %d of %d elements, want some, not all", len(elems), total)
+	}
+}
