@@ -5,7 +5,7 @@ moto's own threaded server (moto_server) does not run DynamoDB transactions
 atomically: TransactWriteItems checks its conditions and applies its writes
 without a lock, and rolls back by restoring a copy of the whole table, which
 can drop other requests' writes. The service relies on transactions for its
-state changes (SPEC §5.1), so this launcher serves the same application as
+state changes (docs/behaviour.md "User changes"), so this launcher serves the same application as
 moto_server behind one global lock: requests are still accepted concurrently,
 but processed alone.
 

@@ -1,6 +1,7 @@
-// Package access owns who the caller is and what they may do: the identity
-// model of SPEC §3 and the admin/read group policy. It has no AWS imports; the
-// edge package fills an Identity from API Gateway's authorizer context.
+// Package access owns who the caller is and what they may do: the identity model
+// of docs/behaviour.md "Identity and authorization" and the admin/read group
+// policy. It has no AWS imports; the edge package fills an Identity from API
+// Gateway's authorizer context.
 package access
 
 import (

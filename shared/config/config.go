@@ -1,4 +1,4 @@
-// Package config reads the service's environment variables (SPEC §8) once,
+// Package config reads the service's environment variables (the README's configuration table) once,
 // at cold start, and names the variable in the one error it returns when a
 // value is invalid. Endpoints are not configuration here: the SDK reads its
 // own AWS_ENDPOINT_URL* variables.
@@ -61,7 +61,7 @@ func LoadSlaves(getenv func(string) string) (Slaves, error) {
 }
 
 // MaxURLTTL caps LOG_URL_TTL: a URL presigned with a Lambda role's
-// temporary credentials stops working when they expire anyway (SPEC §6.5).
+// temporary credentials stops working when they expire anyway (docs/behaviour.md "Task logs").
 const MaxURLTTL = 12 * time.Hour
 
 // Logs is the configuration of the log function.

@@ -163,7 +163,7 @@ func TestLoadLogsDefaults(t *testing.T) {
 	if len(c.Buckets) != 0 || c.Format.String() != "%requestId/%Y/%m/%taskId_%index-%s-%filename" ||
 		c.URLTTL != time.Hour || c.Lookback != 30*24*time.Hour || c.ListTimeout != 5*time.Second ||
 		c.LinkTimeout != 2*time.Second || c.PathStyle || c.Policy.Mode != access.ModeNone {
-		t.Errorf("got %+v, want the SPEC defaults and no bucket", c)
+		t.Errorf("got %+v, want the documented defaults and no bucket", c)
 	}
 }
 

@@ -36,7 +36,7 @@ func dueShard(machineID string) int64 {
 }
 
 // DueIDs returns the ids of the slaves whose expiring record is due at now
-// (dueAt < now, SPEC §5.3), oldest first.
+// (dueAt < now, docs/behaviour.md "Expiring changes"), oldest first.
 func (s *Store) DueIDs(ctx context.Context, now int64) ([]string, error) {
 	due, err := s.Due(ctx, now)
 	if err != nil {
@@ -49,7 +49,7 @@ func (s *Store) DueIDs(ctx context.Context, now int64) ([]string, error) {
 	return ids, nil
 }
 
-// Due returns the expiring records due at now (dueAt < now, SPEC §5.3),
+// Due returns the expiring records due at now (dueAt < now, docs/behaviour.md "Expiring changes"),
 // oldest first, with the time each fell due: the index holds it, so the
 // trigger learns how late it runs at no extra read.
 func (s *Store) Due(ctx context.Context, now int64) ([]machine.Due, error) {

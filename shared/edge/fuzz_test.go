@@ -123,7 +123,7 @@ func checkDescribed(t *testing.T, doc *apidoc.Doc, event, out json.RawMessage) {
 }
 
 // checkProxyResponse checks out, the answer to event, against the proxy
-// response format of the event's payload version and SPEC §1.
+// response format of the event's payload version and docs/behaviour.md "Wire conventions".
 func checkProxyResponse(t *testing.T, event, out json.RawMessage) {
 	t.Helper()
 	var probe struct {

@@ -1,8 +1,8 @@
 // Package expiry runs the scheduled jobs over the slave tables: the expiry
-// trigger, which applies every due expiring state change (SPEC §5.3), and
-// the retention job, which removes DEAD slaves kept longer than
-// DEAD_SLAVE_RETENTION (SPEC §5.2). History entries need no job: they expire
-// by DynamoDB TTL.
+// trigger, which applies every due expiring state change (docs/behaviour.md
+// "Expiring changes"), and the retention job, which removes DEAD slaves kept
+// longer than DEAD_SLAVE_RETENTION (docs/behaviour.md "Deletes"). History
+// entries need no job: they expire by DynamoDB TTL.
 //
 // Each run logs one line and, for the trigger, one metrics document with its
 // outcomes and its lag: how long the oldest due record had waited, which

@@ -321,7 +321,7 @@ func TestAUserChangeBeforeTheRevertWins(t *testing.T) {
 		id := seed(t, "user-illegal", 1)[0]
 		call(t, "POST", "/api/slaves/slave/"+id+"/decommission", "")
 		before := len(history(t, id))
-		// A decommission clears a pending revert to FROZEN (SPEC §5.3); a
+		// A decommission clears a pending revert to FROZEN (docs/behaviour.md "Expiring changes"); a
 		// record that survived anyway, written raw, is skipped.
 		putRecord(t, id, "FROZEN", time.Now().Add(-time.Minute).UnixMilli(), time.Now().Add(time.Hour))
 		res := expire(t, runner(local.DynamoDB))

@@ -18,11 +18,11 @@ import (
 	"github.com/fleetops/fleet/shared/machine"
 )
 
-// FuzzHandle gives arbitrary bytes to the inventory function as its event.
-// It must never panic; an event that is not JSON is an error; a report it
-// reads applies without error to a store that never fails, every machine
-// entry counted once; and, SPEC §7, the same report applied again changes
-// nothing and writes no history.
+// FuzzHandle gives arbitrary bytes to the inventory function as its event. It
+// must never panic; an event that is not JSON is an error; a report it reads
+// applies without error to a store that never fails, every machine entry counted
+// once; and, docs/behaviour.md "Machine reports", the same report applied again
+// changes nothing and writes no history.
 func FuzzHandle(f *testing.F) {
 	events, err := filepath.Glob(filepath.Join("..", "..", "events", "inventory-*.json"))
 	if err != nil || len(events) == 0 {
@@ -88,7 +88,7 @@ type fleet struct {
 	expiring map[string]machine.Expiring
 }
 
-// newFleet returns a fleet in states that every report rule of SPEC §5.2
+// newFleet returns a fleet in states that every report rule of docs/behaviour.md "Machine reports"
 // applies to: the three slaves the sample events name, and S4 to S6.
 func newFleet() *fleet {
 	f := &fleet{slaves: map[string]machine.Slave{}, history: map[string][]machine.Update{}, expiring: map[string]machine.Expiring{}}

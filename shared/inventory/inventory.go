@@ -1,6 +1,7 @@
-// Package inventory applies the scheduler's machine reports (SPEC §7): it
-// reads an EventBridge "Machine Report" event or its bare detail, and turns
-// each machine into a system transition decided by the machine package.
+// Package inventory applies the scheduler's machine reports (docs/behaviour.md
+// "Machine reports"): it reads an EventBridge "Machine Report" event or its bare
+// detail, and turns each machine into a system transition decided by the machine
+// package.
 package inventory
 
 import (

@@ -1,4 +1,4 @@
-// Package logkey owns the keys of task logs in S3 (SPEC §6.1–6.3): the
+// Package logkey owns the keys of task logs in S3 (docs/behaviour.md "Task logs"): the
 // LOG_KEY_FORMAT engine, task-id parsing and id validation, and the key
 // prefixes a task, deploy or request lookup lists, with their time windows,
 // de-duplication and allowlists. Standard library only.

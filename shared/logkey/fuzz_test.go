@@ -13,7 +13,7 @@ import (
 )
 
 // FuzzParseTaskID checks that a parse either refuses the id with the
-// message of SPEC §6.2 or splits it exactly: the parts, joined with '-' in
+// message of docs/behaviour.md "Task logs" or splits it exactly: the parts, joined with '-' in
 // the order of the id, give the id back, the numbers are the decimal digits
 // found there, and each part is a valid id of its kind, so that the prefixes
 // built from them cannot escape their request.

@@ -9,7 +9,7 @@ import (
 	"github.com/fleetops/fleet/shared/fault"
 )
 
-// MaxPrefixes is the most prefixes one lookup may list (SPEC §6.7).
+// MaxPrefixes is the most prefixes one lookup may list (docs/behaviour.md "Task logs").
 const MaxPrefixes = 2000
 
 // TooManyPrefixes returns the fault.Invalid of a lookup that would list more
@@ -133,7 +133,7 @@ func (f Format) fill(s Scope) []part {
 // Window is the time range [Start, End) of a lookup, in epoch ms.
 type Window struct{ Start, End int64 }
 
-// TaskWindow is the window of a task lookup (SPEC §6.3): from the later of
+// TaskWindow is the window of a task lookup (docs/behaviour.md "Task logs"): from the later of
 // start and the task's start, to end or, when end is nil, now. A running
 // task writes logs for as long as it runs, and when it ended is not known.
 func TaskWindow(t Task, start, end *int64, now int64) Window {
@@ -147,7 +147,7 @@ func TaskWindow(t Task, start, end *int64, now int64) Window {
 	return w
 }
 
-// LookbackWindow is the window of a request or deploy lookup (SPEC §6.3):
+// LookbackWindow is the window of a request or deploy lookup (docs/behaviour.md "Task logs"):
 // from start or, when start is nil, lookback before now, to end or now.
 func LookbackWindow(start, end *int64, lookback time.Duration, now int64) Window {
 	w := Window{Start: now - lookback.Milliseconds(), End: now}
@@ -164,7 +164,7 @@ func LookbackWindow(start, end *int64, lookback time.Duration, now int64) Window
 }
 
 // Prefixes returns the key prefixes to list for scope s over window w
-// (SPEC §6.3), sorted and compacted. The format is cut at the first token s
+// (docs/behaviour.md "Task logs"), sorted and compacted. The format is cut at the first token s
 // cannot fill. If what remains has time tokens, there is one prefix per unit
 // of the finest of them (hour, day, month or year), from the unit holding
 // 00:00 UTC of w's start day while the unit starts before w.End; otherwise
@@ -268,7 +268,7 @@ func Compact(prefixes []string) []string {
 	return out
 }
 
-// Allow applies a task lookup's allowlist (SPEC §6.3): it keeps the prefixes
+// Allow applies a task lookup's allowlist (docs/behaviour.md "Task logs"): it keeps the prefixes
 // that start with an allowlist entry. An empty allowlist keeps prefixes as
 // they are.
 func Allow(prefixes, allowlist []string) []string {

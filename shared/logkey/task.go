@@ -24,7 +24,7 @@ type Task struct {
 	RackID     string
 }
 
-// ParseTaskID parses a task id (SPEC §6.2): split on '-', the last five parts
+// ParseTaskID parses a task id (docs/behaviour.md "Task logs"): split on '-', the last five parts
 // are deployId, startedAt, instanceNo, host and rackId, and the rest is the
 // requestId. Every part must be non-empty, the numbers plain decimal digits,
 // and the whole id a valid id (see CheckRequestID). Otherwise it returns

@@ -11,11 +11,12 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 )
 
-// Who may read logs with AUTH_MODE=authorizer (SPEC §3): admins and members
-// of READ_GROUPS, or any authenticated caller when READ_GROUPS is empty;
-// nobody without an identity. The identity is the one the edge put in the
-// request's context (shared/slaves' access tests send each way API Gateway
-// delivers one through the edge); a user record in a body never counts.
+// Who may read logs with AUTH_MODE=authorizer (docs/behaviour.md "Identity and
+// authorization"): admins and members of READ_GROUPS, or any authenticated
+// caller when READ_GROUPS is empty; nobody without an identity. The identity is
+// the one the edge put in the request's context (shared/slaves' access tests
+// send each way API Gateway delivers one through the edge); a user record in a
+// body never counts.
 
 // serveAs serves a request from id (nil: no identity).
 func serveAs(t *testing.T, h http.Handler, id *access.Identity, method, path, body string) result {
@@ -125,8 +126,9 @@ func TestAccessLogBodiesNeverElevate(t *testing.T) {
 			serveAs(t, h, stranger, route[0], route[1], body).wantError(t, 403, "eve must be part of one or more read groups: readers")
 			serveAs(t, h, iamCaller, route[0], route[1], body).wantError(t, 403, iamCaller.ID+" must be part of one or more read groups: readers")
 			serveAs(t, h, nil, route[0], route[1], body).wantError(t, 401, "authentication required")
-			// Identity and permission come before the body (as in SPEC
-			// §5.1): a refused caller learns nothing from a bad body.
+			// Identity and permission come before the body (as in
+			// docs/behaviour.md "User changes"): a refused caller learns nothing
+			// from a bad body.
 			serveAs(t, h, nil, route[0], route[1], "{not json").wantError(t, 401, "authentication required")
 			serveAs(t, h, stranger, route[0], route[1], strings.Repeat(" ", 70000)).wantError(t, 403, "eve must be part of one or more read groups: readers")
 			f.untouched(t)
@@ -171,7 +173,7 @@ var acceptedTTLs = map[string]time.Duration{
 
 func TestAccessPresignedURLLifetimeIsCappedAtConfigLoad(t *testing.T) {
 	if config.MaxURLTTL != 12*time.Hour {
-		t.Fatalf("got MaxURLTTL %v, want 12h (SPEC §6.5)", config.MaxURLTTL)
+		t.Fatalf("got MaxURLTTL %v, want 12h (docs/behaviour.md, Task logs)", config.MaxURLTTL)
 	}
 	for v, want := range acceptedTTLs {
 		t.Run(v+" is accepted", func(t *testing.T) {

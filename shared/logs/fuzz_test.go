@@ -26,11 +26,11 @@ const (
 	noBuckets  byte = 4
 )
 
-// FuzzRoutes sends arbitrary requests through the real route table over
-// logs in two buckets, and checks SPEC §1 on every answer: never a panic or
-// a 5xx (the fake S3 answers at once, so not even a 504), always
-// Content-Type application/json, errors as {"code", "message"}, a 200 that
-// is a JSON array of logs (lookups) or a search result, never cached, and
+// FuzzRoutes sends arbitrary requests through the real route table over logs in
+// two buckets, and checks docs/behaviour.md "Wire conventions" on every answer:
+// never a panic or a 5xx (the fake S3 answers at once, so not even a 504),
+// always Content-Type application/json, errors as {"code", "message"}, a 200
+// that is a JSON array of logs (lookups) or a search result, never cached, and
 // every answer matches openapi.yaml.
 func FuzzRoutes(f *testing.F) {
 	seeds := []struct {
@@ -123,8 +123,9 @@ func fuzzCaller(ctx context.Context, mode byte) context.Context {
 	return ctx
 }
 
-// checkAnswer checks one answer against SPEC §1 and §6; a 200 of the search
-// is a search result, any other 200 a list of logs.
+// checkAnswer checks one answer against docs/behaviour.md "Wire conventions" and
+// docs/behaviour.md "Task logs"; a 200 of the search is a search result, any
+// other 200 a list of logs.
 func checkAnswer(t *testing.T, rec *httptest.ResponseRecorder, search bool) {
 	t.Helper()
 	status, body := rec.Code, rec.Body.Bytes()

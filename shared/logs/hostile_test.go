@@ -180,7 +180,7 @@ func TestHostileMaxPerPage(t *testing.T) {
 				serve(t, h, "GET", path+"?maxPerPage="+v, "").wantError(t, 400, fmt.Sprintf("maxPerPage must be a whole number ≥ 1, got %q", got))
 			})
 		}
-		// GET lookups have no upper cap (SPEC §6.5): a huge page is all.
+		// GET lookups have no upper cap (docs/behaviour.md "Task logs"): a huge page is all.
 		for _, v := range []string{"1000000000000", "9223372036854775807", "1001"} {
 			t.Run(path+" maxPerPage="+v+" returns every object", func(t *testing.T) {
 				if got := decode[[]logEntry](t, serve(t, h, "GET", path+"?maxPerPage="+v, "")); len(got) != len(mine) {

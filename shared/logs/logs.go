@@ -1,4 +1,4 @@
-// Package logs serves /api/logs (SPEC §6): task-log lookups by task, by
+// Package logs serves /api/logs (docs/behaviour.md "Task logs"): task-log lookups by task, by
 // request and by deploy, and the paginated search, over the objects the
 // logstore adapter lists in S3. Prefixes come from the logkey domain.
 package logs
@@ -41,10 +41,10 @@ const (
 	headWorkers = 64
 )
 
-// maxScopes is the most tasks and requests one lookup may name (SPEC §6.7).
+// maxScopes is the most tasks and requests one lookup may name (docs/behaviour.md "Task logs").
 const maxScopes = 100
 
-// maxSearchPage is the largest maxPerPage of a search (SPEC §6.6).
+// maxSearchPage is the largest maxPerPage of a search (docs/behaviour.md "Task logs").
 const maxSearchPage = 1000
 
 // Handler serves /api/logs.
@@ -67,7 +67,7 @@ func New(store Store, cfg config.Logs) *Handler {
 }
 
 // ServeHTTP serves one request. Every answer, errors included, carries
-// Cache-Control: no-store: lookups hold presigned URLs (SPEC §1).
+// Cache-Control: no-store: lookups hold presigned URLs (docs/behaviour.md "Wire conventions").
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	h.mux.ServeHTTP(w, r)
@@ -177,7 +177,7 @@ func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 }
 
 // lookup answers a GET lookup of what: every object under the prefixes, in
-// every bucket, newest first (SPEC §6.5). scope names the lookup in the
+// every bucket, newest first (docs/behaviour.md "Task logs"). scope names the lookup in the
 // metrics.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, prefixes func(query, int64) ([]string, error)) {
 	answered := 0
@@ -306,7 +306,7 @@ func (h *Handler) describe(ctx context.Context, what string, objs []logstore.Obj
 	return out, nil
 }
 
-// timedOut turns a phase that ran out of time into the 504 of SPEC §6.7.
+// timedOut turns a phase that ran out of time into the 504 of docs/behaviour.md "Task logs".
 func timedOut(ctx context.Context, what string, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || fault.KindOf(err) == fault.KindTimeout {
 		return fault.Timeout("Timed out waiting for response from S3 for %s", what)

@@ -16,7 +16,7 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// group is the only log group; it names continuation tokens (SPEC §6.4).
+// group is the only log group; it names continuation tokens (docs/behaviour.md "Task logs").
 const group = logkey.DefaultGroup
 
 // source is one (bucket, prefix) pair a search lists, with its token key.
@@ -30,7 +30,7 @@ type hit struct {
 	source string
 }
 
-// search serves POST /api/logs/search (SPEC §6.6). A page holds at most
+// search serves POST /api/logs/search (docs/behaviour.md "Task logs"). A page holds at most
 // maxPerPage results in all. Sources are listed in a fixed order, a few at a
 // time in parallel, each from where its token says it stopped, until the
 // page is full; a source that had to stop early gets a token holding the

@@ -3,7 +3,7 @@ package logs
 import "github.com/fleetops/fleet/shared/fault"
 
 // logJSON is SchedulerStorageLog, or SchedulerStorageLogMetadata when the
-// URLs are left out (SPEC §2.7).
+// URLs are left out (openapi.yaml, the log models).
 type logJSON struct {
 	Key          string `json:"key"`
 	LastModified int64  `json:"lastModified"`

@@ -3,8 +3,8 @@ package machine
 // Outcome is what the expiry trigger did with one due record.
 type Outcome string
 
-// The outcomes of one due record (SPEC §5.3). Every outcome but Superseded
-// and Deferred deletes the record.
+// The outcomes of one due record (docs/behaviour.md "Expiring changes"). Every
+// outcome but Superseded and Deferred deletes the record.
 const (
 	Applied    Outcome = "applied"    // the slave was reverted
 	Skipped    Outcome = "skipped"    // the revert was illegal or the slave already at its state
@@ -23,13 +23,14 @@ type Due struct {
 // ExpiryMessage is the message of a revert's history entry.
 const ExpiryMessage = "Updated due to expiring action"
 
-// Expire decides the revert of slave id's expiring record at now (SPEC
-// §5.3) and stores what it decided in outcome. The record is only acted on
-// while it is due in the snapshot, so a record already applied by a
-// concurrent trigger, deleted by a user, or replaced by a newer one is left
-// alone: the adapter's write is conditioned on the record read, which makes
-// every record apply at most once. A revert into STARTING_DECOMMISSION
-// honours the decommission limit like a user's decommission does.
+// Expire decides the revert of slave id's expiring record at now
+// (docs/behaviour.md "Expiring changes") and stores what it decided in outcome.
+// The record is only acted on while it is due in the snapshot, so a record
+// already applied by a concurrent trigger, deleted by a user, or replaced by a
+// newer one is left alone: the adapter's write is conditioned on the record
+// read, which makes every record apply at most once. A revert into
+// STARTING_DECOMMISSION honours the decommission limit like a user's
+// decommission does.
 //
 // now reads the clock (epoch ms) when the revert is decided, as for a user
 // change.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Observation is what one machine report says of one machine (SPEC §7).
+// Observation is what one machine report says of one machine (docs/behaviour.md "Machine reports").
 type Observation struct {
 	ID           string
 	Host         string
@@ -30,7 +30,7 @@ const DefaultRack = "DEFAULT"
 // still be the newer of the two.
 const StaleAfter = 1000 // ms
 
-// Observe decides the system transition of SPEC §5.2 for one observation
+// Observe decides the system transition of docs/behaviour.md "Machine reports" for one observation
 // made at o.At and applied at now. System changes are stamped with the time
 // the scheduler observed them (never earlier than the entry they follow), and
 // a report older than the slave's current state changes nothing, so a delayed

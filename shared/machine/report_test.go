@@ -46,7 +46,7 @@ func described(s *Slave, o Observation) Slave {
 }
 
 // step returns s moved to state by the system with a reason (the reason's
-// text is not part of SPEC; the test fills it from the plan). The entry is
+// text is not part of the contract; the test fills it from the plan). The entry is
 // stamped when the scheduler made the report; the test sets that too.
 func step(s Slave, state State, user, message string) Slave {
 	s.Current = Update{SlaveID: slaveID, State: state, Timestamp: appliedAt, User: user, Message: message}
@@ -406,10 +406,10 @@ func TestObserveTheSameReportTwiceWritesNothingTheSecondTime(t *testing.T) {
 }
 
 func TestObserveAppliesALostReportMadeAfterTheOneThatSetTheState(t *testing.T) {
-	// SPEC §5.2: a machine reported lost becomes DEAD. Here report 1 (made at
-	// reportAt) brought the machine up and was applied 250 ms later; report 2
-	// was made 100 ms after report 1, so it is newer than everything stored,
-	// but it arrives after report 1 was applied.
+	// docs/behaviour.md "Machine reports": a machine reported lost becomes DEAD.
+	// Here report 1 (made at reportAt) brought the machine up and was applied
+	// 250 ms later; report 2 was made 100 ms after report 1, so it is newer than
+	// everything stored, but it arrives after report 1 was applied.
 	up, err := Observe(sameAsKnown(), appliedAt)(Snapshot{Slave: known(Dead)})
 	if err != nil || up == nil {
 		t.Fatalf("report 1: got (%+v, %v), want a plan", up, err)

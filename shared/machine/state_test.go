@@ -6,7 +6,7 @@ import (
 	"github.com/fleetops/fleet/shared/fault"
 )
 
-// statesMessage is the 400 message of SPEC §4 for an unknown state query.
+// statesMessage is the 400 message of docs/behaviour.md for an unknown state query.
 const statesMessage = "query param state must be one of [MISSING_ON_STARTUP, ACTIVE, STARTING_DECOMMISSION, DECOMMISSIONING, DECOMMISSIONED, DEAD, FROZEN]"
 
 func TestStatesFollowTheDeclarationOrderOfTheSpec(t *testing.T) {
@@ -25,7 +25,7 @@ func TestStatesFollowTheDeclarationOrderOfTheSpec(t *testing.T) {
 }
 
 func TestStatePredicatesMatchTheSpecTable(t *testing.T) {
-	// SPEC §2.1, copied literally.
+	// docs/behaviour.md "Machine states", copied literally.
 	tests := []struct {
 		state                     State
 		decommissioning, inactive bool

@@ -7,7 +7,7 @@ import (
 )
 
 // CheckTransition returns fault.Conflict when a slave in current may not be
-// moved to target by a user or an expiring revert (SPEC §5.1). The messages
+// moved to target by a user or an expiring revert (docs/behaviour.md "User changes"). The messages
 // name the requested state, as clients of the old API expect.
 func CheckTransition(id string, current, target State) error {
 	switch {
@@ -21,7 +21,8 @@ func CheckTransition(id string, current, target State) error {
 }
 
 // ClearsExpiring reports whether moving to next makes an expiring record that
-// reverts to revert pointless, so that it is deleted with the change (SPEC §5.3).
+// reverts to revert pointless, so that it is deleted with the change
+// (docs/behaviour.md "Expiring changes").
 func ClearsExpiring(revert, next State) bool {
 	switch {
 	case next == revert, next.IsInactive():
@@ -59,7 +60,7 @@ type Change struct {
 }
 
 // UserChange decides a freeze, decommission or activate, in the check order
-// of SPEC §5.1: expiring-request validation, slave exists, transition legal.
+// of docs/behaviour.md "User changes": expiring-request validation, slave exists, transition legal.
 // The decommission limit is enforced by the adapter from Plan.Limit.
 func UserChange(c Change, limits Limits) Decide {
 	return func(snap Snapshot) (*Plan, error) {
@@ -98,10 +99,10 @@ func UserChange(c Change, limits Limits) Decide {
 	}
 }
 
-// transition returns the plan that moves snap's slave to entry's state, with
-// the expiring cleanup of SPEC §5.3. The entry is never older than the one it
-// follows: clocks of concurrent instances differ, and "newest first" must
-// mean the same by position and by time.
+// transition returns the plan that moves snap's slave to entry's state, with the
+// expiring cleanup of docs/behaviour.md "Expiring changes". The entry is never
+// older than the one it follows: clocks of concurrent instances differ, and
+// "newest first" must mean the same by position and by time.
 func transition(snap Snapshot, entry Update) *Plan {
 	slave := *snap.Slave
 	entry.Timestamp = max(entry.Timestamp, slave.Current.Timestamp)
@@ -113,9 +114,10 @@ func transition(snap Snapshot, entry Update) *Plan {
 	}
 }
 
-// ValidateExpiring checks an expiring change request in the order of SPEC
-// §5.3 for an action whose state is target. exists says whether the slave
-// already has an expiring record. It returns fault.Invalid or fault.Conflict.
+// ValidateExpiring checks an expiring change request in the order of
+// docs/behaviour.md "Expiring changes" for an action whose state is target.
+// exists says whether the slave already has an expiring record. It returns
+// fault.Invalid or fault.Conflict.
 func ValidateExpiring(target State, req ChangeRequest, exists bool, max time.Duration) error {
 	if req.RevertToState == nil {
 		return fault.Invalid("Must include a machine state to revert to for an expiring machine state change")

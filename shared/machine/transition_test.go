@@ -27,7 +27,7 @@ var maxMillis = maxExpiring.Milliseconds()
 
 var testLimits = Limits{MaxDecommissioning: 2, MaxExpiring: maxExpiring}
 
-// action is one of the user actions of SPEC §4 and the state it targets.
+// action is one of the user actions of docs/behaviour.md and the state it targets.
 type action struct {
 	name   string
 	target State
@@ -42,7 +42,7 @@ func TestCheckTransitionFollowsTheWholeSpecMatrix(t *testing.T) {
 		already outcome = "409 already"
 		illegal outcome = "409 illegal"
 	)
-	// SPEC §5.1, copied literally: columns freeze, decommission, activate.
+	// docs/behaviour.md "User changes", copied literally: columns freeze, decommission, activate.
 	matrix := map[State][3]outcome{
 		Active:               {ok, ok, already},
 		Frozen:               {already, ok, ok},
@@ -96,7 +96,7 @@ func TestValidateExpiringChecksTheSpecRulesInOrder(t *testing.T) {
 		call call
 		ok   bool
 		kind fault.Kind
-		msg  string // exact message when SPEC gives one
+		msg  string // exact message when the contract fixes one
 		// sameAs breaks only the rule that must win; its error must be the one returned.
 		sameAs *call
 		// notAs breaks only the rule that must lose; its error must not be the one returned.
@@ -207,7 +207,7 @@ func TestValidateExpiringChecksTheSpecRulesInOrder(t *testing.T) {
 }
 
 func TestValidateExpiringAcceptsExactlyTheRevertStatesTheSpecAllows(t *testing.T) {
-	// Rules 3–7 of SPEC §5.3 worked out by hand for each action: the revert
+	// Rules 3–7 of docs/behaviour.md "Expiring changes" worked out by hand for each action: the revert
 	// states that pass without and with killTasksOnDecommissionTimeout.
 	allowed := map[State]map[bool][]State{
 		Frozen:               {false: {Active, StartingDecommission, Frozen}, true: {Active, StartingDecommission, Frozen}},
@@ -233,7 +233,7 @@ func TestValidateExpiringAcceptsExactlyTheRevertStatesTheSpecAllows(t *testing.T
 }
 
 func TestClearsExpiringFollowsTheSpecCleanupRule(t *testing.T) {
-	// SPEC §5.3 cleanup, worked out by hand: rows are the record's revert
+	// docs/behaviour.md "Expiring changes" cleanup, worked out by hand: rows are the record's revert
 	// state R, columns the new state N in declaration order; x deletes.
 	//                            MOS ACT STD DNG DED DEA FRZ
 	table := map[State]string{
@@ -454,7 +454,7 @@ func TestUserChangeWithDurationStoresTheExpiringRecord(t *testing.T) {
 }
 
 func TestUserChangeKeepsTheRequestAsReceivedInTheRecord(t *testing.T) {
-	// SPEC §2.5: expiringAPIRequestObject is "the request as received"; a
+	// openapi.yaml, SchedulerExpiringMachineState: expiringAPIRequestObject is "the request as received"; a
 	// request without actionId has none, the generated id belongs to the record.
 	req := ChangeRequest{DurationMillis: new(int64(60_000)), RevertToState: new(Active)}
 	c := Change{SlaveID: slaveID, Target: Frozen, Request: req, Now: clockAt(1_700_000_000_000)}

@@ -73,7 +73,7 @@ const (
 	LogObjects = "LogObjects"
 	S3Calls    = "S3Calls"
 
-	// The expiry trigger's outcomes per run (SPEC §5.3): records applied,
+	// The expiry trigger's outcomes per run (docs/behaviour.md "Expiring changes"): records applied,
 	// skipped, dropped, superseded, deferred under the decommission limit,
 	// failed, and left unstarted at the deadline.
 	ExpiryApplied    = "ExpiryApplied"

@@ -276,8 +276,9 @@ func changeRoutes(active, dead string) [][2]string {
 func TestAccessChangesAreForAdminsOnly(t *testing.T) {
 	active, dead := hostileSlaves(t, "acl")
 	before := snapshot(t, active, dead)
-	// Identity and permission are checked before the body is read (SPEC
-	// §5.1), so a body that would be valid, or invalid, makes no difference.
+	// Identity and permission are checked before the body is read
+	// (docs/behaviour.md "User changes"), so a body that would be valid, or
+	// invalid, makes no difference.
 	bodies := []string{"", `{"durationMillis":60000,"revertToState":"ACTIVE"}`, "{not json"}
 	for _, d := range deliveries {
 		nonAdmin := principal(d, "mallory", "ops", "readers", "administrators", "Admin", "admin-readonly")

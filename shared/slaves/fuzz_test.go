@@ -53,14 +53,14 @@ const (
 	fleetAtLimit byte = 4
 )
 
-// FuzzRoutes sends arbitrary requests through the real route table, the
-// way API Gateway and the edge would deliver them, and checks SPEC §1 on
-// every answer: never a panic or a 5xx (the store never fails), always
-// Content-Type application/json, errors as {"code", "message"}, reads as
-// JSON and changes as an empty 200, and every answer matches openapi.yaml.
-// Each request is sent twice, as a client retrying would, and a change
-// request that names itself (Idempotency-Key or actionId) must get the same
-// answer the second time.
+// FuzzRoutes sends arbitrary requests through the real route table, the way API
+// Gateway and the edge would deliver them, and checks docs/behaviour.md "Wire
+// conventions" on every answer: never a panic or a 5xx (the store never fails),
+// always Content-Type application/json, errors as {"code", "message"}, reads as
+// JSON and changes as an empty 200, and every answer matches openapi.yaml. Each
+// request is sent twice, as a client retrying would, and a change request that
+// names itself (Idempotency-Key or actionId) must get the same answer the second
+// time.
 func FuzzRoutes(f *testing.F) {
 	seeds := []struct {
 		method, path, query, header, body string
@@ -150,7 +150,7 @@ func requestTarget(path, query string) (*url.URL, bool) {
 	return u, true
 }
 
-// checkAnswer checks one answer against SPEC §1. logs holds what the
+// checkAnswer checks one answer against docs/behaviour.md "Wire conventions". logs holds what the
 // handler logged, which names the internal error behind a 5xx.
 func checkAnswer(t *testing.T, method string, rec *httptest.ResponseRecorder, logs *bytes.Buffer) {
 	t.Helper()

@@ -1,5 +1,5 @@
-// Package slaves serves the /api/slaves endpoint group (SPEC §4): the route
-// table, identity and authorization checks in the order of SPEC §5.1, and
+// Package slaves serves the /api/slaves endpoint group (docs/behaviour.md): the route
+// table, identity and authorization checks in the order of docs/behaviour.md "User changes", and
 // the mapping between wire JSON and the machine domain.
 package slaves
 

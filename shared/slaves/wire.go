@@ -9,7 +9,7 @@ import (
 	"github.com/fleetops/fleet/shared/machine"
 )
 
-// The JSON models of SPEC §2. Optional fields are omitted, never null.
+// The JSON models of openapi.yaml. Optional fields are omitted, never null.
 
 type updateJSON struct {
 	ObjectID  string `json:"objectId"`

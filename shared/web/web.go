@@ -1,8 +1,8 @@
-// Package web holds what every endpoint group shares on the HTTP side: the
-// wire conventions of SPEC §1 (JSON bodies, tolerant optional bodies, the
-// error body), the one mapping from fault kinds to HTTP status, and the
-// middleware that gives every request an id, a log line and panic safety
-// and keeps every answer within what Lambda can return (Budget).
+// Package web holds what every endpoint group shares on the HTTP side: the wire
+// conventions of docs/behaviour.md "Wire conventions" (JSON bodies, tolerant
+// optional bodies, the error body), the one mapping from fault kinds to HTTP
+// status, and the middleware that gives every request an id, a log line and
+// panic safety and keeps every answer within what Lambda can return (Budget).
 //
 // The log line of a request says what an operator asks first: which route,
 // what answer, how long, for whom (the caller's identity id, never a token),
@@ -36,7 +36,7 @@ import (
 	"github.com/fleetops/fleet/shared/metrics"
 )
 
-// MaxBody is the largest request body accepted (SPEC §1).
+// MaxBody is the largest request body accepted (docs/behaviour.md "Wire conventions").
 const MaxBody = 64 << 10
 
 // ErrorBody is the JSON body of every error response.
