@@ -42,7 +42,7 @@ import (
 const (
 	historyChanges = 230 // each with a message of 4,096 '<', 29 KB as Lambda carries it: 215 fit
 	bigSlaves      = 120 // each with 60,000 characters of attributes, half of them '<'
-	bigExpiring    = 8   // each with a message and an actionId filling a 64 KiB request with '<'
+	bigExpiring    = 200 // each with the longest message and actionId, in '<': 32 KB as Lambda carries it, about 190 fit
 	longLogs       = 520 // each with a key of about 1,000 bytes, mostly '<': about 440 fit
 	boundsTask     = "bounds-api-v7-1793491200000-0-node3-us_east_1a"
 )
@@ -241,9 +241,11 @@ func storeWorstSlaves(t *testing.T, store *dynamo.Store) (string, []string) {
 	}
 	report(machines)
 	for i := range bigExpiring {
-		// The largest body accepted, in '<' that JSON writes as 6 bytes.
+		// The longest message and actionId accepted, in '<' that JSON
+		// writes as 6 bytes.
+		actionID := strconv.Itoa(i) + strings.Repeat("<", slaves.MaxActionID)
 		body, _ := json.Marshal(map[string]any{"message": longest, "durationMillis": 3_600_000, "revertToState": "ACTIVE",
-			"actionId": strconv.Itoa(i) + strings.Repeat("<", web.MaxBody-slaves.MaxMessage-120)})
+			"actionId": actionID[:slaves.MaxActionID]})
 		body = bytes.ReplaceAll(body, []byte(`\u003c`), []byte("<"))
 		if code := post(fmt.Sprintf("/api/slaves/slave/bounds-expiring-S%d/freeze", i), fmt.Sprint("e", i), string(body)); code != 200 {
 			t.Fatalf("expiring freeze with a body of %d bytes: got %d, want 200", len(body), code)
