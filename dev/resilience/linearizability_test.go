@@ -41,7 +41,7 @@ import (
 // exactly once.
 func TestResilienceLinearizable(t *testing.T) {
 	const (
-		rounds    = 40
+		rounds    = 30
 		clients   = 6
 		perClient = 8
 	)

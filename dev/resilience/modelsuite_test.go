@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,7 +49,7 @@ import (
 // tables; slaves left by other tests are loaded into the model.
 func TestResilienceModel(t *testing.T) {
 	defer countFailure(t)
-	rapidDefaults(25, 30)
+	rapidDefaults(20, 40)
 	modelConfig.identicalKeepsAge = !*strictDescriptions
 	h := newModelHarness(t)
 	rapid.Check(t, func(rt *rapid.T) {
@@ -83,6 +84,11 @@ func rapidDefaults(checks, steps int) {
 	if !given["rapid.failfile"] && !given["rapid.nofailfile"] && os.Getenv("RAPID_NOFAILFILE") == "" {
 		_ = flag.Set("rapid.nofailfile", "true")
 	}
+	// Each try replays a sequence against the emulator, about a second:
+	// give shrinking time for a short reproduction.
+	if !given["rapid.shrinktime"] && os.Getenv("RAPID_SHRINKTIME") == "" {
+		_ = flag.Set("rapid.shrinktime", "90s")
+	}
 }
 
 // The configuration of the service under test, small enough that the
@@ -114,6 +120,14 @@ func (c *virtualClock) Now() time.Time {
 }
 
 func (c *virtualClock) ms() int64 { return c.Now().UnixMilli() }
+
+// startOver moves the clock on by at least d, to offset past a whole
+// minute.
+func (c *virtualClock) startOver(d, offset time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d).Truncate(time.Minute).Add(offset)
+	c.mu.Unlock()
+}
 
 func (c *virtualClock) advance(d time.Duration) {
 	c.mu.Lock()
@@ -183,6 +197,7 @@ type world struct {
 	ghost   string   // an id never reported
 	sent    []sentChange
 	step    int
+	t0      int64 // the clock when the sequence started
 }
 
 // sentChange is a change request as sent, for replaying it.
@@ -193,8 +208,13 @@ type sentChange struct {
 
 func (h *modelHarness) newWorld(t *rapid.T) *world {
 	n := h.sequences.Add(1)
-	h.clock.advance(time.Hour) // nothing of the previous sequence is recent
-	w := &world{h: h, model: newRefModel(modelConfig), prefix: fmt.Sprintf("mb%03d-", n)}
+	// Nothing of the previous sequence is recent, and every sequence starts
+	// at the same place in a second: event times are whole seconds, and a
+	// replay must see them fall where the first run did. Not on the second:
+	// a report's time is then most of a second before the changes made at
+	// the same instant, which is when its entry could precede theirs.
+	h.clock.startOver(time.Hour, 600*time.Millisecond)
+	w := &world{h: h, model: newRefModel(modelConfig), prefix: fmt.Sprintf("mb%03d-", n), t0: h.clock.ms()}
 	w.ghost = w.prefix + "ghost"
 	for i := range rapid.IntRange(3, 6).Draw(t, "slaves") {
 		w.main = append(w.main, fmt.Sprintf("%ss%d", w.prefix, i))
@@ -211,6 +231,13 @@ func (h *modelHarness) newWorld(t *rapid.T) *world {
 		rep.Machines = append(rep.Machines, refMachine{ID: id, Host: id + ".example.com"})
 	}
 	w.report(t, rep)
+	// Some sequences start with the decommission limit full, so that
+	// refusals and deferred reverts are common enough to be checked.
+	if rapid.IntRange(0, 2).Draw(t, "start with the limit full") == 0 {
+		for _, id := range w.main[:limits.MaxDecommissioning] {
+			w.sendChange(t, "decommission", "alice", refChange{Slave: id, Message: "drain"})
+		}
+	}
 	return w
 }
 
@@ -277,13 +304,13 @@ func (w *world) actions() map[string]func(*rapid.T) {
 		{"change", 4, w.changeStep},
 		{"replay", 1, w.replayStep},
 		{"report", 3, w.reportStep},
-		{"expiry", 2, w.expiryStep},
+		{"expiry", 3, w.expiryStep},
 		{"retention", 1, w.retentionStep},
 		{"delete", 1, w.deleteStep},
 		{"delete-expiring", 1, w.deleteExpiringStep},
 		{"delete-dead", 1, w.deleteDeadStep},
 		{"advance", 3, w.advanceStep},
-		{"check", 1, func(t *rapid.T) { w.checkAll(t, "check") }},
+		{"check", 1, w.checkList},
 	}
 	// rapid picks among the names uniformly: a weight is that many names.
 	actions := map[string]func(*rapid.T){}
@@ -299,9 +326,14 @@ func (w *world) actions() map[string]func(*rapid.T) {
 // key, same description) as often as the interesting cases need.
 var (
 	actionTargets = map[string]string{"freeze": mFrozen, "decommission": mStarting, "activate": mActive}
-	durations     = []int64{1, 1000, 60_000, 5 * 60_000, 25 * 60_000, 1000, 60_000, 0, -1, 30*24*3600_000 + 1}
-	// reverts favour the states a user change may revert to.
-	reverts  = append([]string{mActive, mFrozen, mStarting, mActive, mFrozen, mStarting}, mStates...)
+	durations     = []int64{1, 1000, 60_000, 5 * 60_000, 25 * 60_000, 1, 1, 1000, 1000, 60_000, 0, -1, 30*24*3600_000 + 1}
+	// validReverts are the states each action may revert to, drawn most of
+	// the time so that expiring changes get through and fall due.
+	validReverts = map[string][]string{
+		"freeze":       {mActive, mStarting},
+		"activate":     {mFrozen, mStarting},
+		"decommission": {mActive},
+	}
 	advances = []time.Duration{time.Millisecond, 250 * time.Millisecond, 999 * time.Millisecond, time.Second,
 		1500 * time.Millisecond, 59 * time.Second, 61 * time.Second, 5 * time.Minute, 10 * time.Minute, 11 * time.Minute,
 		21 * time.Minute, 31 * time.Minute}
@@ -315,15 +347,20 @@ func (w *world) changeStep(t *rapid.T) {
 		ActionID: rapid.SampledFrom([]string{"", "", "T-1", "T-2"}).Draw(t, "actionId"),
 		Key:      rapid.SampledFrom([]string{"", "", "", "k1", "k2"}).Draw(t, "key"),
 	}
-	action := rapid.SampledFrom([]string{"freeze", "decommission", "activate"}).Draw(t, "action")
+	// Decommissions often enough to fill the limit.
+	action := rapid.SampledFrom([]string{"freeze", "decommission", "decommission", "activate"}).Draw(t, "action")
 	user := rapid.SampledFrom([]string{"alice", "bob", "robot"}).Draw(t, "user")
-	switch rapid.IntRange(0, 7).Draw(t, "expiring") {
-	case 4, 5, 6:
+	switch rapid.IntRange(0, 6).Draw(t, "expiring") {
+	case 3, 4, 5:
 		d := rapid.SampledFrom(durations).Draw(t, "durationMillis")
-		r := rapid.SampledFrom(reverts).Draw(t, "revertToState")
+		pool := mStates
+		if rapid.IntRange(0, 2).Draw(t, "valid revert") > 0 {
+			pool = validReverts[action]
+		}
+		r := rapid.SampledFrom(pool).Draw(t, "revertToState")
 		c.Duration, c.Revert = &d, &r
 		c.Kill = rapid.Bool().Draw(t, "kill")
-	case 7:
+	case 6:
 		d := rapid.SampledFrom(durations).Draw(t, "durationMillis")
 		c.Duration = &d
 	}
@@ -354,6 +391,9 @@ func (w *world) sendChange(t *rapid.T, action, user string, c refChange) {
 	}
 	got := w.call(t, "POST", "/api/slaves/slave/"+c.Slave+"/"+action, body, header)
 	want := w.model.Change(now, c)
+	if want.status == 200 && c.Duration != nil {
+		w.h.saw("expiring change accepted")
+	}
 	w.expectAnswer(t, got, want)
 	w.checkSlaves(t, c.Slave)
 }
@@ -505,7 +545,8 @@ func permutations(ids []string) [][]string {
 
 // The report generator's choices.
 var (
-	eventTimes = []string{"none", "envelope-without-time", "now", "-1s", "-3s", "-10m", "+5s", "+1h"}
+	// Mostly the current second, as EventBridge stamps a fresh report.
+	eventTimes = []string{"none", "envelope-without-time", "now", "now", "now", "-1s", "-3s", "-10m", "+5s", "+1h"}
 	offsets    = map[string]time.Duration{"now": 0, "-1s": -time.Second, "-3s": -3 * time.Second, "-10m": -10 * time.Minute, "+5s": 5 * time.Second, "+1h": time.Hour}
 )
 
@@ -559,13 +600,13 @@ func drawMachine(t *rapid.T, id string) refMachine {
 		Host:      id + rapid.SampledFrom([]string{".a", ".b"}).Draw(t, "host") + ".example.com",
 		Rack:      rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, "rack"),
 		Resources: rapid.SampledFrom([]string{"", `{"cpus":8}`, `{"cpus":16,"mem":1024}`}).Draw(t, "resources"),
-		Lost:      rapid.IntRange(0, 3).Draw(t, "lost") == 0,
+		Lost:      rapid.IntRange(0, 2).Draw(t, "lost") == 0,
 		Malformed: rapid.IntRange(0, 9).Draw(t, "malformed entry") == 0,
 	}
 	if rapid.Bool().Draw(t, "attributes") {
 		x.Attributes = map[string]string{"zone": rapid.SampledFrom([]string{"1", "2"}).Draw(t, "zone")}
 	}
-	if n := rapid.SampledFrom([]int{-1, 0, 2}).Draw(t, "runningTasks"); n >= 0 {
+	if n := rapid.SampledFrom([]int{-1, -1, 0, 2}).Draw(t, "runningTasks"); n >= 0 {
 		x.RunningTasks = &n
 	}
 	return x
@@ -676,12 +717,30 @@ func machineJSON(x refMachine) map[string]any {
 // logStep numbers and logs a step; a failing sequence prints them all.
 func (w *world) logStep(t *rapid.T, format string, args ...any) {
 	w.step++
-	t.Logf("step %d at %d: %s", w.step, w.h.clock.ms(), fmt.Sprintf(format, args...))
+	t.Logf("step %d at %s: %s", w.step, w.relative(fmt.Sprint(w.h.clock.ms())), w.relative(fmt.Sprintf(format, args...)))
 }
 
+// fail stops the sequence. rapid keeps a shorter sequence only when it
+// fails with the same message, and every replay runs on new slaves at a
+// later time: the message names slaves without their prefix and times
+// relative to the sequence's start.
 func (w *world) fail(t *rapid.T, format string, args ...any) {
 	t.Helper()
-	t.Fatalf("step %d: %s", w.step, fmt.Sprintf(format, args...))
+	t.Fatalf("step %d: %s", w.step, w.relative(fmt.Sprintf(format, args...)))
+}
+
+// epochMillis matches the times of the clock's era in a message.
+var epochMillis = regexp.MustCompile(`\b1[7-9]\d{11}\b`)
+
+// relative rewrites a message for reading and comparing: times as offsets
+// from the sequence's start (t0+1500), slave ids without the sequence's
+// prefix.
+func (w *world) relative(msg string) string {
+	msg = epochMillis.ReplaceAllStringFunc(msg, func(n string) string {
+		v, _ := strconv.ParseInt(n, 10, 64)
+		return fmt.Sprintf("t0%+d", v-w.t0)
+	})
+	return strings.ReplaceAll(msg, w.prefix, "")
 }
 
 // httpAnswer is an answer of the API.
@@ -734,6 +793,14 @@ func (w *world) checkAll(t *rapid.T, why string) {
 	w.compare(t, w.observe(t, true, w.ids()...))
 }
 
+// checkList compares the slave list (every slave's details in one
+// request) and the history of the slaves users change with the model.
+func (w *world) checkList(t *rapid.T) {
+	t.Helper()
+	w.logStep(t, "check: the list and the changed slaves' history")
+	w.compare(t, w.observe(t, true, append(slices.Clone(w.main), w.ghost)...))
+}
+
 func (w *world) compare(t *rapid.T, o observation) {
 	t.Helper()
 	if diff := o.diff(w.model, w.h.clock.ms(), w.ids()); diff != "" {
@@ -745,14 +812,14 @@ func (w *world) compare(t *rapid.T, o observation) {
 // (nil for a 404) and history of the slaves read, and every expiring
 // record of the sequence.
 type observation struct {
+	listed   map[string]viewSlave // nil when the list was not read
 	details  map[string]*viewSlave
 	history  map[string][]viewEntry
 	expiring map[string]viewExpiring
 }
 
-// observe reads the details and history of ids, and the expiring records.
-// With list set, it also reads the slave list and checks that it shows
-// every slave as its details do.
+// observe reads the details and history of ids, the expiring records and,
+// with list set, the slave list.
 func (w *world) observe(t *rapid.T, list bool, ids ...string) observation {
 	t.Helper()
 	user := http.Header{"X-Test-User": {"robot"}}
@@ -786,19 +853,10 @@ func (w *world) observe(t *rapid.T, list bool, ids ...string) observation {
 	if list {
 		var all []slaveWire
 		w.getJSON(t, "/api/slaves", user, &all)
-		listed := map[string]bool{}
+		o.listed = map[string]viewSlave{}
 		for _, s := range all {
-			if !strings.HasPrefix(s.ID, w.prefix) {
-				continue
-			}
-			listed[s.ID] = true
-			if d, read := o.details[s.ID]; read && (d == nil || *d != s.view()) {
-				w.fail(t, "%s: listed as %+v, details say %+v", s.ID, s.view(), d)
-			}
-		}
-		for id, d := range o.details {
-			if d != nil && !listed[id] {
-				w.fail(t, "%s: not listed, details say %+v", id, *d)
+			if strings.HasPrefix(s.ID, w.prefix) {
+				o.listed[s.ID] = s.view()
 			}
 		}
 	}
@@ -824,7 +882,8 @@ func (w *world) getJSON(t *rapid.T, path string, header http.Header, v any) {
 }
 
 // diff lists the differences between the observation and the model at now:
-// details and history of the slaves read, expiring records of ids.
+// details and history of the slaves read, list entries (when read) and
+// expiring records of ids.
 func (o observation) diff(m *refModel, now int64, ids []string) string {
 	var b strings.Builder
 	for _, id := range slices.Sorted(maps.Keys(o.details)) {
@@ -839,6 +898,19 @@ func (o observation) diff(m *refModel, now int64, ids []string) string {
 		}
 		if got := o.history[id]; !slices.Equal(got, wantHist) {
 			fmt.Fprintf(&b, "%s: history (newest first)\n   got %v\n  want %v\n", id, got, wantHist)
+		}
+	}
+	for _, id := range ids {
+		want, _, _ := m.View(now, id)
+		got, listed := o.listed[id]
+		switch {
+		case o.listed == nil:
+		case want == nil && listed:
+			fmt.Fprintf(&b, "%s: listed as %+v, want no such slave\n", id, got)
+		case want != nil && !listed:
+			fmt.Fprintf(&b, "%s: not listed, want %+v\n", id, *want)
+		case want != nil && got != *want:
+			fmt.Fprintf(&b, "%s: listed as\n   got %+v\n  want %+v\n", id, got, *want)
 		}
 	}
 	for _, id := range ids {
