@@ -563,12 +563,12 @@ func (w *world) reportStep(t *rapid.T) {
 	}
 	for _, id := range append(slices.Clone(w.main), w.ghost) {
 		if rapid.IntRange(0, 2).Draw(t, "include "+id) > 0 {
-			rep.Machines = append(rep.Machines, drawMachine(t, id))
+			rep.Machines = append(rep.Machines, w.drawMachine(t, id))
 		}
 	}
 	if len(rep.Machines) > 0 && rapid.IntRange(0, 4).Draw(t, "duplicate") == 0 {
 		x := rep.Machines[rapid.IntRange(0, len(rep.Machines)-1).Draw(t, "duplicated")]
-		rep.Machines = append(rep.Machines, drawMachine(t, x.ID))
+		rep.Machines = append(rep.Machines, w.drawMachine(t, x.ID))
 	}
 	if len(w.fillers) > 0 {
 		mode := rapid.SampledFrom([]string{"omit", "up", "lose1", "lose3", "lose4"}).Draw(t, "fillers")
@@ -593,8 +593,9 @@ func (w *world) reportStep(t *rapid.T) {
 }
 
 // drawMachine draws what a report says of machine id: up or lost, its
-// running tasks, and a description from small pools.
-func drawMachine(t *rapid.T, id string) refMachine {
+// running tasks, and a description from small pools or, as most reports
+// do, the one it has.
+func (w *world) drawMachine(t *rapid.T, id string) refMachine {
 	x := refMachine{
 		ID:        id,
 		Host:      id + rapid.SampledFrom([]string{".a", ".b"}).Draw(t, "host") + ".example.com",
@@ -608,6 +609,9 @@ func drawMachine(t *rapid.T, id string) refMachine {
 	}
 	if n := rapid.SampledFrom([]int{-1, -1, 0, 2}).Draw(t, "runningTasks"); n >= 0 {
 		x.RunningTasks = &n
+	}
+	if s := w.model.slaves[id]; s != nil && rapid.Bool().Draw(t, "unchanged description") {
+		x.Host, x.Rack, x.Attributes, x.Resources = s.Host, s.Rack, maps.Clone(s.Attributes), s.Resources
 	}
 	return x
 }
