@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -41,7 +42,6 @@ import (
 // exactly once.
 func TestResilienceLinearizable(t *testing.T) {
 	const (
-		rounds    = 30
 		clients   = 6
 		perClient = 8
 	)
@@ -52,11 +52,14 @@ func TestResilienceLinearizable(t *testing.T) {
 	defer srv.Close()
 	lc := &linClient{base: srv.URL, client: srv.Client(), store: store}
 
-	for round := range rounds {
+	for round := range *linRounds {
 		id := fmt.Sprintf("lin-%02d", round)
 		lc.run(t, id, round, clients, perClient)
 	}
+	t.Logf("linearizability checks: %d", figures.linChecks.Load())
 }
+
+var linRounds = flag.Int("resilience.lin-rounds", 30, "linearizability: rounds of concurrent clients, one slave each")
 
 // linInput is one operation of a client.
 type linInput struct {
