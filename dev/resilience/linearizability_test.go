@@ -285,8 +285,12 @@ func (lc *linClient) checkLinearizable(t *testing.T, id string, init linState, r
 	case porcupine.Illegal:
 		figures.linChecks.Add(1)
 		path := filepath.Join(local.Root, "bin", "resilience", "linearizability-"+id+".html")
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+		err := os.MkdirAll(filepath.Dir(path), 0o755)
+		if err == nil {
 			err = porcupine.VisualizePath(model.ToModel(), info, path)
+		}
+		if err != nil {
+			path = "not written: " + err.Error()
 		}
 		violation(t, "%s: %d operations of %d clients are not linearizable; visualization: %s\n%s", id, len(ops), len(slices.Compact(clientsOf(ops))), path, describeOps(ops))
 	}

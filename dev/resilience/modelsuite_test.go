@@ -807,8 +807,14 @@ func (w *world) checkList(t *rapid.T) {
 
 func (w *world) compare(t *rapid.T, o observation) {
 	t.Helper()
-	if diff := o.diff(w.model, w.h.clock.ms(), w.ids()); diff != "" {
+	now := w.h.clock.ms()
+	if diff := o.diff(w.model, now, w.ids()); diff != "" {
 		w.fail(t, "%s", diff)
+	}
+	for id := range o.history {
+		if s := w.model.slaves[id]; s != nil && len(o.history[id]) < len(s.history) {
+			w.h.saw("history read with entries past retention")
+		}
 	}
 }
 
