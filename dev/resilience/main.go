@@ -3,15 +3,18 @@
 //
 //  1. the resilience suite of this package (build tag resilience): concurrent
 //     changes, machine reports racing users, and backend faults injected at
-//     the SDK's HTTP layer, against a moto_server of its own;
+//     the SDK's HTTP layer, against a moto_server of its own; random
+//     sequences of operations checked against a reference model; and
+//     concurrent histories of one slave checked for linearizability;
 //  2. the hostile-input and access-control tests of every package
 //     (TestHostile*, TestAccess*, with the integration tag);
 //  3. every fuzz target (FuzzXxx in a test file without build tags) for
 //     -fuzztime each, from its corpus in testdata/fuzz;
 //
 // and prints one summary line with the figures: requests driven, faults
-// injected, fuzz executions and invariant violations. It exits non-zero when
-// any step fails.
+// injected, model-checked operations, linearizability checks, fuzz
+// executions and invariant violations. It exits non-zero when any step
+// fails.
 package main
 
 import (
@@ -41,6 +44,7 @@ func main() {
 // summary holds the figures of the final line.
 type summary struct {
 	requests, faults, violations int64
+	modelOps, linChecks          int64
 	fuzzTargets                  int
 	fuzzExecs                    int64
 	failed                       []string
@@ -54,8 +58,9 @@ func run(fuzztime time.Duration) error {
 	if err != nil {
 		s.failed = append(s.failed, "suite")
 	}
-	if m := regexp.MustCompile(`resilience-figures: requests=(\d+) faults=(\d+) violations=(\d+)`).FindSubmatch(out); m != nil {
+	if m := regexp.MustCompile(`resilience-figures: requests=(\d+) faults=(\d+) violations=(\d+) model_ops=(\d+) lin_checks=(\d+)`).FindSubmatch(out); m != nil {
 		s.requests, s.faults, s.violations = atoi(m[1]), atoi(m[2]), atoi(m[3])
+		s.modelOps, s.linChecks = atoi(m[4]), atoi(m[5])
 	} else {
 		s.failed = append(s.failed, "suite figures")
 	}
@@ -90,8 +95,8 @@ func run(fuzztime time.Duration) error {
 	if len(s.failed) > 0 || s.violations > 0 {
 		verdict = "FAIL (" + strings.Join(s.failed, ", ") + ")"
 	}
-	fmt.Printf("\nresilience: requests driven %d, faults injected %d, fuzz executions %d (%d targets, %v each), invariant violations %d, %s in %v\n",
-		s.requests, s.faults, s.fuzzExecs, s.fuzzTargets, fuzztime, s.violations, verdict, time.Since(start).Round(time.Second))
+	fmt.Printf("\nresilience: requests driven %d, faults injected %d, model-checked operations %d, linearizability checks %d, fuzz executions %d (%d targets, %v each), invariant violations %d, %s in %v\n",
+		s.requests, s.faults, s.modelOps, s.linChecks, s.fuzzExecs, s.fuzzTargets, fuzztime, s.violations, verdict, time.Since(start).Round(time.Second))
 	if verdict != "PASS" {
 		return fmt.Errorf("failed")
 	}

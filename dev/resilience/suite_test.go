@@ -46,6 +46,8 @@ var figures struct {
 	requests   atomic.Int64 // HTTP requests sent to the API, retries included, and machine reports
 	faults     atomic.Int64 // backend calls failed on purpose
 	violations atomic.Int64 // broken invariants (each is also a test failure)
+	modelOps   atomic.Int64 // operations whose answer and resulting state were compared with the reference model
+	linChecks  atomic.Int64 // concurrent histories checked for linearizability
 }
 
 // attemptTimeout replaces the production attempt timeouts (1 s, 2 s) so that
@@ -66,8 +68,8 @@ func runSuite(m *testing.M) int {
 	defer local.Close()
 	code := m.Run()
 	// dev/resilience (the runner) reads this line.
-	fmt.Printf("resilience-figures: requests=%d faults=%d violations=%d\n",
-		figures.requests.Load(), figures.faults.Load(), figures.violations.Load())
+	fmt.Printf("resilience-figures: requests=%d faults=%d violations=%d model_ops=%d lin_checks=%d\n",
+		figures.requests.Load(), figures.faults.Load(), figures.violations.Load(), figures.modelOps.Load(), figures.linChecks.Load())
 	return code
 }
 
