@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -322,7 +323,7 @@ func describeOps(ops []porcupine.Operation) string {
 // once (its message is unique), every other change not at all.
 func (lc *linClient) checkHistory(t *testing.T, id string, ops []linOp) {
 	t.Helper()
-	history, err := lc.store.History(context.Background(), id, time.Now())
+	history, err := lc.store.History(context.Background(), id, time.Now(), math.MaxInt)
 	if err != nil {
 		t.Fatal(err)
 	}

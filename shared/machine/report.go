@@ -35,9 +35,11 @@ const StaleAfter = 1000 // ms
 // the scheduler observed them (never earlier than the entry they follow), and
 // a report older than the slave's current state changes nothing, so a delayed
 // report never overwrites a newer user change while reports keep applying in
-// the order they were made. A description is only replaced by a newer
-// report's. A report that matches what is stored writes nothing, which makes
-// reports idempotent.
+// the order they were made. A description is never replaced by a report
+// older than the one that wrote it. A report that matches what is stored
+// writes nothing, which makes reports idempotent; so a report that only
+// confirms the description does not move DescribedAt, and a report delayed
+// past it may still replace that description until the next report.
 func Observe(o Observation, now int64) Decide {
 	return func(snap Snapshot) (*Plan, error) {
 		if snap.Slave == nil {
