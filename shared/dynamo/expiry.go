@@ -35,20 +35,6 @@ func dueShard(machineID string) int64 {
 	return int64(h.Sum32() % dueShards)
 }
 
-// DueIDs returns the ids of the slaves whose expiring record is due at now
-// (dueAt < now, docs/behaviour.md "Expiring changes"), oldest first.
-func (s *Store) DueIDs(ctx context.Context, now int64) ([]string, error) {
-	due, err := s.Due(ctx, now)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(due))
-	for i, d := range due {
-		ids[i] = d.SlaveID
-	}
-	return ids, nil
-}
-
 // Due returns the expiring records due at now (dueAt < now, docs/behaviour.md "Expiring changes"),
 // oldest first, with the time each fell due: the index holds it, so the
 // trigger learns how late it runs at no extra read.

@@ -12,6 +12,7 @@ package expiry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/exactjson"
-	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
 )
@@ -170,10 +170,9 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// isDeferred tells a record left waiting under the decommission limit: the
-// only refusal a revert meets.
+// isDeferred tells a record left waiting under the decommission limit.
 func isDeferred(err error) bool {
-	return err != nil && fault.KindOf(err) == fault.KindInvalid
+	return errors.Is(err, machine.ErrOverLimit)
 }
 
 func (r *Runner) count(ctx context.Context, res *Result, id string, outcome machine.Outcome, err error) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/expiry"
-	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
@@ -48,7 +47,7 @@ func (s *dueStore) Apply(ctx context.Context, id string, decide machine.Decide) 
 	frozen := &machine.Slave{ID: id, Current: machine.Update{SlaveID: id, State: machine.Frozen}}
 	switch id {
 	case "deferred":
-		return fault.Invalid("the decommission limit is reached")
+		return machine.LimitError(2, 2)
 	case "failed":
 		return errors.New("dynamodb: connection reset")
 	case "dropped":

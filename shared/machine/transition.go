@@ -1,6 +1,8 @@
 package machine
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fleetops/fleet/shared/fault"
@@ -41,10 +43,15 @@ type Limits struct {
 	MaxExpiring        time.Duration // longest durationMillis accepted
 }
 
+// ErrOverLimit is in the chain of every refusal by the decommission limit,
+// so that the expiry trigger can tell a revert waiting for a slot from any
+// other refusal.
+var ErrOverLimit = errors.New("over the decommission limit")
+
 // LimitError is the refusal of a decommission over the limit: n slaves
-// already count toward max.
+// already count toward max. It is fault.Invalid and ErrOverLimit.
 func LimitError(n, max int) error {
-	return fault.Invalid("%d slaves are already decommissioning state (%d allowed at once). Allow these slaves to finish before decommissioning another", n, max)
+	return fmt.Errorf("%w: %w", ErrOverLimit, fault.Invalid("%d slaves are already decommissioning state (%d allowed at once). Allow these slaves to finish before decommissioning another", n, max))
 }
 
 // Change is a user's request to move a slave to Target.
