@@ -1,7 +1,7 @@
 // Command hello is the function lambdarun's tests run: it answers an event
 // {"name": ...} with a greeting and what the runtime told it, and misbehaves
 // on request ({"fail": true}, {"panic": true}, {"sleep": "5s"}, {"exit": 3},
-// {"big": true}).
+// {"big": true}, {"allocateMB": 200}).
 package main
 
 import (
@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -23,6 +24,8 @@ type event struct {
 	Sleep string `json:"sleep"`
 	Exit  int    `json:"exit"`
 	Big   bool   `json:"big"`
+	// AllocateMB holds that much memory, touched, while it answers.
+	AllocateMB int `json:"allocateMB"`
 }
 
 type answer struct {
@@ -47,6 +50,10 @@ func handle(ctx context.Context, e event) (answer, error) {
 		d, _ := time.ParseDuration(e.Sleep)
 		time.Sleep(d)
 	}
+	held := make([]byte, e.AllocateMB<<20)
+	for i := 0; i < len(held); i += 4096 {
+		held[i] = 1
+	}
 	lc, _ := lambdacontext.FromContext(ctx)
 	_, hasDeadline := ctx.Deadline()
 	a := answer{
@@ -64,6 +71,7 @@ func handle(ctx context.Context, e event) (answer, error) {
 	if e.Big {
 		a.Padding = strings.Repeat("x", 7<<20)
 	}
+	runtime.KeepAlive(held)
 	return a, nil
 }
 
