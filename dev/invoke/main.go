@@ -100,7 +100,8 @@ func run() error {
 	if err := tpl.CreateTables(ctx, stack.DynamoDBClient(moto.Endpoint), stack.LocalName); err != nil {
 		return fmt.Errorf("create tables at %s: %w", moto.Endpoint, err)
 	}
-	for k, v := range stack.LocalAWS(moto.Endpoint) {
+	aws, _ := stack.LocalAWS(moto.Endpoint)
+	for k, v := range aws {
 		env[k] = v
 	}
 
