@@ -156,7 +156,11 @@ func document(contentType string, body []byte) http.HandlerFunc {
 
 // localEnv returns the getenv of function run locally: this process's
 // environment first, then the function's environment in the template, with
-// auth off and S3 buckets in the path (the emulator has no bucket host names).
+// auth off, S3 buckets in the path (the emulator has no bucket host names)
+// and longer log lookup deadlines: the emulator answers one request at a
+// time (dev/motoserver.py), so the HEADs a lookup sends S3 at once take
+// turns there, and a lookup of a few hundred logs would end in a 504 that
+// AWS would not give.
 func localEnv(local *stack.Local, function string) (func(string) string, error) {
 	env, err := local.Template.FunctionEnv(function, stack.LocalName)
 	if err != nil {
@@ -164,6 +168,9 @@ func localEnv(local *stack.Local, function string) (func(string) string, error) 
 	}
 	env["AUTH_MODE"] = "none"
 	env["S3_FORCE_PATH_STYLE"] = "true"
+	if _, ok := env["LOG_LIST_TIMEOUT"]; ok {
+		env["LOG_LIST_TIMEOUT"], env["LOG_LINK_TIMEOUT"] = "30s", "30s"
+	}
 	return func(name string) string {
 		if v, ok := os.LookupEnv(name); ok {
 			return v
