@@ -10,6 +10,8 @@
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
 #   make bench                               the performance figures, with their targets (BENCHMARKS.md)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
+#   make deploy-local                        the stack on moto's CloudFormation, then the handlers on its tables
+#   make deploy                              sam build and sam deploy (samconfig.toml), to an AWS account
 #
 # sam build calls build-<LogicalId> (BuildMethod: makefile) with ARTIFACTS_DIR.
 #
@@ -47,7 +49,7 @@ define lambda_build
 GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience bench lint deps clean
+.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience bench lint deps deps-deploy deploy-local deploy clean
 
 build: $(addprefix build-,$(FUNCTIONS))
 
@@ -96,7 +98,7 @@ invoke: deps
 	@bin/dev/invoke -function '$(FN)' -event '$(EVENT)' -binary bin/local/$(FN)/bootstrap \
 		-env-vars '$(ENV_VARS)' -parameter-overrides '$(PARAMETER_OVERRIDES)'
 
-test: deps $(MINIO)
+test: deps deps-deploy $(MINIO)
 	go test ./...
 	go test -tags otel ./shared/tracing/...
 	go test -tags integration -count=1 ./...
@@ -145,6 +147,31 @@ $(MINIO):
 deps:
 	@python3 -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("moto", "flask", "werkzeug")))' \
 		|| python3 -m pip install 'moto[server]' >&2
+
+# The local deploy also translates the template with AWS's SAM translator.
+deps-deploy: deps
+	@python3 -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("samtranslator", "boto3")))' \
+		|| python3 -m pip install aws-sam-translator >&2
+
+# template.yaml translated by the SAM translator, created on moto's
+# CloudFormation, and the real handlers run against the tables it created
+# (README, "Deploy"). make test runs the same in dev/deploylocal's test.
+deploy-local: deps-deploy
+	@go run ./dev/deploylocal
+
+# To an AWS account, with the SAM CLI: samconfig.toml holds the defaults
+# (stack fleet, us-east-1, a change set to confirm). STACK_NAME picks another
+# stack; DEPLOY_FLAGS adds sam deploy options (--guided, --parameter-overrides).
+# A stack name holds at most 54 characters: the expiry schedules are named
+# after it and a schedule name holds 64.
+STACK_NAME ?=
+DEPLOY_FLAGS ?=
+
+deploy:
+	@name='$(STACK_NAME)'; if [ $${#name} -gt 54 ]; then echo "make deploy: STACK_NAME is $${#name} characters, at most 54 fit the schedule names" >&2; exit 2; fi
+	@command -v sam >/dev/null || { echo 'make deploy: the SAM CLI (sam) is not installed; see https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/install-sam-cli.html' >&2; exit 1; }
+	sam build
+	sam deploy $(if $(STACK_NAME),--stack-name $(STACK_NAME)) $(DEPLOY_FLAGS)
 
 clean:
 	rm -rf bin .aws-sam coverage.out coverage.html
