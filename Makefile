@@ -4,13 +4,20 @@
 #   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
 #   make run                                 the API on http://127.0.0.1:3000 over local DynamoDB and S3
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
-#   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally
+#   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally, as sam local invoke
+#        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
 #   make test                                unit tests, then integration tests (they start moto and MinIO)
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
 #   make bench                               the performance figures, with their targets (BENCHMARKS.md)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
+#   make deploy-local                        the stack on moto's CloudFormation, then the handlers on its tables
+#   make deploy                              sam build and sam deploy (samconfig.toml), to an AWS account
 #
 # sam build calls build-<LogicalId> (BuildMethod: makefile) with ARTIFACTS_DIR.
+#
+# make run, make invoke and make seed-logs print their progress on stderr and
+# keep stdout for what they answer (make invoke ... | jq works), so their
+# recipes are silent (@) and say what they do themselves.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -42,7 +49,7 @@ define lambda_build
 GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience bench lint deps clean
+.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience bench lint deps deps-deploy deploy-local deploy clean
 
 build: $(addprefix build-,$(FUNCTIONS))
 
@@ -61,23 +68,37 @@ build-InventoryFunction:
 build-ExpiryFunction:
 	$(call lambda_build,expiry)
 
-# Built, then run in place of the shell, so Ctrl-C and kill reach it directly
-# and it stops the emulator it started.
+# Built (go build skips what is up to date), then run in place of the shell,
+# so Ctrl-C and kill reach it directly and it stops the emulator it started.
 run: deps
-	go build -o bin/dev/run ./dev/run
-	exec bin/dev/run
+	@echo 'make run: building the local server (bin/dev/run)' >&2
+	@go build -o bin/dev/run ./dev/run
+	@exec bin/dev/run
 
 seed-logs:
-	go run ./dev/seedlogs
+	@go run ./dev/seedlogs
 
-# Built for this machine's architecture, so it runs here; Linux only (GOOS=linux).
+# The function is built for this machine's architecture, so it runs here
+# without a container (Linux only: GOOS=linux). ENV_VARS and
+# PARAMETER_OVERRIDES are sam local invoke's --env-vars and
+# --parameter-overrides; a variable the function declares also takes its
+# value from the caller's environment (LOG_URL_TTL=2h make invoke ...).
+ENV_VARS ?= dev/env.local.json
+PARAMETER_OVERRIDES ?=
+HOST_GOARCH = $(shell go env GOARCH)
+
 invoke: deps
 	@if [ -z "$(FN)" ] || [ -z "$(EVENT)" ]; then \
-		echo 'usage: make invoke FN=<LogicalId> EVENT=<file>   (FN one of: $(FUNCTIONS))' >&2; exit 2; fi
-	$(MAKE) --no-print-directory build-$(FN) ARTIFACTS_DIR=$(CURDIR)/bin/local/$(FN) LAMBDA_GOARCH=$(shell go env GOARCH)
-	go run ./dev/invoke -function $(FN) -event $(EVENT) -binary bin/local/$(FN)/bootstrap
+		echo 'usage: make invoke FN=<LogicalId> EVENT=<file> [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   (FN one of: $(FUNCTIONS))' >&2; exit 2; fi
+	@case ' $(FUNCTIONS) ' in *' $(FN) '*) ;; *) \
+		echo 'make invoke: FN=$(FN) is not a function of template.yaml; FN is one of: $(FUNCTIONS)' >&2; exit 2;; esac
+	@echo 'make invoke: building $(FN) for this machine (bin/local/$(FN)) and the runner (bin/dev/invoke)' >&2
+	@$(MAKE) --no-print-directory -s build-$(FN) ARTIFACTS_DIR=$(CURDIR)/bin/local/$(FN) LAMBDA_GOARCH=$(HOST_GOARCH) >&2
+	@go build -o bin/dev/invoke ./dev/invoke
+	@bin/dev/invoke -function '$(FN)' -event '$(EVENT)' -binary bin/local/$(FN)/bootstrap \
+		-env-vars '$(ENV_VARS)' -parameter-overrides '$(PARAMETER_OVERRIDES)'
 
-test: deps $(MINIO)
+test: deps deps-deploy $(MINIO)
 	go test ./...
 	go test -tags otel ./shared/tracing/...
 	go test -tags integration -count=1 ./...
@@ -120,9 +141,37 @@ $(MINIO):
 	mv $(TOOLS)/minio $@
 
 # The local emulator: dev/motoserver.py imports moto, so check what python3 can
-# import rather than whether a moto_server command is on PATH.
+# import rather than whether a moto_server command is on PATH (find_spec
+# looks without importing, which takes a second). pip's output goes to
+# stderr, as make invoke's stdout is the function's response.
 deps:
-	@python3 -c 'import moto.server' 2>/dev/null || python3 -m pip install 'moto[server]'
+	@python3 -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("moto", "flask", "werkzeug")))' \
+		|| python3 -m pip install 'moto[server]' >&2
+
+# The local deploy also translates the template with AWS's SAM translator.
+deps-deploy: deps
+	@python3 -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("samtranslator", "boto3")))' \
+		|| python3 -m pip install aws-sam-translator >&2
+
+# template.yaml translated by the SAM translator, created on moto's
+# CloudFormation, and the real handlers run against the tables it created
+# (README, "Deploy"). make test runs the same in dev/deploylocal's test.
+deploy-local: deps-deploy
+	@go run ./dev/deploylocal
+
+# To an AWS account, with the SAM CLI: samconfig.toml holds the defaults
+# (stack fleet, us-east-1, a change set to confirm). STACK_NAME picks another
+# stack; DEPLOY_FLAGS adds sam deploy options (--guided, --parameter-overrides).
+# A stack name holds at most 54 characters: the expiry schedules are named
+# after it and a schedule name holds 64.
+STACK_NAME ?=
+DEPLOY_FLAGS ?=
+
+deploy:
+	@name='$(STACK_NAME)'; if [ $${#name} -gt 54 ]; then echo "make deploy: STACK_NAME is $${#name} characters, at most 54 fit the schedule names" >&2; exit 2; fi
+	@command -v sam >/dev/null || { echo 'make deploy: the SAM CLI (sam) is not installed; see https://docs.aws.amazon.com/serverless-application-model/latest/developerguide/install-sam-cli.html' >&2; exit 1; }
+	sam build
+	sam deploy $(if $(STACK_NAME),--stack-name $(STACK_NAME)) $(DEPLOY_FLAGS)
 
 clean:
 	rm -rf bin .aws-sam coverage.out coverage.html

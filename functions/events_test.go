@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -148,6 +149,41 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 			}
 			if !strings.Contains(resp.Body, s.contains) {
 				t.Errorf("got %s, want it to contain %s", resp.Body, s.contains)
+			}
+			// A sample event shows what a route answers: the log routes'
+			// events ask for no compression, so the body reads as it is.
+			if s.function == "LogsFunction" && (resp.Base64 || !json.Valid([]byte(resp.Body))) {
+				t.Errorf("got a body that is not readable JSON (base64 %v): %.80s", resp.Base64, resp.Body)
+			}
+		})
+	}
+
+	// A function given an event it does not handle fails, so that a
+	// misrouted event is seen (make invoke exits non-zero) rather than
+	// applied as something else.
+	foreign := []struct {
+		file, function, message string
+	}{
+		{"slaves-list.json", "InventoryFunction", `machine report has no "machines" list`},
+		{"expiry-run.json", "InventoryFunction", `machine report has no "machines" list`},
+		{"slaves-list.json", "ExpiryFunction", "an API Gateway request is not a scheduled event"},
+		{"inventory-machine-report.json", "ExpiryFunction", `an EventBridge "Machine Report" event is not a scheduled event`},
+		{"inventory-machine-report-detail.json", "ExpiryFunction", "a machine report is not a scheduled event"},
+		{"inventory-machine-report.json", "SlavesFunction", "not an API Gateway proxy event"},
+		{"expiry-run.json", "LogsFunction", "not an API Gateway proxy event"},
+	}
+	for _, f := range foreign {
+		t.Run(f.function+" refuses "+f.file, func(t *testing.T) {
+			event, err := os.ReadFile(filepath.Join(local.Root, "events", f.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			out, err := lambdarun.Invoke(ctx, binaries[f.function], functionEnv(t, local, f.function), event)
+			var ferr *lambdarun.FunctionError
+			if !errors.As(err, &ferr) || !strings.Contains(ferr.Message, f.message) {
+				t.Errorf("got %s, %v, want a function error saying %q", out, err, f.message)
 			}
 		})
 	}

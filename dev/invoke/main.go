@@ -1,16 +1,26 @@
 // Command invoke runs one event through one function of template.yaml on this
-// machine, against local DynamoDB, and prints the function's response:
+// machine, against the local emulator, the way sam local invoke does:
 //
 //	go run ./dev/invoke -function SlavesFunction -event events/slaves-list.json \
 //	    -binary bin/local/SlavesFunction/bootstrap
 //
 // (make invoke FN=SlavesFunction EVENT=events/slaves-list.json builds the
 // binary and runs this.) The function gets the environment the template gives
-// it, with tables named after their logical ids, overridden by the -env-vars
-// file (sam local invoke's format), and AWS settings pointing at the emulator
-// at -moto, which is started if nothing answers there and keeps its data only
-// as long as this command runs. The response goes to stdout, the function's
-// logs and timings to stderr; a function error exits with status 1.
+// it, with -parameter-overrides in place of the parameters' defaults and
+// tables named after their logical ids; a variable the function declares
+// takes the value of this process's environment when set there, and the
+// -env-vars file (sam local invoke's format) wins over both, as with SAM.
+// Its AWS settings always point at the emulator at -moto, in the emulator's
+// one region, whatever the shell's AWS variables say; the emulator is
+// started if nothing answers there and then keeps its data only as long as
+// this command runs. The template's tables and log buckets are created there
+// when missing, as make run does.
+//
+// The response is the only thing on stdout. The function's logs go to
+// stderr between START and END lines, then a REPORT line with its duration,
+// billed duration, memory size, peak memory and init duration. A function
+// error (or an event the function does not handle) is printed to stderr and
+// exits with status 1; a usage error exits with status 2.
 package main
 
 import (
@@ -24,41 +34,84 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
 )
 
+// errUsage marks a mistake in how the command was called.
+var errUsage = errors.New("usage")
+
 func main() {
-	if err := run(); err != nil {
-		var ferr *lambdarun.FunctionError
-		if errors.As(err, &ferr) {
-			body := ferr.Raw
-			if len(body) == 0 {
-				body, _ = json.Marshal(ferr)
-			}
-			fmt.Fprintf(os.Stderr, "function error: %s\n", pretty(body))
-		} else {
-			fmt.Fprintln(os.Stderr, "invoke:", err)
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	var ferr *lambdarun.FunctionError
+	switch {
+	case err == nil:
+		return
+	case errors.As(err, &ferr):
+		body := ferr.Raw
+		if len(body) == 0 {
+			body, _ = json.Marshal(ferr)
 		}
+		fmt.Fprintf(os.Stderr, "invoke: %v\n%s\n", ferr, pretty(body))
+		os.Exit(1)
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "invoke:", strings.TrimPrefix(err.Error(), "usage: "))
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "invoke:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(args []string, stdout, stderr io.Writer) error {
+	flags := flag.NewFlagSet("invoke", flag.ContinueOnError)
+	flags.SetOutput(stderr)
 	var (
-		function = flag.String("function", "", "logical id of the function in the template (required)")
-		event    = flag.String("event", "", "file holding the event, - for stdin (required)")
-		binary   = flag.String("binary", "", "bootstrap binary built for this machine (default bin/local/<function>/bootstrap)")
-		template = flag.String("template", stack.TemplateFile, "SAM template")
-		envVars  = flag.String("env-vars", "dev/env.local.json", "environment overrides, in sam local invoke's --env-vars format; empty for none")
-		motoAddr = flag.String("moto", "127.0.0.1:4566", "address of the DynamoDB emulator; started there when nothing answers")
+		function = flags.String("function", "", "logical id of the function in the template (required)")
+		event    = flags.String("event", "", "file holding the event, - for stdin (required)")
+		binary   = flags.String("binary", "", "bootstrap binary built for this machine (default bin/local/<function>/bootstrap)")
+		template = flags.String("template", stack.TemplateFile, "SAM template")
+		envVars  = flags.String("env-vars", "dev/env.local.json", "environment overrides, in sam local invoke's --env-vars format; empty for none")
+		params   = flags.String("parameter-overrides", "", `template parameter values, as sam's --parameter-overrides: "LogUrlTtl=2h MaxDecommissioningSlaves=0"`)
+		motoAddr = flags.String("moto", stack.Addr(), "address of the emulator (EMULATOR_ADDR); started there when nothing answers")
 	)
-	flag.Parse()
-	if *function == "" || *event == "" || flag.NArg() > 0 {
-		flag.Usage()
-		return errors.New("-function and -event are required")
+	if err := flags.Parse(args); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *function == "" || *event == "" || flags.NArg() > 0 {
+		flags.Usage()
+		return fmt.Errorf("%w: -function and -event are required", errUsage)
+	}
+
+	tpl, err := stack.LoadTemplate(*template)
+	if err != nil {
+		return err
+	}
+	if fns := tpl.Functions(); !slices.Contains(fns, *function) {
+		return fmt.Errorf("%w: %s has no function %q; its functions are %s", errUsage, *template, *function, strings.Join(fns, ", "))
+	}
+	overrides, err := stack.ParseParameterOverrides(*params)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if tpl, err = tpl.WithParameters(overrides); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	payload, err := readEvent(*event)
+	if err != nil {
+		return err
+	}
+	env, err := functionEnv(tpl, *function, os.LookupEnv, *envVars)
+	if err != nil {
+		return err
+	}
+	cfg, err := tpl.FunctionConfig(*function)
+	if err != nil {
+		return err
 	}
 	if *binary == "" {
 		*binary = filepath.Join("bin", "local", *function, "bootstrap")
@@ -66,60 +119,68 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-
-	payload, err := readEvent(*event)
-	if err != nil {
-		return err
-	}
-	tpl, err := stack.LoadTemplate(*template)
-	if err != nil {
-		return err
-	}
-	env, err := tpl.FunctionEnv(*function, stack.LocalName)
-	if err != nil {
-		return err
-	}
-	if *envVars != "" {
-		if err := overlayEnvVars(env, *envVars, *function); err != nil {
-			return err
-		}
-	}
-	cfg, err := tpl.FunctionConfig(*function)
-	if err != nil {
-		return err
-	}
-
 	moto, err := stack.StartMoto(ctx, *motoAddr)
 	if err != nil {
 		return err
 	}
 	defer moto.Stop()
 	if moto.Started {
-		fmt.Fprintf(os.Stderr, "invoke: started moto at %s for this invocation (its data goes when it ends; keep one running with make run)\n", moto.Endpoint)
+		fmt.Fprintf(stderr, "invoke: started moto at %s for this invocation (its data goes when it ends; keep one running with make run)\n", moto.Endpoint)
 	}
 	if err := tpl.CreateTables(ctx, stack.DynamoDBClient(moto.Endpoint), stack.LocalName); err != nil {
 		return fmt.Errorf("create tables at %s: %w", moto.Endpoint, err)
 	}
-	for k, v := range stack.LocalAWS(moto.Endpoint) {
+	buckets, err := tpl.LogBuckets()
+	if err == nil {
+		err = stack.CreateBuckets(ctx, stack.LocalS3Client(moto.Endpoint), buckets...)
+	}
+	if err != nil {
+		return fmt.Errorf("create log buckets at %s: %w", moto.Endpoint, err)
+	}
+	aws, _ := stack.LocalAWS(moto.Endpoint)
+	for k, v := range aws {
 		env[k] = v
 	}
 
 	res, err := lambdarun.Function{
-		Binary:     *binary,
-		Name:       *function,
-		Env:        env,
-		MemorySize: cfg.MemorySize,
-		Timeout:    cfg.Timeout,
-		Logs:       os.Stderr,
+		Binary:      *binary,
+		Name:        *function,
+		Env:         env,
+		MemorySize:  cfg.MemorySize,
+		Timeout:     cfg.Timeout,
+		Logs:        stderr,
+		BeforeEvent: func(id string) { fmt.Fprintf(stderr, "START RequestId: %s Version: $LATEST\n", id) },
 	}.Invoke(ctx, payload)
-	if res.Total > 0 {
-		fmt.Fprintf(os.Stderr, "invoke: %s request %s: init %v, handler %v\n", *function, res.RequestID, res.Init, res.Handler())
+	if res.RequestID != "" && res.Init > 0 {
+		fmt.Fprintf(stderr, "END RequestId: %s\n%s\n", res.RequestID, res.Report(cfg.MemorySize))
 	}
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Printf("%s\n", pretty(res.Response))
+	_, err = fmt.Fprintf(stdout, "%s\n", pretty(res.Response))
 	return err
+}
+
+// functionEnv is the environment of function as sam local invoke computes
+// it: the template's variables, then, for the variables the function
+// declares, the value lookup (the caller's shell) has, then the env-vars
+// file's "Parameters" section, then its section named after the function.
+func functionEnv(tpl *stack.Template, function string, lookup func(string) (string, bool), envVars string) (map[string]string, error) {
+	env, err := tpl.FunctionEnv(function, stack.LocalName)
+	if err != nil {
+		return nil, err
+	}
+	for k := range env {
+		if v, ok := lookup(k); ok {
+			env[k] = v
+		}
+	}
+	if envVars != "" {
+		if err := overlayEnvVars(env, envVars, function); err != nil {
+			return nil, err
+		}
+	}
+	return env, nil
 }
 
 func readEvent(path string) ([]byte, error) {

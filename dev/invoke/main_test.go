@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/fleetops/fleet/dev/stack"
 )
 
 func TestEnvVarsFileOverridesOnlyDeclaredVariables(t *testing.T) {
@@ -72,5 +76,62 @@ func TestPrettyLeavesNonJSONAlone(t *testing.T) {
 	}
 	if got := string(pretty([]byte(`{"a":1}`))); got != "{\n  \"a\": 1\n}" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// As sam local invoke: the template's value, then the caller's shell for a
+// variable the function declares, then the env-vars file.
+func TestFunctionEnvTakesTheShellThenTheEnvVarsFile(t *testing.T) {
+	tpl, err := stack.ParseTemplate([]byte(`
+Parameters:
+  LogUrlTtl: {Type: String, Default: 1h}
+Resources:
+  LogsFunction:
+    Type: AWS::Serverless::Function
+    Properties:
+      Environment:
+        Variables:
+          LOG_URL_TTL: !Ref LogUrlTtl
+          LOG_LOOKBACK: 720h
+          AUTH_MODE: authorizer
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "env.json")
+	if err := os.WriteFile(path, []byte(`{"Parameters": {"AUTH_MODE": "none"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	shell := map[string]string{"LOG_URL_TTL": "2h", "AUTH_MODE": "authorizer", "UNDECLARED": "x"}
+	lookup := func(k string) (string, bool) { v, ok := shell[k]; return v, ok }
+
+	got, err := functionEnv(tpl, "LogsFunction", lookup, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"LOG_URL_TTL": "2h", "LOG_LOOKBACK": "720h", "AUTH_MODE": "none"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+
+	overridden, err := tpl.WithParameters(map[string]string{"LogUrlTtl": "3h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = functionEnv(overridden, "LogsFunction", func(string) (string, bool) { return "", false }, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["LOG_URL_TTL"] != "3h" {
+		t.Errorf("a parameter override: got LOG_URL_TTL=%q, want 3h", got["LOG_URL_TTL"])
+	}
+}
+
+func TestRunRefusesAnUnknownFunctionListingTheFunctions(t *testing.T) {
+	var stderr strings.Builder
+	err := run([]string{"-function", "SlaveFunction", "-event", "../../events/slaves-list.json", "-template", "../../template.yaml"}, io.Discard, &stderr)
+	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `no function "SlaveFunction"`) ||
+		!strings.Contains(err.Error(), "ExpiryFunction, InventoryFunction, LogsFunction, SlavesFunction") {
+		t.Errorf("got %v, want a usage error listing the functions", err)
 	}
 }

@@ -46,8 +46,10 @@ type Function struct {
 	Binary string            // path of the bootstrap executable
 	Name   string            // AWS_LAMBDA_FUNCTION_NAME; default "function"
 	Env    map[string]string // the function's environment; wins over Lambda's own variables
-	// MemorySize (MB) only informs the function (AWS_LAMBDA_FUNCTION_MEMORY_SIZE);
-	// default 128.
+	// MemorySize (MB) informs the function (AWS_LAMBDA_FUNCTION_MEMORY_SIZE)
+	// and bounds it: a process whose peak resident memory went over it fails
+	// with Runtime.OutOfMemory, as Lambda would have stopped it (checked once
+	// the invocation is over, not while it runs). Default 128.
 	MemorySize int
 	// Timeout of the invocation, from the moment the event is handed over;
 	// default 3 s as in Lambda.
@@ -55,6 +57,10 @@ type Function struct {
 	// Logs receives the function's stdout and stderr (what Lambda sends to
 	// CloudWatch); nil discards them.
 	Logs io.Writer
+	// BeforeEvent, when set, is called with the request id just before the
+	// event is handed over: where Lambda logs its START line, after whatever
+	// the function printed while it initialized.
+	BeforeEvent func(requestID string)
 }
 
 // Result is the outcome of one invocation with its timings, measured from the
@@ -67,10 +73,29 @@ type Result struct {
 	Init time.Duration
 	// Total is the time until the function posted its response or error.
 	Total time.Duration
+	// MaxMemory is the process's peak resident memory, in bytes (0 when the
+	// system does not tell).
+	MaxMemory int64
 }
 
 // Handler is the time the function spent on the event itself.
 func (r Result) Handler() time.Duration { return r.Total - r.Init }
+
+// Report is the REPORT line Lambda logs after an invocation, for a function
+// of memoryMB: the handler's duration, the billed duration (a provided.*
+// runtime is billed for its initialization too, rounded up to the
+// millisecond), the memory size, the peak memory used, and the init
+// duration of the cold start.
+func (r Result) Report(memoryMB int) string {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	billed := (r.Total + time.Millisecond - 1) / time.Millisecond
+	line := fmt.Sprintf("REPORT RequestId: %s\tDuration: %.2f ms\tBilled Duration: %d ms\tMemory Size: %d MB\tMax Memory Used: %d MB",
+		r.RequestID, ms(r.Handler()), billed, memoryMB, (r.MaxMemory+(1<<20)-1)>>20)
+	if r.Init > 0 {
+		line += fmt.Sprintf("\tInit Duration: %.2f ms", ms(r.Init))
+	}
+	return line
+}
 
 // FunctionError is an error the function reported: a returned error or a
 // panic (POST .../invocation/{id}/error), or a failed initialization (POST
@@ -130,6 +155,7 @@ func (f Function) Invoke(ctx context.Context, event []byte) (Result, error) {
 	}
 
 	api := newRuntimeAPI(event, f.Name, f.region(), f.Timeout)
+	api.beforeEvent = f.BeforeEvent
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return Result{}, fmt.Errorf("invoke %s: runtime API: %w", f.Name, err)
@@ -154,11 +180,29 @@ func (f Function) Invoke(ctx context.Context, event []byte) (Result, error) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill() // Lambda freezes the sandbox; a local run ends it
-		<-exited
-	}()
 
+	res, err := f.await(ctx, api, exited, output)
+	// Lambda freezes the sandbox; a local run ends it, and then knows its
+	// peak memory.
+	_ = cmd.Process.Kill()
+	<-exited
+	if cmd.ProcessState != nil {
+		res.MaxMemory = maxRSS(cmd.ProcessState)
+	}
+	if limit := int64(f.MemorySize) << 20; err == nil && res.MaxMemory > limit {
+		res.Response = nil
+		err = &FunctionError{
+			Type: "Runtime.OutOfMemory",
+			Message: fmt.Sprintf("Runtime exited with error: the function used %d MB, over its memory size of %d MB (Lambda would have stopped it)",
+				res.MaxMemory>>20, f.MemorySize),
+		}
+	}
+	return res, err
+}
+
+// await serves the invocation until the function answers, fails, runs out
+// of time or exits; exited receives the process's end (and gets it back).
+func (f Function) await(ctx context.Context, api *runtimeAPI, exited chan error, output *tail) (Result, error) {
 	initTimer := time.NewTimer(InitTimeout)
 	defer initTimer.Stop()
 	delivered := api.delivered
@@ -182,13 +226,13 @@ func (f Function) Invoke(ctx context.Context, event []byte) (Result, error) {
 				Message: fmt.Sprintf("no request for an event within %v of start (Lambda's init limit)%s", InitTimeout, f.output(output)),
 			}
 		case <-timeout:
-			return Result{RequestID: api.requestID, Init: api.initTime()}, &FunctionError{
+			return Result{RequestID: api.requestID, Init: api.initTime(), Total: time.Since(api.started)}, &FunctionError{
 				Type:    "Sandbox.Timedout",
 				Message: fmt.Sprintf("Task timed out after %.2f seconds", f.Timeout.Seconds()),
 			}
 		case err := <-exited:
-			exited <- err // for the deferred cleanup
-			return Result{RequestID: api.requestID, Init: api.initTime()}, &FunctionError{
+			exited <- err // for the caller, who waits for it too
+			return Result{RequestID: api.requestID, Init: api.initTime(), Total: time.Since(api.started)}, &FunctionError{
 				Init: api.initTime() == 0, Type: "Runtime.ExitError",
 				Message: fmt.Sprintf("Runtime exited before answering: %v%s", err, f.output(output)),
 			}
@@ -257,10 +301,11 @@ type runtimeAPI struct {
 	arn       string
 	timeout   time.Duration
 
-	started   time.Time
-	delivered chan struct{} // closed when the event has been handed over
-	outcome   chan outcome  // the first answer
-	answered  sync.Once
+	started     time.Time
+	beforeEvent func(requestID string)
+	delivered   chan struct{} // closed when the event has been handed over
+	outcome     chan outcome  // the first answer
+	answered    sync.Once
 
 	mu       sync.Mutex
 	nextAt   time.Time
@@ -318,6 +363,9 @@ func (a *runtimeAPI) next(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if a.beforeEvent != nil {
+		a.beforeEvent(a.requestID)
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Lambda-Runtime-Aws-Request-Id", a.requestID)

@@ -195,3 +195,41 @@ func TestInvokeOfAMissingBinary(t *testing.T) {
 		t.Errorf("got %v, want a missing-file error", err)
 	}
 }
+
+func TestInvokeMeasuresAndBoundsMemory(t *testing.T) {
+	var started string
+	f := Function{Binary: hello(t), MemorySize: 128, BeforeEvent: func(id string) { started = id }}
+	res, err := f.Invoke(context.Background(), []byte(`{"name": "small"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started == "" || started != res.RequestID {
+		t.Errorf("BeforeEvent: got %q, want the request id %q", started, res.RequestID)
+	}
+	if res.MaxMemory <= 0 || res.MaxMemory > 128<<20 {
+		t.Errorf("got a peak of %d bytes, want some, under 128 MB", res.MaxMemory)
+	}
+	report := res.Report(128)
+	for _, want := range []string{"REPORT RequestId: " + res.RequestID + "\t", "\tDuration: ", " ms\tBilled Duration: ", " ms\tMemory Size: 128 MB\tMax Memory Used: ", "\tInit Duration: "} {
+		if !strings.Contains(report, want) {
+			t.Errorf("got %q, want it to contain %q", report, want)
+		}
+	}
+
+	res, err = f.Invoke(context.Background(), []byte(`{"name": "big", "allocateMB": 200}`))
+	var ferr *FunctionError
+	if !errors.As(err, &ferr) || ferr.Type != "Runtime.OutOfMemory" || !strings.Contains(ferr.Message, "over its memory size of 128 MB") {
+		t.Fatalf("got %v, want Runtime.OutOfMemory", err)
+	}
+	if res.Response != nil || res.MaxMemory <= 128<<20 {
+		t.Errorf("got response %s and a peak of %d bytes, want no response and over 128 MB", res.Response, res.MaxMemory)
+	}
+}
+
+func TestReportBillsInitAndRoundsUp(t *testing.T) {
+	r := Result{RequestID: "id", Init: 40 * time.Millisecond, Total: 52*time.Millisecond + 300*time.Microsecond, MaxMemory: 20<<20 + 1}
+	want := "REPORT RequestId: id\tDuration: 12.30 ms\tBilled Duration: 53 ms\tMemory Size: 512 MB\tMax Memory Used: 21 MB\tInit Duration: 40.00 ms"
+	if got := r.Report(512); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -1,8 +1,11 @@
 // Command run serves the whole API on http://127.0.0.1:3000 (PORT
 // overrides) against local emulated AWS, with the same handlers the Lambda
-// functions use: it uses whatever answers on 127.0.0.1:4566 or starts
-// moto_server there, creates the tables and log buckets of template.yaml if
-// absent, and stops what it started on Ctrl-C. It also serves the API's
+// functions use: it uses whatever answers on 127.0.0.1:4566 (EMULATOR_ADDR
+// overrides) or starts moto_server there, creates the tables and log buckets
+// of template.yaml if absent, and stops what it started on Ctrl-C. It takes
+// its port before anything else, and says who holds it when it cannot. The
+// emulator always runs in one region with its own credentials, whatever AWS
+// variables the shell has (stack.LocalAWS). It also serves the API's
 // OpenAPI description, openapi.yaml, at /api/openapi.yaml and, converted,
 // at /api/openapi.json. Like API Gateway, it answers a request that is not
 // valid HTTP with a JSON error.
@@ -17,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -36,13 +40,27 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, log); err != nil {
-		log.Error(err.Error())
+		fmt.Fprintln(os.Stderr, "make run:", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, log *slog.Logger) error {
-	local, err := stack.Up(ctx, "127.0.0.1:4566")
+	port := 3000
+	if p := os.Getenv("PORT"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("PORT=%q is not a port number", p)
+		}
+		port = n
+	}
+	// The port first: a second make run stops here, having started nothing.
+	ln, err := listen("127.0.0.1", port)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	local, err := stack.UpWithProgress(ctx, stack.Addr(), os.Stderr)
 	if err != nil {
 		return err
 	}
@@ -51,16 +69,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	port := os.Getenv("PORT")
-	if port == "" {
-		port = "3000"
-	}
-	addr := net.JoinHostPort("127.0.0.1", port)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "serving the API on http://%s (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", addr, local.Moto.Endpoint, logsCfg.Buckets)
+	fmt.Fprintf(os.Stderr, "make run: serving the API on http://%s (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, logsCfg.Buckets)
 	return serve(ctx, ln, h)
 }
 
@@ -147,7 +156,11 @@ func document(contentType string, body []byte) http.HandlerFunc {
 
 // localEnv returns the getenv of function run locally: this process's
 // environment first, then the function's environment in the template, with
-// auth off and S3 buckets in the path (the emulator has no bucket host names).
+// auth off, S3 buckets in the path (the emulator has no bucket host names)
+// and longer log lookup deadlines: the emulator answers one request at a
+// time (dev/motoserver.py), so the HEADs a lookup sends S3 at once take
+// turns there, and a lookup of a few hundred logs would end in a 504 that
+// AWS would not give.
 func localEnv(local *stack.Local, function string) (func(string) string, error) {
 	env, err := local.Template.FunctionEnv(function, stack.LocalName)
 	if err != nil {
@@ -155,6 +168,9 @@ func localEnv(local *stack.Local, function string) (func(string) string, error) 
 	}
 	env["AUTH_MODE"] = "none"
 	env["S3_FORCE_PATH_STYLE"] = "true"
+	if _, ok := env["LOG_LIST_TIMEOUT"]; ok {
+		env["LOG_LIST_TIMEOUT"], env["LOG_LINK_TIMEOUT"] = "30s", "30s"
+	}
 	return func(name string) string {
 		if v, ok := os.LookupEnv(name); ok {
 			return v

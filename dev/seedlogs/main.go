@@ -40,7 +40,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	local, err := stack.Up(ctx, "127.0.0.1:4566")
+	local, err := stack.Up(ctx, stack.Addr())
 	if err != nil {
 		return err
 	}

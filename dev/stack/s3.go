@@ -25,6 +25,12 @@ func S3Client(endpoint, accessKey, secretKey string) *s3.Client {
 	})
 }
 
+// LocalS3Client returns a client for the emulator at endpoint, with the
+// emulator's credentials, as DynamoDBClient is for DynamoDB.
+func LocalS3Client(endpoint string) *s3.Client {
+	return S3Client(endpoint, localAccessKey, localSecretKey)
+}
+
 // CreateBuckets creates the named buckets. It is idempotent: a bucket that
 // already exists and belongs to the caller is kept as it is. LocalRegion is
 // us-east-1, the one region where a bucket needs no location constraint.

@@ -17,9 +17,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -51,34 +55,73 @@ func RepoRoot() (string, error) {
 }
 
 // Local AWS settings: moto accepts any credentials, and the region only has to
-// be the same everywhere.
+// be the same everywhere: the emulator keeps each region's tables apart, so a
+// table created in one region is not found from another.
 const (
 	LocalRegion    = "us-east-1"
 	localAccessKey = "test"
 	localSecretKey = "test"
 )
 
-// LocalAWS points this process's AWS SDK at endpoint: it sets AWS_REGION,
-// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY only where they are unset (to
-// us-east-1, test, test) and AWS_ENDPOINT_URL always. It returns the four
-// values, to pass on to a child process's environment.
-func LocalAWS(endpoint string) map[string]string {
-	env := map[string]string{}
-	for _, kv := range [][2]string{
-		{"AWS_REGION", LocalRegion},
-		{"AWS_ACCESS_KEY_ID", localAccessKey},
-		{"AWS_SECRET_ACCESS_KEY", localSecretKey},
-	} {
-		v := os.Getenv(kv[0])
-		if v == "" {
-			v = kv[1]
-			_ = os.Setenv(kv[0], v)
-		}
-		env[kv[0]] = v
+// DefaultAddr is where make run, make invoke and make seed-logs find the
+// emulator, or start it: LocalStack's port. EMULATOR_ADDR moves it.
+const DefaultAddr = "127.0.0.1:4566"
+
+// Addr returns the emulator's address: EMULATOR_ADDR, or DefaultAddr.
+func Addr() string {
+	if a := strings.TrimSpace(os.Getenv("EMULATOR_ADDR")); a != "" {
+		return a
 	}
-	_ = os.Setenv("AWS_ENDPOINT_URL", endpoint)
-	env["AWS_ENDPOINT_URL"] = endpoint
-	return env
+	return DefaultAddr
+}
+
+// callerAWS lists the variables of a developer's shell that would send the
+// SDK elsewhere than the emulator, to another region of it, or make it read
+// a profile: the local stack sets or clears every one of them.
+var callerAWS = []string{
+	"AWS_REGION", "AWS_DEFAULT_REGION",
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+	"AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+	"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+	"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", "AWS_ENDPOINT_URL",
+}
+
+// LocalAWS points this process's AWS SDK at the emulator at endpoint, in
+// LocalRegion with the emulator's credentials, whatever the developer's
+// shell says: AWS_REGION=eu-west-1 or a profile there must not send the
+// tables to one region and the requests to another, nor a request to a real
+// account. It sets AWS_REGION, AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY and AWS_ENDPOINT_URL, and clears the rest of
+// callerAWS and every service's AWS_ENDPOINT_URL_<SERVICE>. It returns the
+// variables a child process needs and the names of the caller's variables
+// it replaced or cleared (for one line telling so).
+func LocalAWS(endpoint string) (env map[string]string, ignored []string) {
+	env = map[string]string{
+		"AWS_REGION":            LocalRegion,
+		"AWS_DEFAULT_REGION":    LocalRegion,
+		"AWS_ACCESS_KEY_ID":     localAccessKey,
+		"AWS_SECRET_ACCESS_KEY": localSecretKey,
+		"AWS_ENDPOINT_URL":      endpoint,
+	}
+	names := slices.Clone(callerAWS)
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_ENDPOINT_URL_") {
+			names = append(names, k)
+		}
+	}
+	for _, k := range names {
+		v, set := os.LookupEnv(k)
+		if set && v != env[k] {
+			ignored = append(ignored, k)
+		}
+		if want, ok := env[k]; ok {
+			_ = os.Setenv(k, want)
+		} else {
+			_ = os.Unsetenv(k)
+		}
+	}
+	slices.Sort(ignored)
+	return env, ignored
 }
 
 // DynamoDBClient returns a client for the emulator at endpoint. It reads no
@@ -103,6 +146,9 @@ type Local struct {
 	LogBuckets []string // created empty if absent
 	// Env is what LocalAWS set: the AWS variables a child process needs.
 	Env map[string]string
+	// Ignored names the caller's AWS variables that LocalAWS replaced or
+	// cleared.
+	Ignored []string
 }
 
 // Up finds the repository, loads template.yaml, starts (or finds) the emulator
@@ -110,6 +156,17 @@ type Local struct {
 // and LogsFunction's log buckets, and points this process's AWS SDK at the
 // emulator (LocalAWS). Close stops what it started.
 func Up(ctx context.Context, addr string) (*Local, error) {
+	return UpWithProgress(ctx, addr, nil)
+}
+
+// UpWithProgress is Up telling what it does, one line a step, on progress
+// (nil for silence): a first start spends seconds in moto's own start.
+func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Local, error) {
+	say := func(format string, args ...any) {
+		if progress != nil {
+			fmt.Fprintf(progress, format+"\n", args...)
+		}
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -118,21 +175,36 @@ func Up(ctx context.Context, addr string) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
+	began := time.Now()
+	if _, port, _ := net.SplitHostPort(addr); port != "0" && answers(ctx, "http://"+addr) {
+		say("local stack: using the emulator that answers on %s", addr)
+	} else {
+		say("local stack: starting moto on %s (python3 dev/motoserver.py)", addr)
+	}
 	moto, err := StartMoto(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
+	if moto.Started {
+		say("local stack: moto answers on %s (%.1fs)", moto.Endpoint, time.Since(began).Seconds())
+	}
+	env, ignored := LocalAWS(moto.Endpoint)
+	if len(ignored) > 0 {
+		say("local stack: region %s and the emulator's credentials, whatever the shell says (ignoring %s)", LocalRegion, strings.Join(ignored, ", "))
+	}
+	buckets, err := tpl.LogBuckets()
+	if err != nil {
+		_ = moto.Stop()
+		return nil, err
+	}
+	say("local stack: creating the tables %s and the log buckets %s where missing", strings.Join(tpl.Tables(), ", "), strings.Join(buckets, ", "))
 	client := DynamoDBClient(moto.Endpoint)
 	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
 		_ = moto.Stop()
 		return nil, fmt.Errorf("create tables at %s: %w", moto.Endpoint, err)
 	}
 	s3Client := S3Client(moto.Endpoint, localAccessKey, localSecretKey)
-	buckets, err := tpl.LogBuckets()
-	if err == nil {
-		err = CreateBuckets(ctx, s3Client, buckets...)
-	}
-	if err != nil {
+	if err := CreateBuckets(ctx, s3Client, buckets...); err != nil {
 		_ = moto.Stop()
 		return nil, fmt.Errorf("create log buckets at %s: %w", moto.Endpoint, err)
 	}
@@ -143,7 +215,8 @@ func Up(ctx context.Context, addr string) (*Local, error) {
 		DynamoDB:   client,
 		S3:         s3Client,
 		LogBuckets: buckets,
-		Env:        LocalAWS(moto.Endpoint),
+		Env:        env,
+		Ignored:    ignored,
 	}, nil
 }
 

@@ -298,3 +298,22 @@ func provisioned(t *throughput) *types.ProvisionedThroughput {
 		WriteCapacityUnits: aws.Int64(int64(t.WriteCapacityUnits)),
 	}
 }
+
+// TableShape returns what the code depends on of the template's table
+// logicalID: its key schema ("id HASH", ...), the key schema of each of its
+// indexes by name, and its TTL attribute ("" for none), for comparing with a
+// table some other tool created from the template.
+func (t *Template) TableShape(logicalID string) (keys []string, indexes map[string][]string, ttl string, err error) {
+	spec, err := t.tableSpec(logicalID)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("table %s: %w", logicalID, err)
+	}
+	indexes = map[string][]string{}
+	for _, ix := range slices.Concat(spec.GlobalSecondaryIndexes, spec.LocalSecondaryIndexes) {
+		indexes[ix.IndexName] = specKeyStrings(ix.KeySchema)
+	}
+	if s := spec.TimeToLiveSpecification; s != nil && bool(s.Enabled) {
+		ttl = s.AttributeName
+	}
+	return specKeyStrings(spec.KeySchema), indexes, ttl, nil
+}

@@ -3,6 +3,7 @@ package stack
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 // {"Fn::If": [...]}), whether the file used short tags (!Ref, !Sub...) or not.
 type Template struct {
 	Parameters map[string]Parameter
+	// Conditions is the template's Conditions section, each an intrinsic.
+	Conditions map[string]any
 	// Globals is the template's Globals section (e.g. Globals["Function"]).
 	Globals   map[string]any
 	Resources map[string]Resource
@@ -77,6 +80,7 @@ func ParseTemplate(data []byte) (*Template, error) {
 
 	t := &Template{
 		Parameters: map[string]Parameter{},
+		Conditions: mapOf(root["Conditions"]),
 		Globals:    mapOf(root["Globals"]),
 		Resources:  map[string]Resource{},
 	}
@@ -214,7 +218,10 @@ func (t *Template) Tables() []string {
 // FunctionEnv returns the environment variables the template gives function:
 // Globals.Function's merged with the function's own (for SAM functions). A !Ref
 // of a parameter becomes its Default, a !Ref of a DynamoDB table becomes
-// name(logicalID); any other intrinsic is an error naming the variable.
+// name(logicalID), an !If follows its condition (Fn::Equals, Fn::Not,
+// Fn::And, Fn::Or over parameters) and a variable that comes out as
+// AWS::NoValue is not set at all, as CloudFormation does; any other
+// intrinsic is an error naming the variable.
 func (t *Template) FunctionEnv(function string, name func(logicalID string) string) (map[string]string, error) {
 	props, err := t.functionProperties(function)
 	if err != nil {
@@ -224,7 +231,14 @@ func (t *Template) FunctionEnv(function string, name func(logicalID string) stri
 
 	env := make(map[string]string, len(vars))
 	for _, k := range sortedKeys(vars) {
-		s, err := t.resolveString(vars[k], name)
+		r, err := t.resolve(vars[k], name)
+		if err != nil {
+			return nil, fmt.Errorf("function %s: environment variable %s: %w", function, k, err)
+		}
+		if r == noValue {
+			continue
+		}
+		s, err := scalarString(r)
 		if err != nil {
 			return nil, fmt.Errorf("function %s: environment variable %s: %w", function, k, err)
 		}
@@ -301,15 +315,23 @@ func mergeGlobals(global, local any) any {
 	return out
 }
 
+// noValue is what a Ref of AWS::NoValue resolves to: the property it is the
+// value of is left out.
+var noValue = &struct{ name string }{"AWS::NoValue"}
+
 // resolve replaces the intrinsics a local run can answer: a !Ref of a parameter
-// (its Default) and of a DynamoDB table (name(logicalID), when name is not nil).
-// Anything else is an error.
+// (its Default), of a DynamoDB table (name(logicalID), when name is not nil)
+// and of AWS::NoValue (noValue, whose key is then dropped), and an !If on one
+// of the template's conditions. Anything else is an error.
 func (t *Template) resolve(v any, name func(string) string) (any, error) {
 	switch v := v.(type) {
 	case map[string]any:
 		if isIntrinsic(v) {
 			if ref, ok := v["Ref"]; ok {
 				return t.resolveRef(ref, name)
+			}
+			if arg, ok := v["Fn::If"]; ok {
+				return t.resolveIf(arg, name)
 			}
 			return nil, fmt.Errorf("%s cannot be resolved locally", sortedKeys(v)[0])
 		}
@@ -319,17 +341,21 @@ func (t *Template) resolve(v any, name func(string) string) (any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
-			out[k] = r
+			if r != noValue {
+				out[k] = r
+			}
 		}
 		return out, nil
 	case []any:
-		out := make([]any, len(v))
+		out := make([]any, 0, len(v))
 		for i, e := range v {
 			r, err := t.resolve(e, name)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}
-			out[i] = r
+			if r != noValue {
+				out = append(out, r)
+			}
 		}
 		return out, nil
 	default:
@@ -342,6 +368,9 @@ func (t *Template) resolveRef(ref any, name func(string) string) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("a Ref of a %T cannot be resolved", ref)
 	}
+	if id == "AWS::NoValue" {
+		return noValue, nil
+	}
 	if p, ok := t.Parameters[id]; ok {
 		if !p.HasDefault {
 			return nil, fmt.Errorf("parameter %s has no Default", id)
@@ -352,6 +381,172 @@ func (t *Template) resolveRef(ref any, name func(string) string) (any, error) {
 		return name(id), nil
 	}
 	return nil, fmt.Errorf("a Ref of %s cannot be resolved locally (only parameters and DynamoDB tables can)", id)
+}
+
+// resolveIf resolves [condition, then, else].
+func (t *Template) resolveIf(arg any, name func(string) string) (any, error) {
+	a, ok := arg.([]any)
+	if !ok || len(a) != 3 {
+		return nil, fmt.Errorf("Fn::If %v is not [condition, then, else]", arg)
+	}
+	cond, ok := a[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("Fn::If names its condition with a %T, not a string", a[0])
+	}
+	holds, err := t.Condition(cond)
+	if err != nil {
+		return nil, err
+	}
+	if holds {
+		return t.resolve(a[1], name)
+	}
+	return t.resolve(a[2], name)
+}
+
+// Condition evaluates the template's condition named id, with the parameters'
+// Defaults.
+func (t *Template) Condition(id string) (bool, error) {
+	c, ok := t.Conditions[id]
+	if !ok {
+		return false, fmt.Errorf("no condition %s", id)
+	}
+	holds, err := t.evalCondition(c, 0)
+	if err != nil {
+		return false, fmt.Errorf("condition %s: %w", id, err)
+	}
+	return holds, nil
+}
+
+// evalCondition evaluates Fn::Equals, Fn::Not, Fn::And, Fn::Or and
+// {"Condition": name}; depth stops a condition that names itself.
+func (t *Template) evalCondition(v any, depth int) (bool, error) {
+	m, ok := v.(map[string]any)
+	if !ok || !isIntrinsic(m) {
+		return false, fmt.Errorf("%v is not a condition function", v)
+	}
+	if depth > 32 {
+		return false, errors.New("conditions nested too deep (a cycle?)")
+	}
+	fn := sortedKeys(m)[0]
+	if fn == "Condition" {
+		name, _ := m[fn].(string)
+		c, ok := t.Conditions[name]
+		if !ok {
+			return false, fmt.Errorf("no condition %v", m[fn])
+		}
+		return t.evalCondition(c, depth+1)
+	}
+	args, ok := m[fn].([]any)
+	if !ok {
+		return false, fmt.Errorf("%s takes a list, got %T", fn, m[fn])
+	}
+	switch fn {
+	case "Fn::Equals":
+		if len(args) != 2 {
+			return false, fmt.Errorf("Fn::Equals takes two values, got %d", len(args))
+		}
+		a, err := t.resolveString(args[0], nil)
+		if err != nil {
+			return false, err
+		}
+		b, err := t.resolveString(args[1], nil)
+		if err != nil {
+			return false, err
+		}
+		return a == b, nil
+	case "Fn::Not":
+		if len(args) != 1 {
+			return false, fmt.Errorf("Fn::Not takes one condition, got %d", len(args))
+		}
+		holds, err := t.evalCondition(args[0], depth+1)
+		return !holds, err
+	case "Fn::And", "Fn::Or":
+		for _, c := range args {
+			holds, err := t.evalCondition(c, depth+1)
+			if err != nil {
+				return false, err
+			}
+			if holds == (fn == "Fn::Or") {
+				return holds, nil
+			}
+		}
+		return fn == "Fn::And", nil
+	}
+	return false, fmt.Errorf("%s is not a condition function", fn)
+}
+
+// WithParameters returns a copy of t whose parameters take the values of
+// overrides (name → value, as sam's --parameter-overrides gives them) in
+// place of their Defaults. A name the template does not declare is an error
+// listing those it does.
+func (t *Template) WithParameters(overrides map[string]string) (*Template, error) {
+	c := *t
+	c.Parameters = maps.Clone(t.Parameters)
+	for k, v := range overrides {
+		p, ok := c.Parameters[k]
+		if !ok {
+			return nil, fmt.Errorf("parameter override %s: the template has no such parameter (it has %s)", k, strings.Join(sortedKeys(t.Parameters), ", "))
+		}
+		p.Default, p.HasDefault = v, true
+		c.Parameters[k] = p
+	}
+	return &c, nil
+}
+
+// ParseParameterOverrides reads overrides in sam's --parameter-overrides
+// form: "Name=Value" pairs separated by spaces, a value optionally in
+// quotes ('LogUrlTtl=2h AdminGroups="ops, admins"'), or the form
+// ParameterKey=Name,ParameterValue=Value.
+func ParseParameterOverrides(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, word := range splitWords(s) {
+		if rest, ok := strings.CutPrefix(word, "ParameterKey="); ok {
+			k, v, found := strings.Cut(rest, ",ParameterValue=")
+			if !found {
+				return nil, fmt.Errorf("parameter override %q: want ParameterKey=Name,ParameterValue=Value", word)
+			}
+			out[k] = v
+			continue
+		}
+		k, v, found := strings.Cut(word, "=")
+		if !found || k == "" {
+			return nil, fmt.Errorf("parameter override %q: want Name=Value", word)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// splitWords splits s on spaces outside double or single quotes, and drops
+// the quotes.
+func splitWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	var quote rune
+	inWord := false
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
 }
 
 func (t *Template) resolveString(v any, name func(string) string) (string, error) {

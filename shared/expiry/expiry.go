@@ -86,21 +86,50 @@ type Result struct {
 }
 
 // event is what the schedules send: {"job": "expiry"} or {"job":
-// "retention"}. Anything else that is a JSON object, an EventBridge
-// "Scheduled Event" for one, runs the expiry job. The field is read by its
-// exact name, like every field the service reads: "JOB" is not "job".
+// "retention"}. Any other JSON object, an EventBridge "Scheduled Event" for
+// one, runs the expiry job, unless it is plainly another kind of event (an
+// API Gateway request, a machine report, records from a queue or a stream):
+// that one is refused, so that a misrouted event fails where it can be seen
+// rather than run a job. The fields are read by their exact names, like
+// every field the service reads: "JOB" is not "job".
 type event struct {
 	Job string `json:"job"`
+
+	DetailType     string          `json:"detail-type"`
+	HTTPMethod     string          `json:"httpMethod"`
+	RouteKey       string          `json:"routeKey"`
+	RequestContext json.RawMessage `json:"requestContext"`
+	Records        json.RawMessage `json:"Records"`
+	Machines       json.RawMessage `json:"machines"`
 }
 
-// Handle runs the job the event names. It fails only when the job could not
-// run at all; records that fail are counted, logged and retried by the next
-// run.
+// foreign names the kind of event e is when it is not one a schedule sends,
+// or returns "".
+func (e event) foreign() string {
+	switch {
+	case e.HTTPMethod != "" || e.RouteKey != "" || e.RequestContext != nil:
+		return "an API Gateway request"
+	case e.DetailType != "" && e.DetailType != "Scheduled Event":
+		return fmt.Sprintf("an EventBridge %q event", e.DetailType)
+	case e.Machines != nil:
+		return "a machine report"
+	case e.Records != nil:
+		return "an event of records (SQS, SNS, S3 or a stream)"
+	}
+	return ""
+}
+
+// Handle runs the job the event names. It fails when the event is not one a
+// schedule sends, and when the job could not run at all; records that fail
+// are counted, logged and retried by the next run.
 func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error) {
 	r.Metrics.Invocation()
 	var e event
 	if err := exactjson.Unmarshal(raw, &e); err != nil {
 		return Result{}, fmt.Errorf("scheduled event is not a JSON object: %w", err)
+	}
+	if kind := e.foreign(); kind != "" {
+		return Result{}, fmt.Errorf(`%s is not a scheduled event: the expiry function runs on {"job": "expiry"}, {"job": "retention"} or an EventBridge Scheduled Event`, kind)
 	}
 	switch e.Job {
 	case "", JobExpiry:

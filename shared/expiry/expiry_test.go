@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,28 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 			}
 			if units[metrics.ExpiryLag] != "Milliseconds" || units[metrics.ExpiryFailed] != "Count" {
 				t.Errorf("got units %v, want ExpiryLag in Milliseconds and counts in Count", units)
+			}
+		})
+	}
+}
+
+func TestAnEventOfAnotherKindRunsNoJob(t *testing.T) {
+	tests := []struct {
+		name, event, kind string
+	}{
+		{"an API Gateway REST request", `{"resource":"/api/slaves","path":"/api/slaves","httpMethod":"GET","requestContext":{"stage":"prod"}}`, "an API Gateway request"},
+		{"an HTTP API request", `{"version":"2.0","routeKey":"GET /api/slaves","rawPath":"/api/slaves","requestContext":{"http":{"method":"GET"}}}`, "an API Gateway request"},
+		{"a machine report event", `{"version":"0","detail-type":"Machine Report","source":"fleet.scheduler","detail":{"machines":[]}}`, `an EventBridge "Machine Report" event`},
+		{"a machine report's detail", `{"complete":false,"machines":[]}`, "a machine report"},
+		{"an SQS batch", `{"Records":[{"messageId":"1","body":"{}"}]}`, "an event of records"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &dueStore{}
+			r := expiry.New(store, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			_, err := r.Handle(t.Context(), json.RawMessage(tt.event))
+			if err == nil || !strings.Contains(err.Error(), tt.kind) || !strings.Contains(err.Error(), "is not a scheduled event") {
+				t.Errorf("got %v, want an error naming %s", err, tt.kind)
 			}
 		})
 	}

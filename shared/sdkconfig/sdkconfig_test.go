@@ -70,6 +70,10 @@ func TestEndpointIsTheSDKsConfiguredEndpoint(t *testing.T) {
 		{"the service's variable wins", map[string]string{"AWS_ENDPOINT_URL": "http://moto:5000", "AWS_ENDPOINT_URL_S3": "http://minio:9000"}, S3, "http://minio:9000"},
 		{"another service's variable is not read", map[string]string{"AWS_ENDPOINT_URL_S3": "http://minio:9000"}, DynamoDB, ""},
 		{"ignoring configured endpoints", map[string]string{"AWS_ENDPOINT_URL": "http://moto:5000", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS": "true"}, DynamoDB, ""},
+		// sam local invoke passes a template variable it resolves to
+		// AWS::NoValue as an empty one: empty is unset.
+		{"an empty variable is AWS's own", map[string]string{"AWS_ENDPOINT_URL": "", "AWS_ENDPOINT_URL_DYNAMODB": ""}, DynamoDB, ""},
+		{"an empty service variable leaves the global one", map[string]string{"AWS_ENDPOINT_URL": "http://moto:5000", "AWS_ENDPOINT_URL_S3": ""}, S3, "http://moto:5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

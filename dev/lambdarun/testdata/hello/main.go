@@ -1,7 +1,8 @@
 // Command hello is the function lambdarun's tests run: it answers an event
 // {"name": ...} with a greeting and what the runtime told it, and misbehaves
 // on request ({"fail": true}, {"panic": true}, {"sleep": "5s"}, {"exit": 3},
-// {"big": true}). {"bytes": n} answers a JSON string of exactly n bytes.
+// {"big": true}, {"allocateMB": 200}). {"bytes": n} answers a JSON string of
+// exactly n bytes.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -25,6 +27,8 @@ type event struct {
 	Exit  int    `json:"exit"`
 	Big   bool   `json:"big"`
 	Bytes int    `json:"bytes"`
+	// AllocateMB holds that much memory, touched, while it answers.
+	AllocateMB int `json:"allocateMB"`
 }
 
 type answer struct {
@@ -52,6 +56,10 @@ func handle(ctx context.Context, e event) (any, error) {
 		// aws-lambda-go posts a raw message as it is, without a newline.
 		return json.RawMessage(`"` + strings.Repeat("x", e.Bytes-2) + `"`), nil
 	}
+	held := make([]byte, e.AllocateMB<<20)
+	for i := 0; i < len(held); i += 4096 {
+		held[i] = 1
+	}
 	lc, _ := lambdacontext.FromContext(ctx)
 	_, hasDeadline := ctx.Deadline()
 	a := answer{
@@ -69,6 +77,7 @@ func handle(ctx context.Context, e event) (any, error) {
 	if e.Big {
 		a.Padding = strings.Repeat("x", 7<<20)
 	}
+	runtime.KeepAlive(held)
 	return a, nil
 }
 

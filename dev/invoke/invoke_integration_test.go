@@ -1,0 +1,138 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fleetops/fleet/dev/lambdarun"
+	"github.com/fleetops/fleet/dev/stack"
+)
+
+// make invoke as a user meets it: the response alone on stdout, START, END
+// and REPORT on stderr, the caller's variables and parameter overrides
+// reaching the function, the caller's AWS environment ignored, and an event
+// the function does not handle failing it.
+func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
+	moto, err := stack.StartMoto(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = moto.Stop() })
+	addr := strings.TrimPrefix(moto.Endpoint, "http://")
+	binaries := t.TempDir()
+
+	// A shell set up for a real account, in another region.
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_DEFAULT_REGION", "eu-west-1")
+	t.Setenv("AWS_PROFILE", "production")
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
+
+	invoke := func(t *testing.T, function, event string, extra ...string) (stdout, stderr string, err error) {
+		t.Helper()
+		args := append([]string{
+			"-function", function, "-event", filepath.Join("..", "..", "events", event),
+			"-binary", build(t, binaries, function), "-template", filepath.Join("..", "..", "template.yaml"),
+			"-env-vars", filepath.Join("..", "env.local.json"), "-moto", addr,
+		}, extra...)
+		var out, errs strings.Builder
+		err = run(args, &out, &errs)
+		return out.String(), errs.String(), err
+	}
+
+	t.Run("a machine report, with the shell's region elsewhere", func(t *testing.T) {
+		stdout, stderr, err := invoke(t, "InventoryFunction", "inventory-machine-report.json")
+		if err != nil {
+			t.Fatalf("got %v\n%s", err, stderr)
+		}
+		var res map[string]int
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil || res["machines"] != 3 || res["failed"] != 0 {
+			t.Errorf("got stdout %q, want only the response, 3 machines applied", stdout)
+		}
+		report := regexp.MustCompile(`(?m)^START RequestId: (\S+) Version: \$LATEST\n(?s:.*)^END RequestId: (\S+)\nREPORT RequestId: (\S+)\tDuration: [0-9.]+ ms\tBilled Duration: \d+ ms\tMemory Size: 512 MB\tMax Memory Used: \d+ MB\tInit Duration: [0-9.]+ ms\n`)
+		if m := report.FindStringSubmatch(stderr); m == nil || m[1] != m[2] || m[2] != m[3] {
+			t.Errorf("got stderr %q, want START, the logs, END and REPORT of one request", stderr)
+		}
+	})
+
+	// The log the sample events look up, for a presigned link.
+	_, err = stack.LocalS3Client(moto.Endpoint).PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String("task-logs"), Key: aws.String("web-api/2026/11/web-api-v42-1793491200000-0-node17-us_east_1a_0-1793494800000-stdout"),
+		Body: strings.NewReader("started\n"), Metadata: map[string]string{"starttime": "1793491200000"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := func(t *testing.T, stdout string) string {
+		t.Helper()
+		var resp struct {
+			StatusCode int    `json:"statusCode"`
+			Body       string `json:"body"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &resp); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("got stdout %q, want only a 200 response", stdout)
+		}
+		m := regexp.MustCompile(`X-Amz-Expires=(\d+)`).FindStringSubmatch(resp.Body)
+		if m == nil {
+			t.Fatalf("got body %s, want presigned links", resp.Body)
+		}
+		return m[1]
+	}
+	t.Run("a variable of the caller's shell reaches the function", func(t *testing.T) {
+		t.Setenv("LOG_URL_TTL", "2h")
+		stdout, stderr, err := invoke(t, "LogsFunction", "logs-task.json")
+		if err != nil {
+			t.Fatalf("got %v\n%s", err, stderr)
+		}
+		if got := expires(t, stdout); got != "7200" {
+			t.Errorf("got links valid %s s, want 7200 (LOG_URL_TTL=2h)", got)
+		}
+	})
+	t.Run("a parameter override reaches the function", func(t *testing.T) {
+		stdout, stderr, err := invoke(t, "LogsFunction", "logs-task.json", "-parameter-overrides", "LogUrlTtl=3h")
+		if err != nil {
+			t.Fatalf("got %v\n%s", err, stderr)
+		}
+		if got := expires(t, stdout); got != "10800" {
+			t.Errorf("got links valid %s s, want 10800 (LogUrlTtl=3h)", got)
+		}
+	})
+	t.Run("an event the function does not handle fails it", func(t *testing.T) {
+		stdout, _, err := invoke(t, "InventoryFunction", "slaves-list.json")
+		var ferr *lambdarun.FunctionError
+		if !errors.As(err, &ferr) || !strings.Contains(ferr.Message, `machine report has no "machines" list`) {
+			t.Errorf("got %v, want the function's error", err)
+		}
+		if stdout != "" {
+			t.Errorf("got stdout %q, want nothing", stdout)
+		}
+	})
+}
+
+// build compiles function for this machine into dir, with the flags of the
+// Lambda build (go build skips a binary that is up to date).
+func build(t *testing.T, dir, function string) string {
+	t.Helper()
+	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs"}
+	out := filepath.Join(dir, function, "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, "./functions/"+dirs[function])
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s: %v\n%s", function, err, msg)
+	}
+	return out
+}
