@@ -77,9 +77,18 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := apidoc.MustLoad(t)
-	slavesFn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction",
+	// The memory size the template gives each function is enforced; the
+	// timeout is longer than the template's, for a loaded test machine.
+	memory := func(function string) int {
+		cfg, err := local.Template.FunctionConfig(function)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.MemorySize
+	}
+	slavesFn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: memory("SlavesFunction"),
 		Env: functionEnv(t, local, "SlavesFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
-	logsFn := lambdarun.Function{Binary: build(t, local.Root, "logs"), Name: "LogsFunction",
+	logsFn := lambdarun.Function{Binary: build(t, local.Root, "logs"), Name: "LogsFunction", MemorySize: memory("LogsFunction"),
 		Env: functionEnv(t, local, "LogsFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
 	logsFn.Env["AWS_ENDPOINT_URL_S3"] = minio.Endpoint
 	logsFn.Env["AWS_ACCESS_KEY_ID"], logsFn.Env["AWS_SECRET_ACCESS_KEY"] = minio.AccessKey, minio.SecretKey

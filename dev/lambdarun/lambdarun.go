@@ -182,11 +182,12 @@ func (f Function) Invoke(ctx context.Context, event []byte) (Result, error) {
 	go func() { exited <- cmd.Wait() }()
 
 	res, err := f.await(ctx, api, exited, output)
-	// Lambda freezes the sandbox; a local run ends it, and then knows its
-	// peak memory.
+	// Lambda freezes the sandbox; a local run reads its peak memory and
+	// ends it.
+	res.MaxMemory = peakMemory(cmd.Process.Pid)
 	_ = cmd.Process.Kill()
 	<-exited
-	if cmd.ProcessState != nil {
+	if res.MaxMemory == 0 && cmd.ProcessState != nil {
 		res.MaxMemory = maxRSS(cmd.ProcessState)
 	}
 	if limit := int64(f.MemorySize) << 20; err == nil && res.MaxMemory > limit {
