@@ -188,37 +188,25 @@ func parse(event json.RawMessage, now int64) (report, int64, error) {
 	return rep, at, nil
 }
 
-// holdMassLoss marks the losses among obs as held when the brake refuses
+// holdMassLoss has the brake hold the losses among obs when it refuses
 // them, logs that once and counts it in the LossesHeld metric. It returns
 // how many it held.
 func (h *Handler) holdMassLoss(ctx context.Context, known []machine.Slave, obs []machine.Observation, at int64) int {
-	live := map[string]machine.Slave{}
-	for _, s := range known {
-		if s.Current.State != machine.Dead {
-			live[s.ID] = s
-		}
-	}
-	var losing []int
-	for i, o := range obs {
-		s, ok := live[o.ID]
-		if (o.Lost || o.Absent) && ok && o.At >= s.Current.Timestamp-machine.StaleAfter {
-			losing = append(losing, i)
-		}
-	}
-	if !h.brake.Holds(known, len(losing), at) {
+	held := h.brake.Hold(known, obs, at)
+	if len(held) == 0 {
 		return 0
 	}
-	ids := make([]string, 0, min(len(losing), 10))
-	for _, i := range losing {
-		obs[i].Held = true
-		if len(ids) < cap(ids) {
-			ids = append(ids, obs[i].ID)
+	live := 0
+	for _, s := range known {
+		if s.Current.State != machine.Dead {
+			live++
 		}
 	}
 	h.log.WarnContext(ctx, "mass loss held: no machine of this report is marked DEAD; send the report again with confirmLoss if the loss is real",
-		"held", len(losing), "live", len(live), "max_lost_fraction", h.brake.MaxFraction, "lost_window", h.brake.Window.String(), "first_ids", ids)
-	h.Metrics.Emit(nil, metrics.Metric{Name: metrics.LossesHeld, Value: float64(len(losing)), Unit: metrics.Count})
-	return len(losing)
+		"held", len(held), "live", live, "max_lost_fraction", h.brake.MaxFraction, "lost_window", h.brake.Window.String(),
+		"first_ids", held[:min(len(held), 10)])
+	h.Metrics.Emit(nil, metrics.Metric{Name: metrics.LossesHeld, Value: float64(len(held)), Unit: metrics.Count})
+	return len(held)
 }
 
 // apply stores observations a few at a time.

@@ -52,7 +52,7 @@ func Observe(o Observation, now int64) Decide {
 			return &Plan{Slave: slave, Entry: &entry, Describe: true}, nil
 		}
 		cur := snap.Slave.Current
-		if o.At < cur.Timestamp-StaleAfter {
+		if o.staleFor(cur) {
 			return nil, nil
 		}
 		slave, refresh := *snap.Slave, false
@@ -80,6 +80,10 @@ func Observe(o Observation, now int64) Decide {
 		return plan, nil
 	}
 }
+
+// staleFor reports whether the observation is too old to change a slave
+// whose current state is cur.
+func (o Observation) staleFor(cur Update) bool { return o.At < cur.Timestamp-StaleAfter }
 
 // systemStep returns the state a report moves a slave to, and why.
 func systemStep(cur State, o Observation) (State, string) {
@@ -129,24 +133,39 @@ const (
 	minBrakedLoss  = 3
 )
 
-// Holds reports whether the brake refuses the losses of a report made at
-// now: losing is how many of fleet's non-DEAD slaves the report would mark
-// DEAD.
-func (b LossBrake) Holds(fleet []Slave, losing int, now int64) bool {
-	if losing == 0 {
-		return false
-	}
+// Hold marks Held every loss among obs (a machine reported lost, or absent
+// from a complete report, that the report would mark DEAD) when together
+// they are more than the brake allows at, the report's time, given the known
+// fleet. It returns the ids it held, none when the brake lets them through.
+func (b LossBrake) Hold(fleet []Slave, obs []Observation, at int64) []string {
+	known := make(map[string]Slave, len(fleet))
 	live, recent := 0, 0
 	for _, s := range fleet {
+		known[s.ID] = s
 		switch {
 		case s.Current.State != Dead:
 			live++
-		case s.Current.Timestamp > now-b.Window.Milliseconds():
+		case s.Current.Timestamp > at-b.Window.Milliseconds():
 			recent++
 		}
 	}
-	lost, before := recent+losing, live+recent
-	return before >= minBrakedFleet && lost >= minBrakedLoss && float64(lost) > b.MaxFraction*float64(before)
+	var losing []int
+	for i, o := range obs {
+		s, ok := known[o.ID]
+		if (o.Lost || o.Absent) && ok && s.Current.State != Dead && !o.staleFor(s.Current) {
+			losing = append(losing, i)
+		}
+	}
+	lost, before := recent+len(losing), live+recent
+	if len(losing) == 0 || before < minBrakedFleet || lost < minBrakedLoss || float64(lost) <= b.MaxFraction*float64(before) {
+		return nil
+	}
+	ids := make([]string, len(losing))
+	for k, i := range losing {
+		obs[i].Held = true
+		ids[k] = obs[i].ID
+	}
+	return ids
 }
 
 func describe(s *Slave, o Observation) {
