@@ -53,34 +53,45 @@ type Policy struct {
 	ReadGroups  []string
 }
 
-// Actor resolves the acting identity of a request. In ModeNone the body's
-// user record (may be nil) is the actor; in ModeAuthorizer the body is ignored
-// and a missing identity is fault.Unauthorized.
-func (p Policy) Actor(ctx context.Context, bodyUser *Identity) (Identity, error) {
+// Need is what a request asks to do.
+type Need int
+
+const (
+	// Read is looking: lists, details, histories, log lookups.
+	Read Need = iota
+	// Change is any state change or deletion.
+	Change
+)
+
+// Authorize returns who makes the request ctx belongs to, and an error
+// unless they may do what need says. Behind an authorizer the caller is the
+// identity API Gateway established (fault.Unauthorized without one), and
+// fault.Forbidden unless its groups allow need. With auth off anyone may do
+// anything, and the caller is anonymous: a route may then take the actor a
+// request names (see web.Caller).
+func (p Policy) Authorize(ctx context.Context, need Need) (Identity, error) {
 	if p.Mode != ModeAuthorizer {
-		if bodyUser != nil {
-			return *bodyUser, nil
-		}
 		return Identity{}, nil
 	}
 	id, ok := FromContext(ctx)
 	if !ok {
 		return Identity{}, fault.Unauthorized("authentication required")
 	}
-	return id, nil
+	if need == Change {
+		return id, p.canChange(id)
+	}
+	return id, p.canRead(id)
 }
 
-// CanRead returns fault.Forbidden unless id may read.
-func (p Policy) CanRead(id Identity) error {
-	if p.Mode != ModeAuthorizer || len(p.ReadGroups) == 0 || p.isAdmin(id) || overlaps(id.Groups, p.ReadGroups) {
+func (p Policy) canRead(id Identity) error {
+	if len(p.ReadGroups) == 0 || p.isAdmin(id) || overlaps(id.Groups, p.ReadGroups) {
 		return nil
 	}
 	return fault.Forbidden(fmt.Sprintf("%s must be part of one or more read groups: %s", id.ID, strings.Join(p.ReadGroups, ",")))
 }
 
-// CanChange returns fault.Forbidden unless id is an admin.
-func (p Policy) CanChange(id Identity) error {
-	if p.Mode != ModeAuthorizer || p.isAdmin(id) {
+func (p Policy) canChange(id Identity) error {
+	if p.isAdmin(id) {
 		return nil
 	}
 	return fault.Forbidden(fmt.Sprintf("%s must be part of one or more admin groups: %s", id.ID, strings.Join(p.AdminGroups, ",")))

@@ -9,60 +9,54 @@ import (
 	"github.com/fleetops/fleet/shared/fault"
 )
 
-func TestActor(t *testing.T) {
+func TestAuthorizeEstablishesTheCaller(t *testing.T) {
 	alice := access.Identity{ID: "alice", Name: "Alice", Email: "alice@example.com", Groups: []string{"ops"}}
-	mallory := access.Identity{ID: "mallory", Email: "mallory@example.com", Groups: []string{"admins"}}
 	tests := []struct {
 		name     string
 		mode     access.Mode
 		ctx      context.Context
-		body     *access.Identity
 		want     access.Identity
 		wantKind fault.Kind // KindInternal: no error
 		wantMsg  string
 	}{
-		{name: "with auth off the body's user is the actor", mode: access.ModeNone,
-			ctx: context.Background(), body: &alice, want: alice},
-		{name: "with auth off and no body the actor is anonymous", mode: access.ModeNone,
+		{name: "with auth off the caller is anonymous", mode: access.ModeNone,
 			ctx: context.Background(), want: access.Identity{}},
-		{name: "with auth off the context identity is not needed", mode: access.ModeNone,
-			ctx: access.WithIdentity(context.Background(), alice), body: &mallory, want: mallory},
+		{name: "with auth off the context identity is not taken", mode: access.ModeNone,
+			ctx: access.WithIdentity(context.Background(), alice), want: access.Identity{}},
 		{name: "an empty mode behaves as auth off", mode: "",
-			ctx: context.Background(), body: &alice, want: alice},
+			ctx: context.Background(), want: access.Identity{}},
 		{name: "with the authorizer the identity comes from the context", mode: access.ModeAuthorizer,
 			ctx: access.WithIdentity(context.Background(), alice), want: alice},
-		{name: "with the authorizer a body user is ignored", mode: access.ModeAuthorizer,
-			ctx: access.WithIdentity(context.Background(), alice), body: &mallory, want: alice},
 		{name: "with the authorizer no identity is unauthorized", mode: access.ModeAuthorizer,
 			ctx: context.Background(), wantKind: fault.KindUnauthorized, wantMsg: "authentication required"},
-		{name: "with the authorizer a body user without identity is still unauthorized", mode: access.ModeAuthorizer,
-			ctx: context.Background(), body: &mallory, wantKind: fault.KindUnauthorized, wantMsg: "authentication required"},
 		{name: "with the authorizer an identity without an id is unauthorized", mode: access.ModeAuthorizer,
 			ctx:      access.WithIdentity(context.Background(), access.Identity{Email: "x@example.com"}),
 			wantKind: fault.KindUnauthorized, wantMsg: "authentication required"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := access.Policy{Mode: tt.mode}.Actor(tt.ctx, tt.body)
-			if tt.wantKind != fault.KindInternal {
-				if err == nil {
-					t.Fatalf("got actor %+v, want a fault of kind %v", got, tt.wantKind)
+		for _, need := range []access.Need{access.Read, access.Change} {
+			t.Run(tt.name, func(t *testing.T) {
+				got, err := access.Policy{Mode: tt.mode}.Authorize(tt.ctx, need)
+				if tt.wantKind != fault.KindInternal {
+					if err == nil {
+						t.Fatalf("got caller %+v, want a fault of kind %v", got, tt.wantKind)
+					}
+					if k := fault.KindOf(err); k != tt.wantKind {
+						t.Errorf("got kind %v, want %v", k, tt.wantKind)
+					}
+					if m := fault.Message(err); m != tt.wantMsg {
+						t.Errorf("got message %q, want %q", m, tt.wantMsg)
+					}
+					return
 				}
-				if k := fault.KindOf(err); k != tt.wantKind {
-					t.Errorf("got kind %v, want %v", k, tt.wantKind)
+				if err != nil {
+					t.Fatalf("got error %v, want none", err)
 				}
-				if m := fault.Message(err); m != tt.wantMsg {
-					t.Errorf("got message %q, want %q", m, tt.wantMsg)
+				if !reflect.DeepEqual(got, tt.want) {
+					t.Errorf("got caller %+v, want %+v", got, tt.want)
 				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("got error %v, want none", err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got actor %+v, want %+v", got, tt.want)
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -77,7 +71,7 @@ func TestFromContext(t *testing.T) {
 	}
 }
 
-func TestCanReadAndCanChange(t *testing.T) {
+func TestAuthorizeChecksTheCallersGroups(t *testing.T) {
 	user := func(groups ...string) access.Identity { return access.Identity{ID: "u-123", Groups: groups} }
 	authz := func(admin, read []string) access.Policy {
 		return access.Policy{Mode: access.ModeAuthorizer, AdminGroups: admin, ReadGroups: read}
@@ -94,7 +88,7 @@ func TestCanReadAndCanChange(t *testing.T) {
 		wantChangeMsg string // "": allowed
 	}{
 		{name: "with auth off anyone may read and change",
-			policy: access.Policy{Mode: access.ModeNone, AdminGroups: ab, ReadGroups: viewers}, id: access.Identity{}},
+			policy: access.Policy{Mode: access.ModeNone, AdminGroups: ab, ReadGroups: viewers}, id: user("x")},
 		{name: "with no groups configured any authenticated user is admin",
 			policy: authz(nil, nil), id: user()},
 		{name: "a member of an admin group may read and change",
@@ -135,8 +129,11 @@ func TestCanReadAndCanChange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			check(t, "CanRead", tt.policy.CanRead(tt.id), tt.wantReadMsg)
-			check(t, "CanChange", tt.policy.CanChange(tt.id), tt.wantChangeMsg)
+			ctx := access.WithIdentity(context.Background(), tt.id)
+			_, err := tt.policy.Authorize(ctx, access.Read)
+			check(t, "read", err, tt.wantReadMsg)
+			_, err = tt.policy.Authorize(ctx, access.Change)
+			check(t, "change", err, tt.wantChangeMsg)
 		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
@@ -22,6 +21,7 @@ import (
 	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/web"
+	"golang.org/x/sync/errgroup"
 )
 
 // Store is what the lookups need from S3.
@@ -71,35 +71,6 @@ func New(store Store, cfg config.Logs) *Handler {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	h.mux.ServeHTTP(w, r)
-}
-
-// caller checks that the caller may read logs and reads the optional body
-// of a GET lookup (a user record in AUTH_MODE none, ignored behind an
-// authorizer). The user goes on the request's log line.
-func (h *Handler) caller(r *http.Request) error {
-	if err := h.mayRead(r); err != nil {
-		return err
-	}
-	var u userJSON
-	_, err := web.DecodeBody(r, &u)
-	if err == nil && h.cfg.Policy.Mode != access.ModeAuthorizer {
-		web.Note(r, "user", u.ID)
-	}
-	return err
-}
-
-// mayRead checks, behind an authorizer, that the caller is in a read group;
-// in AUTH_MODE none every call may read.
-func (h *Handler) mayRead(r *http.Request) error {
-	if h.cfg.Policy.Mode != access.ModeAuthorizer {
-		return nil
-	}
-	id, err := h.cfg.Policy.Actor(r.Context(), nil)
-	web.Note(r, "user", id.ID)
-	if err == nil {
-		err = h.cfg.Policy.CanRead(id)
-	}
-	return err
 }
 
 // query is the parsed query string of a GET lookup.
@@ -180,41 +151,38 @@ func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 // every bucket, newest first (docs/behaviour.md "Task logs"). scope names the lookup in the
 // metrics.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, prefixes func(query, int64) ([]string, error)) {
-	answered := 0
-	defer func() { countLookup(r, scope, answered) }()
-	if err := h.caller(r); err != nil {
+	logs, err := h.find(r, what, paged, prefixes)
+	countLookup(r, scope, len(logs))
+	if err != nil {
 		web.Error(w, r, err)
 		return
+	}
+	web.JSON(w, http.StatusOK, logs)
+}
+
+func (h *Handler) find(r *http.Request, what string, paged bool, prefixes func(query, int64) ([]string, error)) ([]logJSON, error) {
+	if _, err := web.Caller(r, h.cfg.Policy, access.Read); err != nil {
+		return nil, err
 	}
 	q, err := parseQuery(r, paged)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return nil, err
 	}
 	if len(h.cfg.Buckets) == 0 {
-		web.Error(w, r, fault.NotFound("S3 configuration was absent"))
-		return
+		return nil, fault.NotFound("S3 configuration was absent")
 	}
 	ps, err := prefixes(q, h.now().UnixMilli())
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return nil, err
 	}
 	found, err := h.listAll(r.Context(), what, ps)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return nil, err
 	}
 	if q.maxPerPage > 0 {
 		found = capPerBucket(found, q.maxPerPage)
 	}
-	logs, err := h.describe(r.Context(), what, found, !q.excludeMetadata, !q.list)
-	if err != nil {
-		web.Error(w, r, err)
-		return
-	}
-	answered = len(logs)
-	web.JSON(w, http.StatusOK, logs)
+	return h.describe(r.Context(), what, found, !q.excludeMetadata, !q.list)
 }
 
 // countLookup records one lookup, answered or not: in the metrics, by scope,
@@ -314,43 +282,25 @@ func timedOut(ctx context.Context, what string, err error) error {
 	return err
 }
 
-// each runs f for 0..n-1 on at most workers goroutines and returns the first
-// error, after which the rest are not started.
+// each runs f for 0..n-1 on at most workers goroutines and returns the
+// first error, after which the rest are not started; so does the end of
+// ctx.
 func each(ctx context.Context, n, workers int, f func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu    sync.Mutex
-		first error
-		next  int
-		wg    sync.WaitGroup
-	)
-	take := func() (int, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if first != nil || next >= n || ctx.Err() != nil {
-			return 0, false
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	started := 0
+	for i := range n {
+		if gctx.Err() != nil {
+			break
 		}
-		next++
-		return next - 1, true
+		g.Go(func() error { return f(gctx, i) })
+		started++
 	}
-	for range min(workers, n) {
-		wg.Go(func() {
-			for i, ok := take(); ok; i, ok = take() {
-				if err := f(ctx, i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-						cancel()
-					}
-					mu.Unlock()
-				}
-			}
-		})
+	if err := g.Wait(); err != nil {
+		return err
 	}
-	wg.Wait()
-	if first == nil && ctx.Err() != nil && n > next {
+	if started < n {
 		return ctx.Err()
 	}
-	return first
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logstore"
@@ -38,39 +39,41 @@ type hit struct {
 // once. A page also stops where its answer would outgrow what Lambda can
 // return (see fitPage), with tokens that resume right there.
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
-	answered := 0
-	defer func() { countLookup(r, "search", answered) }()
-	if err := h.mayRead(r); err != nil {
+	page, err := h.searchPage(r)
+	countLookup(r, "search", len(page.Results))
+	if err != nil {
 		web.Error(w, r, err)
 		return
+	}
+	web.JSON(w, http.StatusOK, page)
+}
+
+func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
+	var none searchResultJSON
+	if _, err := web.Authorize(r, h.cfg.Policy, access.Read); err != nil {
+		return none, err
 	}
 	var req searchJSON
 	if _, err := web.DecodeBody(r, &req); err != nil {
-		web.Error(w, r, err)
-		return
+		return none, err
 	}
 	if err := req.check(); err != nil {
-		web.Error(w, r, err)
-		return
+		return none, err
 	}
 	if len(h.cfg.Buckets) == 0 {
-		web.Error(w, r, fault.NotFound("S3 configuration was absent"))
-		return
+		return none, fault.NotFound("S3 configuration was absent")
 	}
 	sources, err := h.sources(req)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return none, err
 	}
 	base, err := pageBase(sources, req.ContinuationTokens)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return none, err
 	}
 	hits, tokens, err := h.page(r.Context(), sources, req)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return none, err
 	}
 	allow := req.allowlist()
 	var found []logstore.Object
@@ -81,16 +84,14 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	}
 	results, err := h.describe(r.Context(), "search", found, !req.ExcludeMetadata, !req.ListOnly)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return none, err
 	}
 	results, tokens = fitPage(base, hits, found, results, tokens, req.ContinuationTokens)
 	last := true
 	for _, t := range tokens {
 		last = last && t.LastPage
 	}
-	answered = len(results)
-	web.JSON(w, http.StatusOK, searchResultJSON{ContinuationTokens: tokens, LastPage: last, Results: results})
+	return searchResultJSON{ContinuationTokens: tokens, LastPage: last, Results: results}, nil
 }
 
 // sources returns every (bucket, prefix) the search covers, in a fixed

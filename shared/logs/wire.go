@@ -14,15 +14,6 @@ type logJSON struct {
 	DownloadURL  string `json:"downloadUrl,omitempty"`
 }
 
-// userJSON is the optional SchedulerUser body of the GET lookups; it is only
-// checked to be well formed.
-type userJSON struct {
-	ID     string   `json:"id"`
-	Name   string   `json:"name"`
-	Email  string   `json:"email"`
-	Groups []string `json:"groups"`
-}
-
 // tokenJSON is a ContinuationToken.
 type tokenJSON struct {
 	Value    *string `json:"value,omitempty"`

@@ -50,15 +50,15 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	h := &Handler{store: store, policy: policy, limits: limits, Now: time.Now, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /api/slaves", h.list)
 	h.mux.HandleFunc("GET /api/slaves/{$}", h.list)
-	h.mux.HandleFunc("GET /api/slaves/expiring", h.listExpiring)
-	h.mux.HandleFunc("DELETE /api/slaves/dead", h.deleteDead)
-	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}/details", h.details)
-	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}", h.history)
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/freeze", h.change(machine.Frozen, "freeze"))
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/decommission", h.change(machine.StartingDecommission, "decommission"))
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/activate", h.change(machine.Active, "activate"))
-	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}", h.delete)
-	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}/expiring", h.deleteExpiring)
+	h.mux.HandleFunc("GET /api/slaves/expiring", read(h.listExpiring))
+	h.mux.HandleFunc("DELETE /api/slaves/dead", counted("delete-dead", h.deleteDead))
+	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}/details", read(h.details))
+	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}", read(h.history))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/freeze", counted("freeze", h.change(machine.Frozen)))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/decommission", counted("decommission", h.change(machine.StartingDecommission)))
+	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/activate", counted("activate", h.change(machine.Active)))
+	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}", counted("delete", h.delete))
+	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}/expiring", counted("delete-expiring", h.deleteExpiring))
 	h.mux.HandleFunc("/", web.NotFound)
 	return h
 }
@@ -66,29 +66,34 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 // ServeHTTP routes the request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// caller checks identity (401) and permission (403), then reads the
-// optional SchedulerUser body (400), which names the actor only when auth is
-// off. The actor goes on the request's log line.
-func (h *Handler) caller(r *http.Request, change bool) (access.Identity, error) {
-	if h.policy.Mode == access.ModeAuthorizer {
-		id, err := h.policy.Actor(r.Context(), nil)
-		web.Note(r, "user", id.ID)
-		if err == nil {
-			err = h.permit(id, change)
+// read serves a read route: 200 with the JSON of what f returns, or the
+// error.
+func read[T any](f func(r *http.Request) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := f(r)
+		if err != nil {
+			web.Error(w, r, err)
+			return
 		}
-		if err == nil {
-			_, err = web.DecodeBody(r, &userJSON{})
+		web.JSON(w, http.StatusOK, v)
+	}
+}
+
+// counted serves a change route: 200 with an empty body, or the error,
+// counted once in the StateChanges metric by action and result.
+func counted(action string, f func(r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := f(r)
+		status := http.StatusOK
+		if err != nil {
+			status = web.Status(err)
+			web.Error(w, r, err)
+		} else {
+			web.OK(w)
 		}
-		return id, err
+		web.Metrics(r).Emit([]metrics.Dimension{{Name: "Action", Value: action}, {Name: "Result", Value: web.Outcome(status)}},
+			metrics.Metric{Name: metrics.StateChanges, Value: 1, Unit: metrics.Count})
 	}
-	var u userJSON
-	present, err := web.DecodeBody(r, &u)
-	if err != nil || !present {
-		return access.Identity{}, err
-	}
-	id := u.identity()
-	web.Note(r, "user", id.ID)
-	return id, nil
 }
 
 // clock reads the time as a change decision takes it, in epoch ms.
@@ -101,29 +106,8 @@ func slaveID(r *http.Request) string {
 	return id
 }
 
-// answer writes the answer of a change (200 with an empty body, or the
-// error) and counts it in the StateChanges metric by action and result.
-func answer(w http.ResponseWriter, r *http.Request, action string, err error) {
-	status := http.StatusOK
-	if err != nil {
-		status = web.Status(err)
-		web.Error(w, r, err)
-	} else {
-		web.OK(w)
-	}
-	web.Metrics(r).Emit([]metrics.Dimension{{Name: "Action", Value: action}, {Name: "Result", Value: web.Outcome(status)}},
-		metrics.Metric{Name: metrics.StateChanges, Value: 1, Unit: metrics.Count})
-}
-
-func (h *Handler) permit(id access.Identity, change bool) error {
-	if change {
-		return h.policy.CanChange(id)
-	}
-	return h.policy.CanRead(id)
-}
-
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	if _, err := h.caller(r, false); err != nil {
+	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
 		web.Error(w, r, err)
 		return
 	}
@@ -148,94 +132,83 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	web.JSON(w, http.StatusOK, out)
 }
 
-func (h *Handler) details(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) details(r *http.Request) (slaveJSON, error) {
 	id := slaveID(r)
-	if _, err := h.caller(r, false); err != nil {
-		web.Error(w, r, err)
-		return
+	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
+		return slaveJSON{}, err
 	}
 	slave, err := h.store.Get(r.Context(), id)
-	if err == nil && slave == nil {
-		err = machine.NotFound(id)
-	}
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return slaveJSON{}, err
 	}
-	web.JSON(w, http.StatusOK, toSlaveJSON(*slave))
+	if slave == nil {
+		return slaveJSON{}, machine.NotFound(id)
+	}
+	return toSlaveJSON(*slave), nil
 }
 
 // history answers the newest entries of a slave's history, as many as the
 // limit query parameter says (see historyLimit).
-func (h *Handler) history(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) history(r *http.Request) ([]updateJSON, error) {
 	id := slaveID(r)
-	_, err := h.caller(r, false)
-	var limit int
-	if err == nil {
-		limit, err = historyLimit(r)
+	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
+		return nil, err
 	}
+	limit, err := historyLimit(r)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return nil, err
 	}
 	updates, err := h.store.History(r.Context(), id, h.Now(), limit)
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return nil, err
 	}
 	out := make([]updateJSON, len(updates))
 	for i, u := range updates {
 		out[i] = toUpdateJSON(u)
 	}
-	web.JSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (h *Handler) listExpiring(w http.ResponseWriter, r *http.Request) {
-	if _, err := h.caller(r, false); err != nil {
-		web.Error(w, r, err)
-		return
+func (h *Handler) listExpiring(r *http.Request) ([]expiringJSON, error) {
+	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
+		return nil, err
 	}
 	records, err := h.store.ListExpiring(r.Context(), h.Now())
 	if err != nil {
-		web.Error(w, r, err)
-		return
+		return nil, err
 	}
 	out := make([]expiringJSON, len(records))
 	for i, e := range records {
 		out[i] = toExpiringJSON(e)
 	}
-	web.JSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // change serves freeze, decommission and activate, whose optional body is a
 // change request rather than a user record. A retry of the same request
 // (same Idempotency-Key header) within machine.IdempotencyWindow gets the
-// first request's answer. action names the change in the StateChanges metric.
-func (h *Handler) change(target machine.State, action string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+// first request's answer.
+func (h *Handler) change(target machine.State) func(r *http.Request) error {
+	return func(r *http.Request) error {
 		id := slaveID(r)
-		actor, err := h.policy.Actor(r.Context(), nil)
-		web.Note(r, "user", actor.ID)
-		if err == nil {
-			err = h.policy.CanChange(actor)
+		actor, err := web.Authorize(r, h.policy, access.Change)
+		if err != nil {
+			return err
 		}
 		var body changeRequestJSON
-		if err == nil {
-			_, err = web.DecodeBody(r, &body)
+		if _, err := web.DecodeBody(r, &body); err != nil {
+			return err
 		}
-		var req machine.ChangeRequest
-		if err == nil {
-			req, err = body.changeRequest()
+		req, err := body.changeRequest()
+		if err != nil {
+			return err
 		}
-		var once machine.Idempotency
-		if err == nil {
-			once, err = idempotency(r, id, target, actor, req, h.Now())
+		once, err := idempotency(r, id, target, actor, req, h.Now())
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.clock}
-			err = h.store.ApplyOnce(r.Context(), id, once, machine.UserChange(c, h.limits))
-		}
-		answer(w, r, action, err)
+		c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.clock}
+		return h.store.ApplyOnce(r.Context(), id, once, machine.UserChange(c, h.limits))
 	}
 }
 
@@ -262,36 +235,36 @@ func idempotency(r *http.Request, id string, target machine.State, actor access.
 	return machine.Idempotency{Key: key, Fingerprint: hex.EncodeToString(sum[:]), At: now.UnixMilli()}, nil
 }
 
-func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) delete(r *http.Request) error {
 	id := slaveID(r)
-	_, err := h.caller(r, true)
-	if err == nil {
-		var found bool
-		found, err = h.store.Delete(r.Context(), id, nil)
-		if err == nil && !found {
-			err = machine.NotFoundForDelete(id)
-		}
+	if _, err := web.Caller(r, h.policy, access.Change); err != nil {
+		return err
 	}
-	answer(w, r, "delete", err)
+	found, err := h.store.Delete(r.Context(), id, nil)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return machine.NotFoundForDelete(id)
+	}
+	return nil
 }
 
-func (h *Handler) deleteExpiring(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) deleteExpiring(r *http.Request) error {
 	id := slaveID(r)
-	_, err := h.caller(r, true)
-	if err == nil {
-		err = h.store.DeleteExpiring(r.Context(), id)
+	if _, err := web.Caller(r, h.policy, access.Change); err != nil {
+		return err
 	}
-	answer(w, r, "delete-expiring", err)
+	return h.store.DeleteExpiring(r.Context(), id)
 }
 
 // deleteDead removes every DEAD slave, a few at a time; a slave that came
 // back to life meanwhile is kept.
-func (h *Handler) deleteDead(w http.ResponseWriter, r *http.Request) {
-	_, err := h.caller(r, true)
-	if err == nil {
-		var removed int
-		removed, err = h.store.DeleteDead(r.Context(), math.MaxInt64)
-		web.Note(r, "removed", removed)
+func (h *Handler) deleteDead(r *http.Request) error {
+	if _, err := web.Caller(r, h.policy, access.Change); err != nil {
+		return err
 	}
-	answer(w, r, "delete-dead", err)
+	removed, err := h.store.DeleteDead(r.Context(), math.MaxInt64)
+	web.Note(r, "removed", removed)
+	return err
 }

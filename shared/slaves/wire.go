@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
 )
@@ -45,18 +44,6 @@ type expiringJSON struct {
 	RevertToState                  string            `json:"revertToState"`
 	KillTasksOnDecommissionTimeout bool              `json:"killTasksOnDecommissionTimeout"`
 	ExpiringAPIRequestObject       changeRequestJSON `json:"expiringAPIRequestObject"`
-}
-
-type userJSON struct {
-	ID            string   `json:"id"`
-	Name          string   `json:"name"`
-	Email         string   `json:"email,omitempty"`
-	Groups        []string `json:"groups"`
-	Authenticated bool     `json:"authenticated"`
-}
-
-func (u userJSON) identity() access.Identity {
-	return access.Identity{ID: u.ID, Name: u.Name, Email: u.Email, Groups: u.Groups}
 }
 
 func toUpdateJSON(u machine.Update) updateJSON {
