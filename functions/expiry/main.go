@@ -5,40 +5,27 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
-
-	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/expiry"
-	"github.com/fleetops/fleet/shared/lambdalog"
-	"github.com/fleetops/fleet/shared/metrics"
-	"github.com/fleetops/fleet/shared/tracing"
+	"github.com/fleetops/fleet/shared/startup"
 )
 
 func main() {
-	log := lambdalog.New(os.Stdout, os.Getenv)
-	cfg, err := config.LoadSlaves(os.Getenv)
-	if err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	m, err := metrics.FromEnv(os.Stdout, os.Getenv)
-	if err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	if err := tracing.Start(context.Background(), os.Getenv); err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	store, err := dynamo.Open(context.Background(), dynamo.Tables(cfg.Tables), cfg.HistoryRetention)
-	if err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	runner := expiry.New(store, cfg.Limits, cfg.DeadSlaveRetention, log)
-	runner.Metrics = m
-	lambda.Start(tracing.Run("expiry", runner.Handle))
+	startup.Events("expiry", func(ctx context.Context, s startup.Setup) (func(context.Context, json.RawMessage) (expiry.Result, error), error) {
+		cfg, err := config.LoadSlaves(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention)
+		if err != nil {
+			return nil, err
+		}
+		runner := expiry.New(store, cfg.Limits, cfg.DeadSlaveRetention, s.Log)
+		runner.Metrics = s.Metrics
+		return runner.Handle, nil
+	})
 }

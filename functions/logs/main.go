@@ -4,41 +4,25 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-
 	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/edge"
-	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
-	"github.com/fleetops/fleet/shared/metrics"
-	"github.com/fleetops/fleet/shared/tracing"
-	"github.com/fleetops/fleet/shared/web"
+	"github.com/fleetops/fleet/shared/startup"
 )
 
 func main() {
-	log := lambdalog.New(os.Stdout, os.Getenv)
-	cfg, err := config.LoadLogs(os.Getenv)
-	if err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	m, err := metrics.FromEnv(os.Stdout, os.Getenv)
-	if err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	if err := tracing.Start(context.Background(), os.Getenv); err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	store, err := logstore.Open(context.Background(), cfg.PathStyle)
-	if err != nil {
-		log.Error(err.Error())
-		os.Exit(1)
-	}
-	h := logs.New(store, cfg)
-	lambda.Start(tracing.Lambda(edge.Handler(web.Wrap(tracing.HTTP(h), web.Options{Logger: log, RequestID: edge.RequestID, Metrics: m}))))
+	startup.API(func(ctx context.Context, _ startup.Setup) (http.Handler, error) {
+		cfg, err := config.LoadLogs(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		store, err := logstore.Open(ctx, cfg.PathStyle)
+		if err != nil {
+			return nil, err
+		}
+		return logs.New(store, cfg), nil
+	})
 }
