@@ -188,7 +188,7 @@ func memoryHandler(e *env, route overheadRoute, c *calls) (http.Handler, error) 
 		if c != nil {
 			c.count(&cfg)
 		}
-		client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = lc.PathStyle })
+		client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 		return web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), lc), opts), nil
 	}
 	sc, err := config.LoadSlaves(getenv)

@@ -99,7 +99,11 @@ func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handle
 	if err != nil {
 		return nil, config.Logs{}, err
 	}
-	logStore, err := logstore.Open(ctx, logsCfg.PathStyle)
+	s3cfg, err := config.LoadS3(logsEnv)
+	if err != nil {
+		return nil, config.Logs{}, err
+	}
+	logStore, err := logstore.Open(ctx, s3cfg)
 	if err != nil {
 		return nil, config.Logs{}, err
 	}

@@ -19,7 +19,11 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		store, err := logstore.Open(ctx, cfg.PathStyle)
+		s3cfg, err := config.LoadS3(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		store, err := logstore.Open(ctx, s3cfg)
 		if err != nil {
 			return nil, err
 		}

@@ -72,8 +72,20 @@ type Logs struct {
 	Lookback    time.Duration // LOG_LOOKBACK
 	ListTimeout time.Duration // LOG_LIST_TIMEOUT
 	LinkTimeout time.Duration // LOG_LINK_TIMEOUT
-	PathStyle   bool          // S3_FORCE_PATH_STYLE, for S3 servers without virtual-hosted buckets
 	Policy      access.Policy // AUTH_MODE, ADMIN_GROUPS, READ_GROUPS
+}
+
+// S3 is how the log function's S3 adapter reaches S3, apart from what the
+// SDK's own variables say (AWS_ENDPOINT_URL_S3 and the rest).
+type S3 struct {
+	PathStyle bool // S3_FORCE_PATH_STYLE, for S3 servers without virtual-hosted buckets
+}
+
+// LoadS3 reads the S3 adapter's variables from getenv.
+func LoadS3(getenv func(string) string) (S3, error) {
+	r := reader{getenv: getenv}
+	c := S3{PathStyle: r.boolean("S3_FORCE_PATH_STYLE")}
+	return c, r.err
 }
 
 // LoadLogs reads the log function's variables from getenv.
@@ -86,7 +98,6 @@ func LoadLogs(getenv func(string) string) (Logs, error) {
 		Lookback:    r.duration("LOG_LOOKBACK", 30*24*time.Hour),
 		ListTimeout: r.duration("LOG_LIST_TIMEOUT", 5*time.Second),
 		LinkTimeout: r.duration("LOG_LINK_TIMEOUT", 2*time.Second),
-		PathStyle:   r.boolean("S3_FORCE_PATH_STYLE"),
 		Policy:      r.policy(),
 	}
 	if c.URLTTL > MaxURLTTL {

@@ -162,7 +162,7 @@ func TestLoadLogsDefaults(t *testing.T) {
 	}
 	if len(c.Buckets) != 0 || c.Format.String() != "%requestId/%Y/%m/%taskId_%index-%s-%filename" ||
 		c.URLTTL != time.Hour || c.Lookback != 30*24*time.Hour || c.ListTimeout != 5*time.Second ||
-		c.LinkTimeout != 2*time.Second || c.PathStyle || c.Policy.Mode != access.ModeNone {
+		c.LinkTimeout != 2*time.Second || c.Policy.Mode != access.ModeNone {
 		t.Errorf("got %+v, want the documented defaults and no bucket", c)
 	}
 }
@@ -172,7 +172,7 @@ func TestLoadLogsValues(t *testing.T) {
 		return map[string]string{
 			"LOG_BUCKETS": "task-logs, task-logs.eu-west-1 ", "LOG_KEY_FORMAT": "%requestId/%taskId/%filename",
 			"LOG_URL_TTL": "12h", "LOG_LOOKBACK": "7d", "LOG_LIST_TIMEOUT": "3s", "LOG_LINK_TIMEOUT": "500ms",
-			"S3_FORCE_PATH_STYLE": "true", "AUTH_MODE": "authorizer", "READ_GROUPS": "ops",
+			"AUTH_MODE": "authorizer", "READ_GROUPS": "ops",
 		}[name]
 	})
 	if err != nil {
@@ -180,7 +180,7 @@ func TestLoadLogsValues(t *testing.T) {
 	}
 	if !slices.Equal(c.Buckets, []string{"task-logs", "task-logs.eu-west-1"}) || c.Format.String() != "%requestId/%taskId/%filename" ||
 		c.URLTTL != 12*time.Hour || c.Lookback != 7*24*time.Hour || c.ListTimeout != 3*time.Second ||
-		c.LinkTimeout != 500*time.Millisecond || !c.PathStyle || c.Policy.Mode != access.ModeAuthorizer ||
+		c.LinkTimeout != 500*time.Millisecond || c.Policy.Mode != access.ModeAuthorizer ||
 		!slices.Equal(c.Policy.ReadGroups, []string{"ops"}) {
 		t.Errorf("got %+v", c)
 	}
@@ -196,7 +196,6 @@ func TestLoadLogsInvalid(t *testing.T) {
 		{"an unknown key token is an error", "LOG_KEY_FORMAT", "%requestId/%bogus"},
 		{"a URL lifetime over 12 hours is an error", "LOG_URL_TTL", "13h"},
 		{"a zero list timeout is an error", "LOG_LIST_TIMEOUT", "0s"},
-		{"a path style that is no boolean is an error", "S3_FORCE_PATH_STYLE", "yes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -208,6 +207,28 @@ func TestLoadLogsInvalid(t *testing.T) {
 			})
 			if err == nil || !strings.Contains(err.Error(), tt.variable) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("got %v, want one line naming %s", err, tt.variable)
+			}
+		})
+	}
+}
+
+func TestLoadS3(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    bool
+		wantErr bool
+	}{{"", false, false}, {"true", true, false}, {"false", false, false}, {"yes", false, true}}
+	for _, tt := range tests {
+		t.Run("S3_FORCE_PATH_STYLE="+tt.value, func(t *testing.T) {
+			c, err := config.LoadS3(env(map[string]string{"S3_FORCE_PATH_STYLE": tt.value}))
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "S3_FORCE_PATH_STYLE") {
+					t.Errorf("got %v, want an error naming S3_FORCE_PATH_STYLE", err)
+				}
+				return
+			}
+			if err != nil || c.PathStyle != tt.want {
+				t.Errorf("got (%+v, %v), want path style %v", c, err, tt.want)
 			}
 		})
 	}

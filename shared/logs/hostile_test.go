@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -35,12 +35,12 @@ func (r *recordingStore) record(bucket, prefix string) {
 	r.listed = append(r.listed, bucket+"/"+prefix)
 }
 
-func (r *recordingStore) All(ctx context.Context, bucket, prefix string) ([]logstore.Object, error) {
+func (r *recordingStore) All(ctx context.Context, bucket, prefix string) ([]logkey.Object, error) {
 	r.record(bucket, prefix)
 	return r.fakeStore.All(ctx, bucket, prefix)
 }
 
-func (r *recordingStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logstore.Object, bool, error) {
+func (r *recordingStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error) {
 	r.record(bucket, prefix)
 	return r.fakeStore.Page(ctx, bucket, prefix, after, limit)
 }

@@ -124,7 +124,7 @@ func liveRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	liveStore, err = logstore.Open(ctx, true)
+	liveStore, err = logstore.Open(ctx, config.S3{PathStyle: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -18,7 +18,6 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/web"
 	"golang.org/x/sync/errgroup"
@@ -26,8 +25,8 @@ import (
 
 // Store is what the lookups need from S3.
 type Store interface {
-	All(ctx context.Context, bucket, prefix string) ([]logstore.Object, error)
-	Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logstore.Object, bool, error)
+	All(ctx context.Context, bucket, prefix string) ([]logkey.Object, error)
+	Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error)
 	Times(ctx context.Context, bucket, key string) (start, end *int64, err error)
 	Links(ctx context.Context, bucket, key string, ttl time.Duration) (get, download string, err error)
 }
@@ -198,7 +197,7 @@ func countLookup(r *http.Request, scope string, answered int) {
 
 // listAll lists every prefix in every bucket completely, in parallel, within
 // LOG_LIST_TIMEOUT.
-func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) ([]logstore.Object, error) {
+func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) ([]logkey.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
 	defer cancel()
 	type job struct{ bucket, prefix string }
@@ -208,7 +207,7 @@ func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) (
 			jobs = append(jobs, job{b, p})
 		}
 	}
-	lists := make([][]logstore.Object, len(jobs))
+	lists := make([][]logkey.Object, len(jobs))
 	err := each(ctx, len(jobs), listWorkers, func(ctx context.Context, i int) error {
 		var err error
 		lists[i], err = h.store.All(ctx, jobs[i].bucket, jobs[i].prefix)
@@ -221,17 +220,17 @@ func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) (
 }
 
 // capPerBucket keeps the newest n objects of each bucket.
-func capPerBucket(objs []logstore.Object, n int) []logstore.Object {
+func capPerBucket(objs []logkey.Object, n int) []logkey.Object {
 	newestFirst(objs)
 	kept := map[string]int{}
-	return slices.DeleteFunc(objs, func(o logstore.Object) bool {
+	return slices.DeleteFunc(objs, func(o logkey.Object) bool {
 		kept[o.Bucket]++
 		return kept[o.Bucket] > n
 	})
 }
 
-func newestFirst(objs []logstore.Object) {
-	slices.SortStableFunc(objs, func(a, b logstore.Object) int {
+func newestFirst(objs []logkey.Object) {
+	slices.SortStableFunc(objs, func(a, b logkey.Object) int {
 		return cmp.Or(cmp.Compare(b.LastModified, a.LastModified), strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Key, b.Key))
 	})
 }
@@ -239,7 +238,7 @@ func newestFirst(objs []logstore.Object) {
 // describe turns objects into the wire form, newest first: with metadata
 // (one HEAD each) and presigned URLs unless told not to, within
 // LOG_LINK_TIMEOUT. Both URLs expire at the same instant.
-func (h *Handler) describe(ctx context.Context, what string, objs []logstore.Object, metadata, links bool) ([]logJSON, error) {
+func (h *Handler) describe(ctx context.Context, what string, objs []logkey.Object, metadata, links bool) ([]logJSON, error) {
 	newestFirst(objs)
 	out := make([]logJSON, len(objs))
 	for i, o := range objs {

@@ -19,13 +19,12 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/web"
 )
 
 // fakeStore is S3 in memory: buckets of keys kept sorted, as S3 lists them.
 type fakeStore struct {
-	buckets map[string][]logstore.Object
+	buckets map[string][]logkey.Object
 	block   bool // every call waits for its context to end
 	heads   atomic.Int64
 	lists   atomic.Int64
@@ -33,10 +32,10 @@ type fakeStore struct {
 
 func (f *fakeStore) add(bucket, key string, modified time.Time) {
 	if f.buckets == nil {
-		f.buckets = map[string][]logstore.Object{}
+		f.buckets = map[string][]logkey.Object{}
 	}
-	objs := append(f.buckets[bucket], logstore.Object{Bucket: bucket, Key: key, LastModified: modified.UnixMilli(), Size: int64(len(key))})
-	slices.SortFunc(objs, func(a, b logstore.Object) int { return strings.Compare(a.Key, b.Key) })
+	objs := append(f.buckets[bucket], logkey.Object{Bucket: bucket, Key: key, LastModified: modified.UnixMilli(), Size: int64(len(key))})
+	slices.SortFunc(objs, func(a, b logkey.Object) int { return strings.Compare(a.Key, b.Key) })
 	f.buckets[bucket] = objs
 }
 
@@ -48,17 +47,17 @@ func (f *fakeStore) wait(ctx context.Context) error {
 	return nil
 }
 
-func (f *fakeStore) All(ctx context.Context, bucket, prefix string) ([]logstore.Object, error) {
+func (f *fakeStore) All(ctx context.Context, bucket, prefix string) ([]logkey.Object, error) {
 	objs, _, err := f.Page(ctx, bucket, prefix, "", 1<<30)
 	return objs, err
 }
 
-func (f *fakeStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logstore.Object, bool, error) {
+func (f *fakeStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error) {
 	f.lists.Add(1)
 	if err := f.wait(ctx); err != nil {
 		return nil, false, err
 	}
-	var out []logstore.Object
+	var out []logkey.Object
 	for _, o := range f.buckets[bucket] {
 		if strings.HasPrefix(o.Key, prefix) && o.Key > after {
 			if len(out) == limit {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/metrics"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -22,12 +22,12 @@ import (
 // SDK middleware counts each S3 attempt; presigning makes no call.
 type countingStore struct{ *fakeStore }
 
-func (c countingStore) All(ctx context.Context, bucket, prefix string) ([]logstore.Object, error) {
+func (c countingStore) All(ctx context.Context, bucket, prefix string) ([]logkey.Object, error) {
 	callcount.From(ctx).Add(false)
 	return c.fakeStore.All(ctx, bucket, prefix)
 }
 
-func (c countingStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logstore.Object, bool, error) {
+func (c countingStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error) {
 	callcount.From(ctx).Add(false)
 	return c.fakeStore.Page(ctx, bucket, prefix, after, limit)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/payload"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -27,7 +26,7 @@ type source struct {
 
 // hit is an object a page listed, with the key of the source it came from.
 type hit struct {
-	object logstore.Object
+	object logkey.Object
 	source string
 }
 
@@ -76,7 +75,7 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 		return none, err
 	}
 	allow := req.allowlist()
-	var found []logstore.Object
+	var found []logkey.Object
 	for _, hit := range hits {
 		if len(allow) == 0 || slices.ContainsFunc(allow, func(a string) bool { return strings.HasPrefix(hit.object.Key, a) }) {
 			found = append(found, hit.object)
@@ -169,7 +168,7 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([
 	for len(open) > 0 && room > 0 {
 		wave := open[:min(listWorkers, len(open))]
 		open = open[len(wave):]
-		pages := make([][]logstore.Object, len(wave))
+		pages := make([][]logkey.Object, len(wave))
 		done := make([]bool, len(wave))
 		err := each(ctx, len(wave), listWorkers, func(ctx context.Context, i int) error {
 			var err error
@@ -260,7 +259,7 @@ func carried(v any) (int, error) {
 // found and results are the page's objects that passed the allowlist and
 // their results, index for index; hits that did not pass it cost only
 // their key, which a token may hold.
-func fitPage(base int, hits []hit, found []logstore.Object, results []logJSON, tokens, in map[string]tokenJSON) ([]logJSON, map[string]tokenJSON) {
+func fitPage(base int, hits []hit, found []logkey.Object, results []logJSON, tokens, in map[string]tokenJSON) ([]logJSON, map[string]tokenJSON) {
 	index := make(map[[2]string]int, len(found))
 	for i, o := range found {
 		index[[2]string{o.Bucket, o.Key}] = i

@@ -23,7 +23,9 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
@@ -56,21 +58,13 @@ func New(api API, presign Presigner) *Store {
 // credentials and AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 from the
 // environment). pathStyle puts the bucket in the URL path instead of the host
 // name, as emulators on a bare host:port need.
-func Open(ctx context.Context, pathStyle bool) (*Store, error) {
+func Open(ctx context.Context, settings config.S3) (*Store, error) {
 	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
 	if err != nil {
 		return nil, err
 	}
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = settings.PathStyle })
 	return New(client, s3.NewPresignClient(client)), nil
-}
-
-// Object is one log object as listed.
-type Object struct {
-	Bucket       string
-	Key          string
-	LastModified int64 // epoch ms
-	Size         int64 // bytes
 }
 
 // Page lists at most limit (≥ 1) objects under prefix in key order, starting
@@ -84,7 +78,7 @@ type Object struct {
 //
 // Errors: fault.NotFound when the bucket does not exist, fault.Unavailable when
 // S3 throttles or cannot be reached, fault.Timeout when ctx expires.
-func (s *Store) Page(ctx context.Context, bucket, prefix, after string, limit int) (objs []Object, done bool, err error) {
+func (s *Store) Page(ctx context.Context, bucket, prefix, after string, limit int) (objs []logkey.Object, done bool, err error) {
 	if limit < 1 {
 		return nil, false, fmt.Errorf("list s3://%s/%s: limit %d, want at least 1", bucket, prefix, limit)
 	}
@@ -93,17 +87,17 @@ func (s *Store) Page(ctx context.Context, bucket, prefix, after string, limit in
 
 // All lists every object under prefix in key order, following every page.
 // It returns the errors of Page.
-func (s *Store) All(ctx context.Context, bucket, prefix string) ([]Object, error) {
+func (s *Store) All(ctx context.Context, bucket, prefix string) ([]logkey.Object, error) {
 	objs, _, err := s.list(ctx, bucket, prefix, "", math.MaxInt)
 	return objs, err
 }
 
-func (s *Store) list(ctx context.Context, bucket, prefix, after string, limit int) ([]Object, bool, error) {
+func (s *Store) list(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error) {
 	in := &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix}
 	if after != "" {
 		in.StartAfter = &after
 	}
-	var objs []Object
+	var objs []logkey.Object
 	for {
 		// Asking for no more than is still wanted keeps S3 from sending keys
 		// that would only be dropped.
@@ -116,7 +110,7 @@ func (s *Store) list(ctx context.Context, bucket, prefix, after string, limit in
 			if len(objs) == limit {
 				return objs, false, nil
 			}
-			objs = append(objs, Object{
+			objs = append(objs, logkey.Object{
 				Bucket:       bucket,
 				Key:          aws.ToString(o.Key),
 				LastModified: millis(o.LastModified),

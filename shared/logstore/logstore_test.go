@@ -19,6 +19,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logstore"
 )
 
@@ -143,7 +144,7 @@ func TestPageFillsObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := logstore.Object{Bucket: "logs", Key: "a/1.log", LastModified: modified.UnixMilli(), Size: 7}
+	want := logkey.Object{Bucket: "logs", Key: "a/1.log", LastModified: modified.UnixMilli(), Size: 7}
 	if !done || len(objs) != 1 || objs[0] != want {
 		t.Fatalf("got %+v (done %t), want [%+v] (done)", objs, done, want)
 	}
