@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // finalHistory is how many history entries fit in the deleting transaction
@@ -143,30 +144,28 @@ func (s *Store) DeleteDead(ctx context.Context, before int64) (int, error) {
 	match := func(sl machine.Slave) bool {
 		return sl.Current.State == machine.Dead && sl.Current.Timestamp < before
 	}
-	const workers = 8
-	ids := make(chan string)
-	var removed atomic.Int64
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for i := range workers {
-		wg.Go(func() {
-			for id := range ids {
-				ok, err := s.Delete(ctx, id, match)
-				if err != nil && errs[i] == nil {
-					errs[i] = err
-				}
-				if ok {
-					removed.Add(1)
-				}
+	var (
+		mu      sync.Mutex
+		removed int
+		errs    []error
+		g       errgroup.Group
+	)
+	g.SetLimit(8)
+	for _, sl := range dead {
+		if !match(sl) {
+			continue
+		}
+		g.Go(func() error {
+			ok, err := s.Delete(ctx, sl.ID, match)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				removed++
 			}
+			errs = append(errs, err)
+			return nil
 		})
 	}
-	for _, sl := range dead {
-		if match(sl) {
-			ids <- sl.ID
-		}
-	}
-	close(ids)
-	wg.Wait()
-	return int(removed.Load()), errors.Join(errs...)
+	g.Wait()
+	return removed, errors.Join(errs...)
 }

@@ -8,13 +8,14 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fleetops/fleet/shared/machine"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // The expiring table's ByDue index is keyed (dueShard, dueAt) and projects
@@ -40,10 +41,9 @@ func dueShard(machineID string) int64 {
 // trigger learns how late it runs at no extra read.
 func (s *Store) Due(ctx context.Context, now int64) ([]machine.Due, error) {
 	parts := make([][]machine.Due, dueShards)
-	errs := make([]error, dueShards)
-	var wg sync.WaitGroup
+	g, ctx := errgroup.WithContext(ctx)
 	for shard := range dueShards {
-		wg.Go(func() {
+		g.Go(func() error {
 			p := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
 				TableName:              &s.tables.Expiring,
 				IndexName:              aws.String(byDueIndex),
@@ -56,8 +56,7 @@ func (s *Store) Due(ctx context.Context, now int64) ([]machine.Due, error) {
 			for p.HasMorePages() {
 				out, err := p.NextPage(ctx)
 				if err != nil {
-					errs[shard] = translate("query due expiring records", err)
-					return
+					return translate("query due expiring records", err)
 				}
 				for _, item := range out.Items {
 					id, _ := item["machineId"].(*types.AttributeValueMemberS)
@@ -69,10 +68,10 @@ func (s *Store) Due(ctx context.Context, now int64) ([]machine.Due, error) {
 					parts[shard] = append(parts[shard], machine.Due{SlaveID: id.Value, At: dueAt})
 				}
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	all := slices.Concat(parts...)

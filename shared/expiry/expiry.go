@@ -22,6 +22,8 @@ import (
 	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Store is what the jobs need from storage.
@@ -156,38 +158,34 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		stop = func() bool { return time.Until(deadline) < margin }
 	}
-	queue := make(chan string)
 	var mu sync.Mutex
 	deferred := map[string]bool{}
-	var wg sync.WaitGroup
-	for range min(workers, len(due)) {
-		wg.Go(func() {
-			for id := range queue {
-				var outcome machine.Outcome
-				err := r.store.Apply(ctx, id, machine.Expire(id, r.clock, r.limits, &outcome))
-				if isDeferred(err) {
-					// It waits for a slot, however long that takes:
-					// keep it from being collected meanwhile.
-					if kerr := r.store.KeepDeferred(ctx, id, now); kerr != nil {
-						r.log.WarnContext(ctx, "deferred record not kept", "slave_id", id, "error", kerr.Error())
-					}
-				}
-				mu.Lock()
-				r.count(ctx, &res, id, outcome, err)
-				deferred[id] = isDeferred(err)
-				mu.Unlock()
-			}
-		})
-	}
+	var g errgroup.Group
+	g.SetLimit(workers)
 	for i, d := range due {
 		if stop() {
 			res.Remaining = len(due) - i
 			break
 		}
-		queue <- d.SlaveID
+		g.Go(func() error {
+			id := d.SlaveID
+			var outcome machine.Outcome
+			err := r.store.Apply(ctx, id, machine.Expire(id, r.clock, r.limits, &outcome))
+			if isDeferred(err) {
+				// It waits for a slot, however long that takes:
+				// keep it from being collected meanwhile.
+				if kerr := r.store.KeepDeferred(ctx, id, now); kerr != nil {
+					r.log.WarnContext(ctx, "deferred record not kept", "slave_id", id, "error", kerr.Error())
+				}
+			}
+			mu.Lock()
+			r.count(ctx, &res, id, outcome, err)
+			deferred[id] = isDeferred(err)
+			mu.Unlock()
+			return nil
+		})
 	}
-	close(queue)
-	wg.Wait()
+	g.Wait()
 	for _, d := range due {
 		if !deferred[d.SlaveID] {
 			res.LagMillis = now - d.At

@@ -20,6 +20,8 @@ import (
 	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // DetailType is the EventBridge detail-type of a machine report.
@@ -211,27 +213,21 @@ func (h *Handler) holdMassLoss(ctx context.Context, known []machine.Slave, obs [
 
 // apply stores observations a few at a time.
 func (h *Handler) apply(ctx context.Context, obs []machine.Observation, now int64) []error {
-	const workers = 8
-	work := make(chan machine.Observation)
 	var mu sync.Mutex
 	var errs []error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for o := range work {
-				if err := h.store.Apply(ctx, o.ID, machine.Observe(o, now)); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("machine %s: %w", o.ID, err))
-					mu.Unlock()
-				}
+	var g errgroup.Group
+	g.SetLimit(8)
+	for _, o := range obs {
+		g.Go(func() error {
+			if err := h.store.Apply(ctx, o.ID, machine.Observe(o, now)); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("machine %s: %w", o.ID, err))
+				mu.Unlock()
 			}
+			return nil
 		})
 	}
-	for _, o := range obs {
-		work <- o
-	}
-	close(work)
-	wg.Wait()
+	g.Wait()
 	return errs
 }
 
