@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
@@ -43,7 +43,7 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	c := newCalls()
 	c.count(&cfg)
 	store := dynamo.New(dynamodb.NewFromConfig(cfg), benchTables, 90*24*time.Hour)
-	runner := expiry.New(store, machine.Limits{MaxDecommissioning: 2}, 7*24*time.Hour, e.quiet)
+	runner := jobs.New(store, machine.Limits{MaxDecommissioning: 2}, 7*24*time.Hour, e.quiet)
 	start = time.Now()
 	res, err := runner.Expire(ctx)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
@@ -153,7 +153,7 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	}
 	time.Sleep(10 * time.Millisecond)
 	c.take()
-	res, err := expiry.New(store, roundTripLimits, 0, e.quiet).Expire(ctx)
+	res, err := jobs.New(store, roundTripLimits, 0, e.quiet).Expire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("expiry run: %w", err)
 	}

@@ -30,7 +30,7 @@ import (
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/slaves"
@@ -143,7 +143,7 @@ type modelHarness struct {
 	url       string
 	client    *http.Client
 	inventory *inventory.Handler
-	jobs      *expiry.Runner
+	jobs      *jobs.Runner
 	sequences atomic.Int64
 	// seen counts the outcomes the sequences reached, to show in the log
 	// that the generators reach the cases that matter.
@@ -171,7 +171,7 @@ func newModelHarness(t *testing.T) *modelHarness {
 	t.Cleanup(srv.Close)
 	inv := inventory.New(store, machine.DefaultLossBrake, quiet)
 	inv.Now = clock.Now
-	jobs := expiry.New(store, limits, time.Duration(modelConfig.deadRetention)*time.Millisecond, quiet)
+	jobs := jobs.New(store, limits, time.Duration(modelConfig.deadRetention)*time.Millisecond, quiet)
 	jobs.Now = clock.Now
 	return &modelHarness{clock: clock, store: store, url: srv.URL, client: srv.Client(), inventory: inv, jobs: jobs, seen: map[string]int{}}
 }

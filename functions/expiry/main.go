@@ -10,12 +10,12 @@ import (
 
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/startup"
 )
 
 func main() {
-	startup.Events("expiry", func(ctx context.Context, s startup.Setup) (func(context.Context, json.RawMessage) (expiry.Result, error), error) {
+	startup.Events("expiry", func(ctx context.Context, s startup.Setup) (func(context.Context, json.RawMessage) (jobs.Result, error), error) {
 		cfg, err := config.LoadSlaves(os.Getenv)
 		if err != nil {
 			return nil, err
@@ -24,7 +24,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		runner := expiry.New(store, cfg.Limits, cfg.DeadSlaveRetention, s.Log)
+		runner := jobs.New(store, cfg.Limits, cfg.DeadSlaveRetention, s.Log)
 		runner.Metrics = s.Metrics
 		return runner.Handle, nil
 	})

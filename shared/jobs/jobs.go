@@ -1,4 +1,4 @@
-// Package expiry runs the scheduled jobs over the slave tables: the expiry
+// Package jobs runs the scheduled jobs over the slave tables: the expiry
 // trigger, which applies every due expiring state change (docs/behaviour.md
 // "Expiring changes"), and the retention job, which removes DEAD slaves kept
 // longer than DEAD_SLAVE_RETENTION (docs/behaviour.md "Deletes"). History
@@ -7,7 +7,7 @@
 // Each run logs one line and, for the trigger, one metrics document with its
 // outcomes and its lag: how long the oldest due record had waited, which
 // stays under a minute while the trigger keeps up.
-package expiry
+package jobs
 
 import (
 	"context"
@@ -36,8 +36,8 @@ type Store interface {
 
 // The jobs an event can ask for.
 const (
-	JobExpiry    = "expiry"
-	JobRetention = "retention"
+	Expiry    = "expiry"
+	Retention = "retention"
 )
 
 // workers is how many records are applied at once. Each one is a read and a
@@ -134,12 +134,12 @@ func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error
 		return Result{}, fmt.Errorf(`%s is not a scheduled event: the expiry function runs on {"job": "expiry"}, {"job": "retention"} or an EventBridge Scheduled Event`, kind)
 	}
 	switch e.Job {
-	case "", JobExpiry:
+	case "", Expiry:
 		return r.Expire(ctx)
-	case JobRetention:
+	case Retention:
 		return r.Retain(ctx)
 	}
-	return Result{}, fmt.Errorf("unknown job %q: want %q or %q", e.Job, JobExpiry, JobRetention)
+	return Result{}, fmt.Errorf("unknown job %q: want %q or %q", e.Job, Expiry, Retention)
 }
 
 // Expire applies every record due now, in parallel.
@@ -147,7 +147,7 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 	ctx, calls := callcount.With(ctx)
 	start := r.Now()
 	now := start.UnixMilli()
-	res := Result{Job: JobExpiry}
+	res := Result{Job: Expiry}
 	due, err := r.store.Due(ctx, now)
 	if err != nil {
 		return res, fmt.Errorf("find due records: %w", err)
@@ -227,7 +227,7 @@ func (r *Runner) clock() int64 { return r.Now().UnixMilli() }
 func (r *Runner) Retain(ctx context.Context) (Result, error) {
 	ctx, calls := callcount.With(ctx)
 	start := r.Now()
-	res := Result{Job: JobRetention}
+	res := Result{Job: Retention}
 	removed, err := r.store.DeleteDead(ctx, start.Add(-r.deadRetention).UnixMilli())
 	res.Removed = removed
 	res.Millis = r.Now().Sub(start).Milliseconds()
@@ -252,7 +252,7 @@ func (r *Runner) report(ctx context.Context, res Result, calls *callcount.Counte
 	r.log.LogAttrs(ctx, slog.LevelInfo, "scheduled job done", attrs...)
 
 	var ms []metrics.Metric
-	if res.Job == JobExpiry {
+	if res.Job == Expiry {
 		for _, m := range []struct {
 			name string
 			n    int

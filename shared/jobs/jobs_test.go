@@ -1,4 +1,4 @@
-package expiry_test
+package jobs_test
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/fleetops/fleet/shared/callcount"
-	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
@@ -72,16 +72,16 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 	tests := []struct {
 		name    string
 		due     []machine.Due
-		want    expiry.Result
+		want    jobs.Result
 		wantLag float64
 	}{
-		{name: "nothing due is no lag", want: expiry.Result{Job: expiry.JobExpiry}},
+		{name: "nothing due is no lag", want: jobs.Result{Job: jobs.Expiry}},
 		{name: "the lag is the age of the oldest due record",
 			due:  []machine.Due{{SlaveID: "applied-1", At: minutesAgo(7)}, {SlaveID: "dropped", At: minutesAgo(1)}, {SlaveID: "applied-2", At: minutesAgo(0)}},
-			want: expiry.Result{Job: expiry.JobExpiry, Due: 3, Applied: 2, Dropped: 1, LagMillis: 7 * 60_000}},
+			want: jobs.Result{Job: jobs.Expiry, Due: 3, Applied: 2, Dropped: 1, LagMillis: 7 * 60_000}},
 		{name: "a deferred record does not count as lag, a failed one does",
 			due:  []machine.Due{{SlaveID: "deferred", At: minutesAgo(60)}, {SlaveID: "failed", At: minutesAgo(2)}, {SlaveID: "superseded", At: minutesAgo(1)}},
-			want: expiry.Result{Job: expiry.JobExpiry, Due: 3, Deferred: 1, Failed: 1, Superseded: 1, LagMillis: 2 * 60_000}},
+			want: jobs.Result{Job: jobs.Expiry, Due: 3, Deferred: 1, Failed: 1, Superseded: 1, LagMillis: 2 * 60_000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,7 +91,7 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 				t.Fatal(err)
 			}
 			store := &dueStore{due: tt.due}
-			r := expiry.New(store, machine.Limits{}, time.Hour, lambdalog.New(&out, func(string) string { return "" }))
+			r := jobs.New(store, machine.Limits{}, time.Hour, lambdalog.New(&out, func(string) string { return "" }))
 			r.Metrics = m
 			r.Now = func() time.Time { return runAt }
 			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-expiry-1"})
@@ -174,7 +174,7 @@ func TestAnEventOfAnotherKindRunsNoJob(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := &dueStore{}
-			r := expiry.New(store, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			r := jobs.New(store, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
 			_, err := r.Handle(t.Context(), json.RawMessage(tt.event))
 			if err == nil || !strings.Contains(err.Error(), tt.kind) || !strings.Contains(err.Error(), "is not a scheduled event") {
 				t.Errorf("got %v, want an error naming %s", err, tt.kind)
@@ -188,14 +188,14 @@ func TestTheEventNamesItsJobByTheExactFieldName(t *testing.T) {
 		name, event string
 		want        string
 	}{
-		{"job names the job", `{"job":"retention"}`, expiry.JobRetention},
-		{"a job field in another case is unknown, so the expiry job runs", `{"JOB":"retention"}`, expiry.JobExpiry},
-		{"a job field in another case cannot override job", `{"job":"expiry","Job":"retention"}`, expiry.JobExpiry},
-		{"a scheduled event runs the expiry job", `{"version":"0","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`, expiry.JobExpiry},
+		{"job names the job", `{"job":"retention"}`, jobs.Retention},
+		{"a job field in another case is unknown, so the expiry job runs", `{"JOB":"retention"}`, jobs.Expiry},
+		{"a job field in another case cannot override job", `{"job":"expiry","Job":"retention"}`, jobs.Expiry},
+		{"a scheduled event runs the expiry job", `{"version":"0","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`, jobs.Expiry},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := expiry.New(&dueStore{}, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			r := jobs.New(&dueStore{}, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
 			r.Now = func() time.Time { return runAt }
 			got, err := r.Handle(t.Context(), json.RawMessage(tt.event))
 			if err != nil {

@@ -1,6 +1,6 @@
 //go:build integration
 
-package expiry_test
+package jobs_test
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/expiry"
+	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/slaves"
@@ -65,11 +65,11 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-func runner(db dynamo.API) *expiry.Runner {
-	return expiry.New(dynamo.New(db, tables, historyRetention), limits, deadRetention, quiet)
+func runner(db dynamo.API) *jobs.Runner {
+	return jobs.New(dynamo.New(db, tables, historyRetention), limits, deadRetention, quiet)
 }
 
-func expire(t *testing.T, r *expiry.Runner) expiry.Result {
+func expire(t *testing.T, r *jobs.Runner) jobs.Result {
 	t.Helper()
 	res, err := r.Handle(context.Background(), json.RawMessage(`{"job":"expiry"}`))
 	if err != nil {
@@ -207,7 +207,7 @@ func TestAOneSecondFreezeRevertsOnTheNextRun(t *testing.T) {
 func TestConcurrentTriggersApplyEachRecordOnce(t *testing.T) {
 	ids := seed(t, "concurrent", 60)
 	freezeFor(t, ids, 1)
-	results := make([]expiry.Result, 4)
+	results := make([]jobs.Result, 4)
 	parallel(len(results), len(results), func(i int) { results[i] = expire(t, runner(local.DynamoDB)) })
 	applied := 0
 	for _, res := range results {
@@ -399,7 +399,7 @@ func TestADeferredRevertStaysListedAndAppliesOnceASlotFrees(t *testing.T) {
 		}
 		taken += len(in)
 	}
-	full := expiry.New(store, machine.Limits{MaxDecommissioning: taken, MaxExpiring: limits.MaxExpiring}, deadRetention, quiet)
+	full := jobs.New(store, machine.Limits{MaxDecommissioning: taken, MaxExpiring: limits.MaxExpiring}, deadRetention, quiet)
 	// Due an hour ago, and within an hour of being collected by TTL, as a
 	// record that has waited for a slot for most of a week would be.
 	putRecord(t, waiting, "STARTING_DECOMMISSION", time.Now().Add(-time.Hour).UnixMilli(), time.Now().Add(time.Hour))
