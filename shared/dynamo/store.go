@@ -57,7 +57,7 @@ const byStateIndex = "ByState"
 // enters or leaves those states updates the set in its own transaction, and
 // entering is conditioned on the set's size, so the limit holds under
 // concurrent requests. The item has no state attribute: the ByState index
-// never sees it and reads skip it. Slave ids never start with '#'.
+// never sees it and reads skip it. No slave id starts with '#' (machine.ValidateID).
 const limitID = "#decommissioning"
 
 // attempts bounds how often a change is re-read and re-decided after losing
@@ -707,11 +707,11 @@ func isThrottle(code string) bool {
 	return false
 }
 
-// maxKeyBytes is DynamoDB's limit on a partition key value. A longer id
-// names no slave; asking DynamoDB about it would be a ValidationException.
-const maxKeyBytes = 2048
-
-func storable(id string) bool { return len(id) <= maxKeyBytes }
+// storable says whether id can name a stored slave: only an id the domain
+// accepts (machine.ValidateID) is ever written, so any other, such as the
+// decommissioning set's own key or one longer than DynamoDB accepts as a
+// key, names none and is never sent to DynamoDB.
+func storable(id string) bool { return machine.ValidateID(id) == nil }
 
 func slaveKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"id": str(id)}

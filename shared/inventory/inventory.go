@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -101,21 +100,20 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		return Result{}, err
 	}
 
-	res := Result{Machines: len(*rep.Machines)}
+	res := Result{Machines: len(rep.entries)}
 	seen := map[string]bool{} // every id the report names, even in an entry it cannot read
 	index := map[string]int{} // id → its observation in obs
 	var obs []machine.Observation
-	for i, raw := range *rep.Machines {
-		o, err := observation(raw, at)
-		if err != nil {
-			res.Invalid++
-			h.log.WarnContext(ctx, "skipped machine in report", "index", i, "error", err.Error())
+	for i, e := range rep.entries {
+		o := e.observation
+		seen[o.ID] = true
+		if e.err != nil {
 			// There, only badly described: a complete report must not
 			// take it for absent.
-			seen[entryID(raw)] = true
+			res.Invalid++
+			h.log.WarnContext(ctx, "skipped machine in report", "index", i, "error", e.err.Error())
 			continue
 		}
-		seen[o.ID] = true
 		if j, ok := index[o.ID]; ok {
 			// Applying both would flip the machine on every delivery of
 			// the same report; the later entry wins, as in a JSON object.
@@ -156,19 +154,33 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 	return res, errors.Join(errs...)
 }
 
+// parsed is a report read: each machine entry once, as an observation at
+// the report's time or, when only its id could be read, that id and why the
+// rest could not.
+type parsed struct {
+	report
+	entries []entry
+}
+
+type entry struct {
+	observation machine.Observation
+	err         error
+}
+
 // parse reads a report, as an EventBridge event or its bare detail, and the
 // time it was made: the event's time, never later than now (a sender's
 // skewed clock must not stamp history in the future, nor make every later
-// report look stale), or now when the event has none.
-func parse(event json.RawMessage, now int64) (report, int64, error) {
+// report look stale), or now when the event has none. A report with an
+// entry whose id cannot be read is refused whole.
+func parse(event json.RawMessage, now int64) (parsed, int64, error) {
 	var env envelope
 	if err := exactjson.Unmarshal(event, &env); err != nil {
-		return report{}, 0, fmt.Errorf("machine report is not a JSON object: %w", err)
+		return parsed{}, 0, fmt.Errorf("machine report is not a JSON object: %w", err)
 	}
 	body, at := event, now
 	if env.Detail != nil || env.DetailType != "" {
 		if env.DetailType != DetailType {
-			return report{}, 0, fmt.Errorf("event detail-type %q is not %q", env.DetailType, DetailType)
+			return parsed{}, 0, fmt.Errorf("event detail-type %q is not %q", env.DetailType, DetailType)
 		}
 		body = env.Detail
 		if !env.Time.IsZero() {
@@ -177,17 +189,23 @@ func parse(event json.RawMessage, now int64) (report, int64, error) {
 	}
 	var rep report
 	if err := exactjson.Unmarshal(body, &rep); err != nil {
-		return report{}, 0, fmt.Errorf("machine report detail: %w", err)
+		return parsed{}, 0, fmt.Errorf("machine report detail: %w", err)
 	}
 	if rep.Machines == nil {
-		return report{}, 0, errors.New(`machine report has no "machines" list`)
+		return parsed{}, 0, errors.New(`machine report has no "machines" list`)
 	}
+	p := parsed{report: rep, entries: make([]entry, len(*rep.Machines))}
 	for i, raw := range *rep.Machines {
-		if err := validID(entryID(raw)); err != nil {
-			return report{}, 0, fmt.Errorf("machine report entry %d: %w", i, err)
+		o, err := observation(raw, at)
+		if err != nil {
+			o = machine.Observation{ID: entryID(raw)}
+			if err := machine.ValidateID(o.ID); err != nil {
+				return parsed{}, 0, fmt.Errorf("machine report entry %d: %w", i, err)
+			}
 		}
+		p.entries[i] = entry{observation: o, err: err}
 	}
-	return rep, at, nil
+	return p, at, nil
 }
 
 // holdMassLoss has the brake hold the losses among obs when it refuses
@@ -240,7 +258,7 @@ func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
 	if id == "" {
 		id = m.SlaveID
 	}
-	if err := validID(id); err != nil {
+	if err := machine.ValidateID(id); err != nil {
 		return machine.Observation{}, err
 	}
 	res := bytes.TrimSpace(m.Resources)
@@ -272,16 +290,4 @@ func entryID(raw json.RawMessage) string {
 		return id
 	}
 	return slaveID
-}
-
-// validID accepts what an agent id can be: non-empty, printable, no '/',
-// and not starting with '#', which the store reserves.
-func validID(id string) error {
-	switch {
-	case id == "":
-		return errors.New("machine has no id")
-	case len(id) > 256, strings.HasPrefix(id, "#"), strings.ContainsAny(id, "/\x00\n\r\t"):
-		return fmt.Errorf("machine id %q is not valid", id)
-	}
-	return nil
 }

@@ -3,7 +3,9 @@ package machine
 import (
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fleetops/fleet/shared/fault"
@@ -117,4 +119,18 @@ const IdempotencyWindow = 10 * time.Minute
 // window, for a different request.
 func ReusedKey(key string) error {
 	return fault.Conflict("Idempotency key %s was already used for a different request", key)
+}
+
+// ValidateID returns an error unless id can name a slave: what an agent id
+// can be (non-empty, at most 256 bytes, no '/', NUL, tab or line break) and
+// not starting with '#', which the store reserves for its own items
+// (docs/tables.md).
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("machine has no id")
+	case len(id) > 256, strings.HasPrefix(id, "#"), strings.ContainsAny(id, "/\x00\n\r\t"):
+		return fmt.Errorf("machine id %q is not valid", id)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/fleetops/fleet/shared/fault"
@@ -68,5 +69,22 @@ func TestNewActionIDIsARandomUUIDv4(t *testing.T) {
 			t.Fatalf("NewActionID(): got %q twice, want distinct ids", id)
 		}
 		seen[id] = true
+	}
+}
+
+func TestValidateIDAcceptsWhatAnAgentIDCanBe(t *testing.T) {
+	tests := []struct {
+		id   string
+		want bool
+	}{
+		{"node-1", true}, {"nöde-1", true}, {"a b", true}, {"..", true}, {"a%2Fb", true},
+		{strings.Repeat("x", 256), true},
+		{"", false}, {"#decommissioning", false}, {"a/b", false}, {"a\x00b", false}, {"a\nb", false},
+		{"a\rb", false}, {"a\tb", false}, {strings.Repeat("x", 257), false},
+	}
+	for _, tt := range tests {
+		if err := ValidateID(tt.id); (err == nil) != tt.want {
+			t.Errorf("ValidateID(%q): got %v, want valid %v", tt.id, err, tt.want)
+		}
 	}
 }
