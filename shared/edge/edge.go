@@ -84,7 +84,7 @@ func Handler(h http.Handler) func(ctx context.Context, event json.RawMessage) (j
 		if r != nil {
 			id = RequestID(r)
 		}
-		writeError(rec, http.StatusInternalServerError, fmt.Sprintf("internal error (request %s): the response is too large to deliver", id))
+		writeError(rec, http.StatusInternalServerError, payload.TooLargeMessage(id))
 		return Response(format, rec.Result())
 	}
 }

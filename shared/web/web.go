@@ -34,6 +34,7 @@ import (
 	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/metrics"
+	"github.com/fleetops/fleet/shared/payload"
 )
 
 // MaxBody is the largest request body accepted (docs/behaviour.md "Wire conventions").
@@ -415,7 +416,7 @@ func tooLarge(w http.ResponseWriter, r *http.Request, size int) {
 		"error", fmt.Sprintf("the answer takes %d bytes in Lambda's response, over the %d allowed, and is not a JSON array to cut", size, Budget))
 	w.Header().Set("Cache-Control", "no-store")
 	JSON(w, http.StatusInternalServerError, ErrorBody{Code: http.StatusInternalServerError,
-		Message: fmt.Sprintf("internal error (request %s): the response is too large to deliver", RequestID(r))})
+		Message: payload.TooLargeMessage(RequestID(r))})
 }
 
 // cleanPath reports whether every segment of an escaped path is a real
