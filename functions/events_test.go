@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -204,31 +205,17 @@ func build(t *testing.T, root, dir string) string {
 }
 
 // functionEnv is what `make invoke` gives a function: the template's
-// variables, the local overrides of dev/env.local.json and the emulator.
+// environment, the repository's env-vars file for sam local invoke, and
+// then the local stack's endpoint and credentials, which a container would
+// have from its environment.
 func functionEnv(t *testing.T, local *stack.Local, function string) map[string]string {
 	t.Helper()
-	env, err := local.Template.FunctionEnv(function, stack.LocalName)
+	noShell := func(string) (string, bool) { return "", false }
+	env, err := local.Template.InvokeEnv(function, noShell, filepath.Join(local.Root, "dev", "env.local.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(local.Root, "dev", "env.local.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var overrides map[string]map[string]string
-	if err := json.Unmarshal(raw, &overrides); err != nil {
-		t.Fatal(err)
-	}
-	for _, section := range []string{"Parameters", function} {
-		for k, v := range overrides[section] {
-			if _, ok := env[k]; ok || section == function {
-				env[k] = v
-			}
-		}
-	}
-	for k, v := range local.Env {
-		env[k] = v
-	}
+	maps.Copy(env, local.Env)
 	if strings.TrimSpace(env["AUTH_MODE"]) == "" {
 		t.Fatal("got no AUTH_MODE in the function's environment")
 	}

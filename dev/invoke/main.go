@@ -105,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	env, err := functionEnv(tpl, *function, os.LookupEnv, *envVars)
+	env, err := tpl.InvokeEnv(*function, os.LookupEnv, *envVars)
 	if err != nil {
 		return err
 	}
@@ -161,28 +161,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// functionEnv is the environment of function as sam local invoke computes
-// it: the template's variables, then, for the variables the function
-// declares, the value lookup (the caller's shell) has, then the env-vars
-// file's "Parameters" section, then its section named after the function.
-func functionEnv(tpl *stack.Template, function string, lookup func(string) (string, bool), envVars string) (map[string]string, error) {
-	env, err := tpl.FunctionEnv(function, stack.LocalName)
-	if err != nil {
-		return nil, err
-	}
-	for k := range env {
-		if v, ok := lookup(k); ok {
-			env[k] = v
-		}
-	}
-	if envVars != "" {
-		if err := overlayEnvVars(env, envVars, function); err != nil {
-			return nil, err
-		}
-	}
-	return env, nil
-}
-
 func readEvent(path string) ([]byte, error) {
 	var data []byte
 	var err error
@@ -198,37 +176,6 @@ func readEvent(path string) ([]byte, error) {
 		return nil, fmt.Errorf("event %s is not JSON", path)
 	}
 	return data, nil
-}
-
-// overlayEnvVars applies a sam local --env-vars file to env: the "Parameters"
-// object applies to every function, the object named after the function wins
-// over it. As with sam local, only variables the template declares for the
-// function are overridden.
-func overlayEnvVars(env map[string]string, path, function string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("env vars: %w", err)
-	}
-	var file map[string]map[string]any
-	if err := json.Unmarshal(data, &file); err != nil {
-		return fmt.Errorf("env vars %s: %w", path, err)
-	}
-	for _, section := range []string{"Parameters", function} {
-		for k, v := range file[section] {
-			if _, declared := env[k]; !declared {
-				continue
-			}
-			switch v := v.(type) {
-			case string:
-				env[k] = v
-			case float64, bool:
-				env[k] = fmt.Sprint(v)
-			default:
-				return fmt.Errorf("env vars %s: %s.%s is not a string", path, section, k)
-			}
-		}
-	}
-	return nil
 }
 
 // pretty indents JSON and leaves anything else as it is.

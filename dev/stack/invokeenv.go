@@ -1,0 +1,62 @@
+package stack
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+)
+
+// InvokeEnv is the environment of function as sam local invoke computes
+// it: the template's variables, then, for the variables the function
+// declares, the value lookup (the caller's shell) has, then the env-vars
+// file envVars (none when ""): its "Parameters" section, then its section
+// named after the function. make invoke and the functions' tests both run
+// a function with it.
+func (t *Template) InvokeEnv(function string, lookup func(string) (string, bool), envVars string) (map[string]string, error) {
+	env, err := t.FunctionEnv(function, LocalName)
+	if err != nil {
+		return nil, err
+	}
+	for k := range env {
+		if v, ok := lookup(k); ok {
+			env[k] = v
+		}
+	}
+	if envVars != "" {
+		if err := overlayEnvVars(env, envVars, function); err != nil {
+			return nil, err
+		}
+	}
+	return env, nil
+}
+
+// overlayEnvVars applies a sam local --env-vars file to env: the "Parameters"
+// object applies to every function, the object named after the function wins
+// over it. As with sam local, only variables the template declares for the
+// function are overridden.
+func overlayEnvVars(env map[string]string, path, function string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("env vars: %w", err)
+	}
+	var file map[string]map[string]any
+	if err := json.Unmarshal(data, &file); err != nil {
+		return fmt.Errorf("env vars %s: %w", path, err)
+	}
+	for _, section := range []string{"Parameters", function} {
+		for k, v := range file[section] {
+			if _, declared := env[k]; !declared {
+				continue
+			}
+			switch v := v.(type) {
+			case string:
+				env[k] = v
+			case float64, bool:
+				env[k] = fmt.Sprint(v)
+			default:
+				return fmt.Errorf("env vars %s: %s.%s is not a string", path, section, k)
+			}
+		}
+	}
+	return nil
+}
