@@ -14,8 +14,8 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -190,16 +190,13 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	}
 }
 
-// build compiles a function for this machine, with the flags of the Lambda
-// build.
+// build compiles a function for this machine, with the Lambda build's
+// flags.
 func build(t *testing.T, root, dir string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, "./functions/"+dir)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", dir, err, msg)
+	if err := lambdarun.Build(context.Background(), root, runtime.GOARCH, "./functions/"+dir, out); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -78,13 +77,13 @@ func coldStart(ctx context.Context, e *env) ([]row, error) {
 	for _, c := range coldFunctions {
 		s := &started{coldFunction: c, payload: []byte("{}")}
 		binary := filepath.Join(dir, runtime.GOARCH, c.name, "bootstrap")
-		if err := buildBootstrap(ctx, e.root, runtime.GOARCH, c.pkg, binary); err != nil {
+		if err := lambdarun.Build(ctx, e.root, runtime.GOARCH, c.pkg, binary); err != nil {
 			return nil, err
 		}
 		artifact := binary
 		if runtime.GOARCH != "arm64" {
 			artifact = filepath.Join(dir, "arm64", c.name, "bootstrap")
-			if err := buildBootstrap(ctx, e.root, "arm64", c.pkg, artifact); err != nil {
+			if err := lambdarun.Build(ctx, e.root, "arm64", c.pkg, artifact); err != nil {
 				return nil, err
 			}
 		}
@@ -180,18 +179,6 @@ func coldStart(ctx context.Context, e *env) ([]row, error) {
 		})
 	}
 	return rows, nil
-}
-
-// buildBootstrap builds pkg with the one build line of every function
-// (Makefile, lambda_build) for goarch.
-func buildBootstrap(ctx context.Context, root, goarch, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
-	if output, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s for %s: %w\n%s", pkg, goarch, err, output)
-	}
-	return nil
 }
 
 // localFunctionEnv is the environment the template gives function, pointed at

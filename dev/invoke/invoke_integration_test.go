@@ -6,10 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -122,17 +121,14 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 	})
 }
 
-// build compiles function for this machine into dir, with the flags of the
-// Lambda build (go build skips a binary that is up to date).
+// build compiles function for this machine into dir, with the Lambda
+// build's flags (go build skips a binary that is up to date).
 func build(t *testing.T, dir, function string) string {
 	t.Helper()
 	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs"}
 	out := filepath.Join(dir, function, "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, "./functions/"+dirs[function])
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", function, err, msg)
+	if err := lambdarun.Build(context.Background(), filepath.Join("..", ".."), runtime.GOARCH, "./functions/"+dirs[function], out); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

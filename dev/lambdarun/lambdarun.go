@@ -498,3 +498,17 @@ func (t *tail) String() string {
 	}
 	return "none"
 }
+
+// Build compiles the Go package pkg (such as ./functions/slaves, relative to
+// the module root root) into out with the one build line of every function
+// (the Makefile's lambda_build), for Linux on goarch; runtime.GOARCH runs
+// it here.
+func Build(ctx context.Context, root, goarch, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "CGO_ENABLED=0")
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s for %s: %w\n%s", pkg, goarch, err, output)
+	}
+	return nil
+}
