@@ -8,7 +8,7 @@
 //     concurrent histories of one slave checked for linearizability;
 //  2. the hostile-input and access-control tests of every package
 //     (TestHostile*, TestAccess*, with the integration tag);
-//  3. every fuzz target (FuzzXxx in a test file without build tags) for
+//  3. every fuzz target of the unit tests (as go test -list finds them) for
 //     -fuzztime each, from its corpus in testdata/fuzz;
 //
 // and prints one summary line with the figures: requests driven, faults
@@ -21,12 +21,9 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,11 +62,7 @@ func run(fuzztime time.Duration) error {
 		s.failed = append(s.failed, "suite figures")
 	}
 
-	pkgs, err := packagesDeclaring(regexp.MustCompile(`(?m)^func (TestHostile|TestAccess)\w*\(`))
-	if err != nil {
-		return err
-	}
-	if _, err := goTest(append([]string{"-tags", "integration", "-count=1", "-run", "^(TestHostile|TestAccess)"}, pkgs...)...); err != nil {
+	if _, err := goTest("-tags", "integration", "-count=1", "-run", "^(TestHostile|TestAccess)", "./..."); err != nil {
 		s.failed = append(s.failed, "hostile input and access control")
 	}
 
@@ -139,61 +132,28 @@ func (t *tee) Write(p []byte) (int, error) {
 
 type target struct{ pkg, name string }
 
-// fuzzTargets lists the fuzz targets of test files without build tags, the
-// ones `go test ./...` also runs on their corpus.
+// fuzzTargets lists the fuzz targets of the unit tests (no build tags),
+// the ones go test ./... also runs on their corpus: go test -list prints a
+// package's names, then its "ok" line.
 func fuzzTargets() ([]target, error) {
-	fuzz := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(f \*testing\.F\)`)
-	var targets []target
-	err := walkTests(func(pkg string, src []byte) {
-		if bytes.HasPrefix(src, []byte("//go:build")) {
-			return
-		}
-		for _, m := range fuzz.FindAllSubmatch(src, -1) {
-			targets = append(targets, target{pkg, string(m[1])})
-		}
-	})
-	slices.SortFunc(targets, func(a, b target) int { return strings.Compare(a.pkg+a.name, b.pkg+b.name) })
-	return targets, err
-}
-
-// packagesDeclaring lists the packages with a test file matching re.
-func packagesDeclaring(re *regexp.Regexp) ([]string, error) {
-	var pkgs []string
-	err := walkTests(func(pkg string, src []byte) {
-		if re.Match(src) && !slices.Contains(pkgs, pkg) {
-			pkgs = append(pkgs, pkg)
-		}
-	})
-	slices.Sort(pkgs)
-	return pkgs, err
-}
-
-// walkTests calls f with the package path ("./dir") and source of every
-// _test.go file under functions/, shared/ and dev/.
-func walkTests(f func(pkg string, src []byte)) error {
-	for _, root := range []string{"functions", "shared", "dev"} {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
+	out, err := exec.Command("go", "test", "-list", "^Fuzz", "./...").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("list fuzz targets: %w\n%s", err, out)
+	}
+	var targets, pending []target
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 1 && strings.HasPrefix(fields[0], "Fuzz"):
+			pending = append(pending, target{name: fields[0]})
+		case len(fields) >= 2 && fields[0] == "ok":
+			for _, t := range pending {
+				targets = append(targets, target{pkg: fields[1], name: t.name})
 			}
-			if d.IsDir() && d.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			f("./"+filepath.ToSlash(filepath.Dir(path)), src)
-			return nil
-		})
-		if err != nil {
-			return err
+			pending = nil
 		}
 	}
-	return nil
+	return targets, nil
 }
 
 func atoi(b []byte) int64 {
