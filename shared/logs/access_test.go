@@ -242,3 +242,27 @@ func TestAccessPresignedLinksLiveExactlyTheConfiguredTTL(t *testing.T) {
 		}
 	})
 }
+
+func TestAuthorizerModeNeedsAReadGroup(t *testing.T) {
+	cfg := settings("logs")
+	cfg.Policy = access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"admins"}, ReadGroups: []string{"readers"}}
+	h := handler(t, &fakeStore{}, cfg)
+	call := func(groups ...string) int {
+		req := httptest.NewRequest("GET", "/api/logs/task/"+taskID, nil)
+		if groups != nil {
+			req = req.WithContext(access.WithIdentity(req.Context(), access.Identity{ID: "u", Groups: groups}))
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if got := call(); got != 401 {
+		t.Errorf("no identity: got %d, want 401", got)
+	}
+	if got := call("others"); got != 403 {
+		t.Errorf("not a reader: got %d, want 403", got)
+	}
+	if got := call("readers"); got != 200 {
+		t.Errorf("a reader: got %d, want 200", got)
+	}
+}

@@ -1,13 +1,10 @@
 package logs_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,87 +12,127 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// Hostile and malformed input to the log routes. A refused request must be
-// a JSON error that made no S3 call at all, which recordingStore tells.
+// The GET lookups (task, request, deploy): what they find, and the input
+// they refuse, as a JSON error that made no S3 call (recordingStore).
 
-// recordingStore is fakeStore recording every listing (bucket/prefix) and
-// the lifetime asked of every presigned link.
-type recordingStore struct {
-	*fakeStore
-	mu     sync.Mutex
-	listed []string
-	ttls   []time.Duration
-}
-
-func newRecordingStore() *recordingStore { return &recordingStore{fakeStore: &fakeStore{}} }
-
-func (r *recordingStore) record(bucket, prefix string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.listed = append(r.listed, bucket+"/"+prefix)
-}
-
-func (r *recordingStore) All(ctx context.Context, bucket, prefix string) ([]logkey.Object, error) {
-	r.record(bucket, prefix)
-	return r.fakeStore.All(ctx, bucket, prefix)
-}
-
-func (r *recordingStore) Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error) {
-	r.record(bucket, prefix)
-	return r.fakeStore.Page(ctx, bucket, prefix, after, limit)
-}
-
-func (r *recordingStore) Links(ctx context.Context, bucket, key string, ttl time.Duration) (string, string, error) {
-	r.mu.Lock()
-	r.ttls = append(r.ttls, ttl)
-	r.mu.Unlock()
-	return r.fakeStore.Links(ctx, bucket, key, ttl)
-}
-
-// calls counts every S3 call made so far.
-func (r *recordingStore) calls() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.listed) + len(r.ttls) + int(r.heads.Load())
-}
-
-// untouched fails when the store was called at all.
-func (r *recordingStore) untouched(t *testing.T) {
-	t.Helper()
-	if n := r.calls(); n != 0 {
-		t.Errorf("a refused request made %d S3 calls (listed %v)", n, r.listed)
-	}
-}
-
-// wantJSONError checks a JSON error {"code": status, "message": ...} whose
-// message starts with prefix, with the log routes' Cache-Control.
-func (r result) wantJSONError(t *testing.T, status int, prefix string) {
-	t.Helper()
-	r.wantJSONErrorBody(t, status, prefix)
+func TestTaskLookupReturnsTheTasksLogsNewestFirstWithLinks(t *testing.T) {
+	f := &fakeStore{}
+	want := append(uploaded(f, "logs-a", taskID, 3), uploaded(f, "logs-b", taskID, 2)...)
+	uploaded(f, "logs-a", other, 3)
+	uploaded(f, "not-configured", taskID, 3)
+	r := serve(t, handler(t, f, settings("logs-a", "logs-b")), "GET", "/api/logs/task/"+taskID, "")
 	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
-		t.Errorf("got Cache-Control %q, want no-store", cc)
+		t.Errorf("Cache-Control: got %q, want no-store", cc)
+	}
+	got := decode[[]logEntry](t, r)
+	var keys []string
+	for i, e := range got {
+		keys = append(keys, e.Key)
+		if i > 0 && e.LastModified > got[i-1].LastModified {
+			t.Errorf("got %s after an older entry, want newest first", e.Key)
+		}
+		if e.GetURL == "" || e.DownloadURL == "" || e.StartTime == nil {
+			t.Errorf("got %+v, want URLs and start time", e)
+		}
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("got keys %v, want %v", keys, want)
 	}
 }
 
-// wantJSONErrorBody is wantJSONError without the Cache-Control check.
-func (r result) wantJSONErrorBody(t *testing.T, status int, prefix string) {
-	t.Helper()
-	var e web.ErrorBody
-	if r.status != status || json.Unmarshal([]byte(r.body), &e) != nil || e.Code != status || !strings.HasPrefix(e.Message, prefix) {
-		t.Fatalf("got %d %s, want %d {\"code\":%d,\"message\":\"%s...\"}", r.status, r.body, status, status, prefix)
+func TestLookupFlagsLeaveOutMetadataAndLinks(t *testing.T) {
+	f := &fakeStore{}
+	uploaded(f, "logs", taskID, 2)
+	h := handler(t, f, settings("logs"))
+	got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/task/"+taskID+"?excludeMetadata=true&list=TRUE", ""))
+	if len(got) != 2 || f.heads.Load() != 0 {
+		t.Fatalf("got %d entries and %d HEADs, want 2 and none", len(got), f.heads.Load())
 	}
-	if ct := r.header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("got Content-Type %q, want application/json", ct)
+	for _, e := range got {
+		if e.GetURL != "" || e.DownloadURL != "" || e.StartTime != nil {
+			t.Errorf("got %+v, want key, time and size only", e)
+		}
+	}
+	got = decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/task/"+taskID+"?list=yes", ""))
+	if got[0].GetURL == "" {
+		t.Errorf("list=yes: got no URL, want URLs (only true means true)")
 	}
 }
 
-// logRoutes are the four log routes with a valid target, for the task
-// taskID of request web-api.
-var logRoutes = [][2]string{
-	{"GET", "/api/logs/task/" + taskID},
-	{"GET", "/api/logs/request/web-api"},
-	{"GET", "/api/logs/request/web-api/deploy/d1"},
-	{"POST", "/api/logs/search"},
+func TestRequestAndDeployLookups(t *testing.T) {
+	f := &fakeStore{}
+	mine := uploaded(f, "logs", taskID, 3)
+	theirs := uploaded(f, "logs", other, 2)
+	h := handler(t, f, settings("logs"))
+	if got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/request/web-api", "")); len(got) != len(mine)+len(theirs) {
+		t.Errorf("request lookup: got %d entries, want %d", len(got), len(mine)+len(theirs))
+	}
+	if got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/request/web-api/deploy/d1", "")); len(got) != len(mine) {
+		t.Errorf("deploy lookup: got %d entries, want %d", len(got), len(mine))
+	}
+	if got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/request/web-api?maxPerPage=2", "")); len(got) != 2 || got[0].Key != theirs[1] && got[0].Key != mine[2] {
+		t.Errorf("maxPerPage=2: got %+v, want the 2 newest", got)
+	}
+	if got := decode[[]logEntry](t, serve(t, h, "GET", "/api/logs/request/web", "")); len(got) != 0 {
+		t.Errorf("request web: got %d entries, want none of web-api's", len(got))
+	}
+}
+
+func TestLookupRejectsBadInput(t *testing.T) {
+	h := handler(t, &fakeStore{}, settings("logs"))
+	tests := []struct {
+		name, path string
+		status     int
+		message    string
+	}{
+		{"a task id with too few parts", "/api/logs/task/web-api-d1", 400, "web-api-d1 is not a valid task id"},
+		{"a task id with a slash", "/api/logs/task/web%2F..-d1-1-0-h-r", 400, "web/..-d1-1-0-h-r is not a valid task id"},
+		{"a request id with a percent sign", "/api/logs/request/web%25Y", 400, "web%Y is not a valid request id"},
+		{"a deploy id with a dash", "/api/logs/request/web/deploy/d-1", 400, "d-1 is not a valid deploy id"},
+		{"a start that is not 13 digits", "/api/logs/request/web?start=12345", 400, `start must be a time in epoch milliseconds (13 digits), got "12345"`},
+		{"an end that overflows", "/api/logs/request/web?end=99999999999999999999", 400, `end must be a time in epoch milliseconds (13 digits), got "99999999999999999999"`},
+		{"a zero maxPerPage", "/api/logs/request/web?maxPerPage=0", 400, `maxPerPage must be a whole number ≥ 1, got "0"`},
+		{"an unknown route", "/api/logs/nothing", 404, "Not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := serve(t, h, "GET", tt.path, "")
+			if r.status != tt.status {
+				t.Fatalf("got %d %s, want %d", r.status, r.body, tt.status)
+			}
+			if tt.status == 400 {
+				r.wantError(t, tt.status, tt.message)
+			}
+		})
+	}
+}
+
+func TestLookupOfTooManyPrefixesIsRefused(t *testing.T) {
+	cfg := settings("logs")
+	cfg.Format, _ = logkey.ParseFormat("%requestId/%Y/%m/%d/%H/%taskId_%index")
+	h := handler(t, &fakeStore{}, cfg)
+	hours84Days := taskStart.Add(5*24*time.Hour - 84*24*time.Hour).UnixMilli() // 2,016 hours before the test's now
+	serve(t, h, "GET", fmt.Sprintf("/api/logs/request/web?start=%d", hours84Days), "").
+		wantError(t, 400, "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests")
+	if r := serve(t, h, "GET", fmt.Sprintf("/api/logs/request/web?start=%d", hours84Days+4*24*3600*1000), ""); r.status != 200 { // 80 days
+		t.Errorf("four days less: got %d %s, want 200", r.status, r.body)
+	}
+}
+
+func TestLookupWithoutBucketsIsNotFound(t *testing.T) {
+	serve(t, handler(t, &fakeStore{}, settings()), "GET", "/api/logs/task/"+taskID, "").wantError(t, 404, "S3 configuration was absent")
+	serve(t, handler(t, &fakeStore{}, settings()), "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"]}`).wantError(t, 404, "S3 configuration was absent")
+}
+
+func TestSlowS3AnswersGatewayTimeout(t *testing.T) {
+	cfg := settings("logs")
+	cfg.ListTimeout, cfg.LinkTimeout = 50*time.Millisecond, 50*time.Millisecond
+	start := time.Now()
+	serve(t, handler(t, &fakeStore{block: true}, cfg), "GET", "/api/logs/task/"+taskID, "").
+		wantError(t, 504, "Timed out waiting for response from S3 for "+taskID)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("took %v, want about the list timeout", took)
+	}
 }
 
 func TestHostileLogBodiesAreRefusedBeforeAnyS3Call(t *testing.T) {
@@ -133,38 +170,6 @@ func TestHostileLogBodiesAreRefusedBeforeAnyS3Call(t *testing.T) {
 		body := valid + strings.Repeat(" ", web.MaxBody-len(valid))
 		if p := decode[page](t, serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", body)); len(p.Results) != 3 {
 			t.Errorf("got %d results, want 3", len(p.Results))
-		}
-	})
-}
-
-func TestHostileSearchFieldsOfTheWrongTypeAre400NamingTheField(t *testing.T) {
-	tests := []struct{ name, body, message string }{
-		{"taskIds as a string", `{"taskIds":"` + taskID + `"}`, "request body field taskIds must be an array"},
-		{"a task id as a number", `{"taskIds":[5]}`, "request body field taskIds must be a string"},
-		{"requestsAndDeploys as a list", `{"requestsAndDeploys":["web-api"]}`, "request body field requestsAndDeploys must be an object"},
-		{"a request's deploys as a string", `{"requestsAndDeploys":{"web-api":"d1"}}`, "request body field requestsAndDeploys must be an array"},
-		{"maxPerPage as a string", `{"taskIds":["` + taskID + `"],"maxPerPage":"10"}`, "request body field maxPerPage must be a whole number"},
-		{"start as a string", `{"taskIds":["` + taskID + `"],"start":"1"}`, "request body field start must be a whole number"},
-		{"end as a fraction", `{"taskIds":["` + taskID + `"],"end":1.5}`, "request body field end must be a whole number"},
-		{"listOnly as a string", `{"taskIds":["` + taskID + `"],"listOnly":"true"}`, "request body field listOnly must be a boolean"},
-		{"excludeMetadata as 1", `{"taskIds":["` + taskID + `"],"excludeMetadata":1}`, "request body field excludeMetadata must be a boolean"},
-		{"the allowlist as a string", `{"taskIds":["` + taskID + `"],"fileNamePrefixAllowlist":"web"}`, "request body field fileNamePrefixAllowlist must be an array"},
-		{"continuationTokens as a list", `{"taskIds":["` + taskID + `"],"continuationTokens":[]}`, "request body field continuationTokens must be an object"},
-		{"a token's lastPage as a string", `{"taskIds":["` + taskID + `"],"continuationTokens":{"k":{"lastPage":"yes"}}}`, "request body field continuationTokens.lastPage must be a boolean"},
-		{"a token's value as a number", `{"taskIds":["` + taskID + `"],"continuationTokens":{"k":{"value":5}}}`, "request body field continuationTokens.value must be a string"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newRecordingStore()
-			serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", tt.body).wantError(t, 400, tt.message)
-			f.untouched(t)
-		})
-	}
-	t.Run("a GET lookup's user record of the wrong type", func(t *testing.T) {
-		for _, route := range logRoutes[:3] {
-			f := newRecordingStore()
-			serve(t, handler(t, f, settings("logs")), route[0], route[1], `{"groups":"admins"}`).wantError(t, 400, "request body field groups must be an array")
-			f.untouched(t)
 		}
 	})
 }
@@ -447,65 +452,4 @@ func TestHostileUnicodeIDsFindTheirOwnLogs(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestHostileContinuationTokensCannotWidenTheSearch(t *testing.T) {
-	f := newRecordingStore()
-	mine := uploaded(f.fakeStore, "logs", taskID, 3)
-	uploaded(f.fakeStore, "secret-logs", taskID, 3)
-	theirs := uploaded(f.fakeStore, "logs", other, 3)
-	h := handler(t, f, settings("logs"))
-	isMine := func(k string) bool { return slices.Contains(mine, k) }
-
-	t.Run("tokens of sources the search does not cover are dropped unused", func(t *testing.T) {
-		tokens := map[string]any{
-			"default-secret-logs-web-api/": map[string]any{"lastPage": false},
-			"default-logs-":                map[string]any{"lastPage": false},
-			"default-logs-web-api/":        map[string]any{"value": "", "lastPage": false},
-			"default-logs-../":             map[string]any{"lastPage": false},
-			"default-logs-" + theirs[0]:    map[string]any{"lastPage": false},
-		}
-		keys, pages := follow(t, h, map[string]any{"taskIds": []string{taskID}, "listOnly": true, "continuationTokens": tokens})
-		if !slices.Equal(slices.Sorted(slices.Values(keys)), slices.Sorted(slices.Values(mine))) {
-			t.Errorf("got %q, want the task's own keys %q", keys, mine)
-		}
-		for _, p := range pages {
-			for k := range p.ContinuationTokens {
-				if _, forged := tokens[k]; forged {
-					t.Errorf("got forged token %q back", k)
-				}
-			}
-		}
-		for _, l := range f.listed {
-			if !strings.HasPrefix(l, "logs/web-api/") || !strings.Contains(l, taskID) {
-				t.Errorf("listed %s, want only the task's prefixes in the configured bucket", l)
-			}
-		}
-	})
-	t.Run("a forged value resumes inside its own prefix only", func(t *testing.T) {
-		first := decode[page](t, serve(t, h, "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"],"maxPerPage":1,"listOnly":true}`))
-		if len(first.ContinuationTokens) == 0 {
-			t.Fatal("got no tokens")
-		}
-		for _, value := range []string{"", "a", "web-api/", "zzzz", theirs[0], "../../" + theirs[1], strings.Repeat("~", 1024)} {
-			tokens := map[string]any{}
-			for k := range first.ContinuationTokens {
-				tokens[k] = map[string]any{"value": value, "lastPage": false}
-			}
-			body, _ := json.Marshal(map[string]any{"taskIds": []string{taskID}, "maxPerPage": 1000, "listOnly": true, "continuationTokens": tokens})
-			p := decode[page](t, serve(t, h, "POST", "/api/logs/search", string(body)))
-			for _, e := range p.Results {
-				if !isMine(e.Key) {
-					t.Errorf("value %.40q: got %s, want only the task's keys", value, e.Key)
-				}
-			}
-		}
-	})
-	t.Run("a token value longer than any S3 key is 400", func(t *testing.T) {
-		f := newRecordingStore()
-		body := map[string]any{"taskIds": []string{taskID}, "continuationTokens": map[string]any{"k": map[string]any{"value": strings.Repeat("a", 1025)}}}
-		raw, _ := json.Marshal(body)
-		serve(t, handler(t, f, settings("logs")), "POST", "/api/logs/search", string(raw)).wantError(t, 400, "continuation token k is not one this service gave")
-		f.untouched(t)
-	})
 }
