@@ -15,6 +15,9 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
+// The paginated search: every object exactly once across pages, pages
+// bounded by what Lambda can return, and the requests it refuses.
+
 type page struct {
 	ContinuationTokens map[string]json.RawMessage `json:"continuationTokens"`
 	LastPage           bool                       `json:"lastPage"`
@@ -23,9 +26,6 @@ type page struct {
 
 // follow runs the search page by page, sending back the tokens, and returns
 // every key returned and the pages.
-// The paginated search: every object exactly once across pages, pages
-// bounded by what Lambda can return, and the requests it refuses.
-
 func follow(t *testing.T, h http.Handler, body map[string]any) ([]string, []page) {
 	t.Helper()
 	var keys []string
