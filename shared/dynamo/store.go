@@ -285,26 +285,32 @@ func (s *Store) ApplyOnce(ctx context.Context, id string, once machine.Idempoten
 // instead: apply returns it and decides nothing.
 func (s *Store) apply(ctx context.Context, id string, receipt *receiptRecord, decide machine.Decide) (*receiptRecord, error) {
 	for attempt := range attempts {
-		read, err := s.snapshot(ctx, id, receipt)
-		if read.receipt != nil {
-			return read.receipt, nil
-		}
-		if err == nil {
-			var plan *machine.Plan
-			plan, err = decide(read.snap)
-			if err != nil || plan == nil {
-				return nil, err
-			}
-			err = s.write(ctx, id, read, plan, receipt)
-		}
+		answer, err := s.try(ctx, id, receipt, decide)
 		if !errors.Is(err, errRace) {
-			return nil, err
+			return answer, err
 		}
 		if err := pause(ctx, attempt); err != nil {
 			return nil, err
 		}
 	}
 	return nil, fault.Unavailable("too many concurrent changes of slave %s, try again", id)
+}
+
+// try reads, decides and writes once. It fails with errRace when what it
+// read changed before it wrote.
+func (s *Store) try(ctx context.Context, id string, receipt *receiptRecord, decide machine.Decide) (*receiptRecord, error) {
+	read, err := s.snapshot(ctx, id, receipt)
+	if err != nil {
+		return nil, err
+	}
+	if read.receipt != nil {
+		return read.receipt, nil
+	}
+	plan, err := decide(read.snap)
+	if err != nil || plan == nil {
+		return nil, err
+	}
+	return nil, s.write(ctx, id, read, plan, receipt)
 }
 
 // errRace reports a transaction cancelled because what it was decided from
