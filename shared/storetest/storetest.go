@@ -627,6 +627,7 @@ var cases = []struct {
 		e.report("S1")
 		done := e.concurrently(8, func(int) error {
 			return e.s.Apply(e.ctx(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
+				time.Sleep(time.Millisecond) // long enough for the changes to overlap
 				slave := *snap.Slave
 				n, _ := strconv.Atoi(slave.Attributes["n"])
 				slave.Attributes = map[string]string{"n": strconv.Itoa(n + 1)}
@@ -651,6 +652,7 @@ var cases = []struct {
 		changed := e.concurrently(8, func(i int) error {
 			if i%2 == 0 {
 				return e.s.Apply(e.ctx(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
+					time.Sleep(time.Millisecond) // long enough for the changes to overlap
 					entry := machine.Update{SlaveID: "S1", State: machine.Frozen, Timestamp: e.at + int64(i)}
 					if snap.Slave.Current.State == machine.Frozen {
 						entry.State = machine.Active
@@ -661,6 +663,7 @@ var cases = []struct {
 				})
 			}
 			err := e.s.Apply(e.ctx(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
+				time.Sleep(time.Millisecond) // long enough for the changes to overlap
 				slave := *snap.Slave
 				n, _ := strconv.Atoi(slave.Attributes["r"])
 				slave.Attributes = map[string]string{"r": strconv.Itoa(n + 1)}
