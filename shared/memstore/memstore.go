@@ -100,9 +100,9 @@ func (s *Store) Put(slave machine.Slave, history ...machine.Update) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.slaves[slave.ID] = item
-	s.members[slave.ID] = slave.Current.State.CountsTowardLimit()
-	if !s.members[slave.ID] {
-		delete(s.members, slave.ID)
+	delete(s.members, slave.ID)
+	if slave.Current.State.CountsTowardLimit() {
+		s.members[slave.ID] = true
 	}
 }
 
@@ -346,7 +346,6 @@ func (s *Store) read(id string, once *machine.Idempotency) (read, *receipt) {
 func (s *Store) write(id string, r read, plan *machine.Plan, once *machine.Idempotency) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	item := s.slaves[id]
 	switch {
 	case plan.Entry == nil && plan.DropExpiring:
 		if !s.expiringIs(id, r.snap.Expiring) {
@@ -355,12 +354,21 @@ func (s *Store) write(id string, r read, plan *machine.Plan, once *machine.Idemp
 		delete(s.expiring, id)
 		return nil
 	case plan.Entry == nil:
+		item := s.slaves[id]
 		if item == nil || item.version != r.version || item.slave.DescribedAt != r.snap.Slave.DescribedAt {
 			return errRace
 		}
 		describe(&item.slave, cloneSlave(plan.Slave))
 		return nil
 	}
+	return s.change(id, r, plan, once)
+}
+
+// change writes a plan with a history entry: the slave's state (and its
+// description when the plan says so), the entry, the expiring record, the
+// receipt and the decommissioning set, all or nothing. s.mu is held.
+func (s *Store) change(id string, r read, plan *machine.Plan, once *machine.Idempotency) error {
+	item := s.slaves[id]
 	if item == nil && r.version != 0 || item != nil && item.version != r.version {
 		return errRace
 	}
@@ -381,9 +389,9 @@ func (s *Store) write(id string, r read, plan *machine.Plan, once *machine.Idemp
 	if plan.PutExpiring != nil && s.expiring[id] != nil || plan.DropExpiring && !s.expiringIs(id, r.snap.Expiring) {
 		return errRace
 	}
-	var key receiptKey
+	key := receiptKey{id, ""}
 	if once != nil && once.Key != "" {
-		key = receiptKey{id, once.Key}
+		key.key = once.Key
 		if prev, ok := s.receipts[key]; ok && prev.live(once.At) {
 			return errRace
 		}
@@ -394,6 +402,7 @@ func (s *Store) write(id string, r read, plan *machine.Plan, once *machine.Idemp
 		s.slaves[id] = item
 	} else {
 		if s.historyRetention > 0 {
+			// The entry being superseded may expire from now on.
 			item.history[len(item.history)-1].expiresAt = (entry.Timestamp + s.historyRetention.Milliseconds()) / 1000
 		}
 		if plan.Describe {
@@ -409,16 +418,17 @@ func (s *Store) write(id string, r read, plan *machine.Plan, once *machine.Idemp
 	case plan.DropExpiring:
 		delete(s.expiring, id)
 	}
-	if key != (receiptKey{}) {
+	if key.key != "" {
 		s.receipts[key] = receipt{fingerprint: once.Fingerprint, at: once.At}
+	}
+	if join {
+		s.members[id] = true
+	}
+	if leave {
+		delete(s.members, id)
 	}
 	if join || leave {
 		s.lastAt = entry.Timestamp
-		if join {
-			s.members[id] = true
-		} else {
-			delete(s.members, id)
-		}
 	}
 	return nil
 }
