@@ -429,13 +429,8 @@ func (s *Store) change(ctx context.Context, id string, r read, plan *machine.Pla
 	entry, slave := *plan.Entry, plan.Slave
 	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
 	join, leave := entry.State.CountsTowardLimit() && !was, was && !entry.State.CountsTowardLimit()
-	if (join || leave) && r.limitAt < entry.Timestamp+maxClockSkew {
-		// Entering and leaving the decommissioning states are ordered by
-		// the set's lastAt, so their history timestamps follow the order in
-		// which they took effect, even across machines whose clocks differ.
-		// A lastAt further ahead than any clock can be is not followed: it
-		// would push every later change into the future.
-		entry.Timestamp = max(entry.Timestamp, r.limitAt+1)
+	if join || leave {
+		entry.Timestamp = machine.AfterLimitChange(entry.Timestamp, r.limitAt)
 		slave.Current.Timestamp = entry.Timestamp
 	}
 	next := version + 1
@@ -498,10 +493,6 @@ func (s *Store) change(ctx context.Context, id string, r read, plan *machine.Pla
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return writeError(id, err, limitIndex, join, plan.Limit, r.limitAt)
 }
-
-// maxClockSkew bounds how far ahead of this instance's clock another
-// instance's may be.
-const maxClockSkew = int64(time.Minute / time.Millisecond)
 
 // updateSlave updates an existing slave in place: its current state and
 // version when state is set, its description when describe is set, and

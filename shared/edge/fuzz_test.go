@@ -8,18 +8,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -177,92 +175,12 @@ func checkProxyResponse(t *testing.T, event, out json.RawMessage) {
 	}
 }
 
-// routesStore is the slave routes' store at its smallest: slaves in a map,
-// each change decided by the machine package on a snapshot and kept. It
-// lets the real routes answer every 2xx and 4xx they can without AWS; the
-// slaves package's fuzz target has the fake with the adapter's full
-// semantics (history, expiring records, the limit, receipts).
-type routesStore struct {
-	mu     sync.Mutex
-	slaves map[string]machine.Slave
-}
-
-func newRoutesStore() *routesStore {
-	s := &routesStore{slaves: map[string]machine.Slave{}}
+// newRoutesStore returns a store with an ACTIVE, a FROZEN and a DEAD slave,
+// so that the real routes answer every 2xx and 4xx they can without AWS.
+func newRoutesStore() *memstore.Store {
+	s := memstore.New(0)
 	for id, state := range map[string]machine.State{slaveID: machine.Active, "S2": machine.Frozen, "S3": machine.Dead} {
-		s.slaves[id] = machine.Slave{ID: id, FirstSeenAt: 1, Current: machine.Update{SlaveID: id, State: state, Timestamp: 1}, RackID: "DEFAULT"}
+		s.Put(machine.Slave{ID: id, FirstSeenAt: 1, Current: machine.Update{SlaveID: id, State: state, Timestamp: 1}, RackID: "DEFAULT"})
 	}
 	return s
 }
-
-func (s *routesStore) Get(ctx context.Context, id string) (*machine.Slave, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sl, ok := s.slaves[id]; ok {
-		return &sl, nil
-	}
-	return nil, nil
-}
-
-func (s *routesStore) List(ctx context.Context) ([]machine.Slave, error) {
-	return s.ListByState(ctx, "")
-}
-
-func (s *routesStore) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []machine.Slave
-	for _, id := range slices.Sorted(maps.Keys(s.slaves)) {
-		if sl := s.slaves[id]; state == "" || sl.Current.State == state {
-			out = append(out, sl)
-		}
-	}
-	return out, nil
-}
-
-func (s *routesStore) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
-	sl, _ := s.Get(ctx, id)
-	if sl == nil {
-		return nil, nil
-	}
-	return []machine.Update{sl.Current}, nil
-}
-
-func (s *routesStore) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error) {
-	return nil, nil
-}
-
-func (s *routesStore) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var snap machine.Snapshot
-	if sl, ok := s.slaves[id]; ok {
-		snap.Slave = &sl
-	}
-	plan, err := decide(snap)
-	if err == nil && plan != nil && plan.Entry != nil {
-		s.slaves[id] = plan.Slave
-	}
-	return err
-}
-
-func (s *routesStore) Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sl, ok := s.slaves[id]
-	if !ok || match != nil && !match(sl) {
-		return false, nil
-	}
-	delete(s.slaves, id)
-	return true, nil
-}
-
-func (s *routesStore) DeleteDead(ctx context.Context, before int64) (int, error) {
-	dead, _ := s.ListByState(ctx, machine.Dead)
-	for _, sl := range dead {
-		s.Delete(ctx, sl.ID, nil)
-	}
-	return len(dead), nil
-}
-
-func (s *routesStore) DeleteExpiring(ctx context.Context, id string) error { return nil }

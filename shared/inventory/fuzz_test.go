@@ -7,15 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
 )
 
 // FuzzHandle gives arbitrary bytes to the inventory function as its event. It
@@ -67,58 +69,62 @@ func FuzzHandle(f *testing.F) {
 		if res.Failed != 0 || res.Invalid > res.Machines {
 			t.Errorf("got %+v, want no failures and at most one invalid per machine", res)
 		}
-		before := store.snapshot()
+		before := contents(t, store)
 		again, err := h.Handle(context.Background(), event)
 		if err != nil {
 			t.Fatalf("the same report again: got %v, want it applied as the first time", err)
 		}
-		if changed := changes(before, store.snapshot()); len(changed) > 0 {
+		if changed := changes(before, contents(t, store)); len(changed) > 0 {
 			t.Errorf("the same report again (%+v): got %q, want nothing changed", again, changed)
 		}
 	})
 }
 
-// fleet is inventory.Store in memory, with the semantics of the DynamoDB
-// adapter: each change is decided on a snapshot of the slave and its
-// expiring record and written whole, under one lock.
-type fleet struct {
-	mu       sync.Mutex
-	slaves   map[string]machine.Slave
-	history  map[string][]machine.Update // oldest first
-	expiring map[string]machine.Expiring
-}
-
-// newFleet returns a fleet in states that every report rule of docs/behaviour.md "Machine reports"
-// applies to: the three slaves the sample events name, and S4 to S6.
-func newFleet() *fleet {
-	f := &fleet{slaves: map[string]machine.Slave{}, history: map[string][]machine.Update{}, expiring: map[string]machine.Expiring{}}
+// newFleet returns a store in states that every report rule of
+// docs/behaviour.md "Machine reports" applies to: the three slaves the sample
+// events name, and S4 to S6.
+func newFleet() *memstore.Store {
+	store := memstore.New(0)
 	const at = int64(1_763_702_040_000) // 2025-11-21T05:14Z, before the sample events
 	const sample = "20261121-051400-16777343-5050-1234-"
 	for id, state := range map[string]machine.State{sample + "S1": machine.Active, sample + "S2": machine.Dead,
 		sample + "S3": machine.StartingDecommission, "S4": machine.Decommissioning, "S5": machine.Frozen, "S6": machine.MissingOnStartup} {
 		u := machine.Update{SlaveID: id, State: state, Timestamp: at, User: "ops@example.com", Message: "seeded"}
-		f.slaves[id] = machine.Slave{ID: id, FirstSeenAt: at, Current: u, Host: "node.example.com", RackID: "us-east-1a",
-			Attributes: map[string]string{}, Resources: json.RawMessage(`{"cpus":16}`)}
-		f.history[id] = []machine.Update{u}
+		store.Put(machine.Slave{ID: id, FirstSeenAt: at, Current: u, Host: "node.example.com", RackID: "us-east-1a",
+			Attributes: map[string]string{}, Resources: json.RawMessage(`{"cpus":16}`)})
 	}
-	f.expiring["S5"] = machine.Expiring{MachineID: "S5", StartMillis: at, ActionID: "seeded-action", RevertTo: machine.Active,
-		Request: machine.ChangeRequest{DurationMillis: new(int64(3_600_000)), RevertToState: new(machine.Active)}}
-	return f
+	store.PutExpiring(machine.Expiring{MachineID: "S5", StartMillis: at, ActionID: "seeded-action", RevertTo: machine.Active,
+		Request: machine.ChangeRequest{DurationMillis: new(int64(3_600_000)), RevertToState: new(machine.Active)}})
+	return store
 }
 
-// fleetState is everything the fleet holds, for comparing.
+// fleetState is everything the store holds, for comparing.
 type fleetState struct {
 	Slaves   map[string]machine.Slave
 	History  map[string][]machine.Update
 	Expiring map[string]machine.Expiring
 }
 
-func (f *fleet) snapshot() fleetState {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := fleetState{Slaves: maps.Clone(f.slaves), History: map[string][]machine.Update{}, Expiring: maps.Clone(f.expiring)}
-	for id, h := range f.history {
-		s.History[id] = slices.Clone(h)
+// contents reads everything store holds, through its methods.
+func contents(t *testing.T, store *memstore.Store) fleetState {
+	t.Helper()
+	s := fleetState{Slaves: map[string]machine.Slave{}, History: map[string][]machine.Update{}, Expiring: map[string]machine.Expiring{}}
+	slaves, err := store.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sl := range slaves {
+		s.Slaves[sl.ID] = sl
+		if s.History[sl.ID], err = store.History(t.Context(), sl.ID, time.Now(), math.MaxInt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	records, err := store.ListExpiring(t.Context(), time.UnixMilli(0)) // at the epoch, no record is past its retention
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range records {
+		s.Expiring[e.MachineID] = e
 	}
 	return s
 }
@@ -146,46 +152,4 @@ func changes(before, after fleetState) []string {
 		}
 	}
 	return out
-}
-
-func (f *fleet) List(ctx context.Context) ([]machine.Slave, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []machine.Slave
-	for _, id := range slices.Sorted(maps.Keys(f.slaves)) {
-		out = append(out, f.slaves[id])
-	}
-	return out, nil
-}
-
-func (f *fleet) Apply(ctx context.Context, id string, decide machine.Decide) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var snap machine.Snapshot
-	if s, ok := f.slaves[id]; ok {
-		s.Attributes = maps.Clone(s.Attributes)
-		snap.Slave = &s
-	}
-	if e, ok := f.expiring[id]; ok {
-		snap.Expiring = &e
-	}
-	plan, err := decide(snap)
-	if err != nil || plan == nil {
-		return err
-	}
-	if plan.Entry == nil && plan.DropExpiring {
-		delete(f.expiring, id) // a plan that only drops the record (machine.Plan)
-		return nil
-	}
-	f.slaves[id] = plan.Slave
-	if plan.Entry != nil {
-		f.history[id] = append(f.history[id], *plan.Entry)
-	}
-	switch {
-	case plan.PutExpiring != nil:
-		f.expiring[id] = *plan.PutExpiring
-	case plan.DropExpiring:
-		delete(f.expiring, id)
-	}
-	return nil
 }

@@ -17,10 +17,11 @@ import (
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
 	"github.com/fleetops/fleet/shared/metrics"
 )
 
-func handle(t *testing.T, f *fleet, report string) inventory.Result {
+func handle(t *testing.T, f *memstore.Store, report string) inventory.Result {
 	t.Helper()
 	res, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil))).Handle(context.Background(), json.RawMessage(report))
 	if err != nil {
@@ -32,18 +33,18 @@ func handle(t *testing.T, f *fleet, report string) inventory.Result {
 func TestAMachineNamedTwiceTakesItsLaterEntryOnce(t *testing.T) {
 	f := newFleet()
 	report := `{"machines":[{"id":"S5","host":"a"},{"id":"S5","host":"b","lost":true}]}`
-	start := f.snapshot()
+	start := contents(t, f)
 	res := handle(t, f, report)
 	if res.Invalid != 1 {
 		t.Errorf("got %d invalid entries, want 1 (the earlier duplicate)", res.Invalid)
 	}
-	after := f.snapshot()
+	after := contents(t, f)
 	if got := after.Slaves["S5"]; got.Current.State != machine.Dead || len(after.History["S5"]) != len(start.History["S5"])+1 {
 		t.Fatalf("got %s with %d entries, want DEAD (the later entry) with one new entry", got.Current.State, len(after.History["S5"]))
 	}
 	handle(t, f, report)
 	handle(t, f, report)
-	if diff := changes(after, f.snapshot()); len(diff) > 0 {
+	if diff := changes(after, contents(t, f)); len(diff) > 0 {
 		t.Errorf("the same report again changed %v, want nothing", diff)
 	}
 }
@@ -51,7 +52,7 @@ func TestAMachineNamedTwiceTakesItsLaterEntryOnce(t *testing.T) {
 func TestACompleteReportNeverTakesAnUnreadableEntryForAbsent(t *testing.T) {
 	f := newFleet()
 	machines := []string{`{"id":"S5","host":"h","resources":[1]}`} // FROZEN, badly described
-	for id := range f.snapshot().Slaves {
+	for id := range contents(t, f).Slaves {
 		if id != "S5" {
 			machines = append(machines, `{"id":"`+id+`","host":"h"}`)
 		}
@@ -60,7 +61,7 @@ func TestACompleteReportNeverTakesAnUnreadableEntryForAbsent(t *testing.T) {
 	if res.Invalid != 1 || res.Absent != 0 {
 		t.Errorf("got %d invalid and %d absent, want 1 and 0", res.Invalid, res.Absent)
 	}
-	if got := f.snapshot().Slaves["S5"].Current.State; got != machine.Frozen {
+	if got := contents(t, f).Slaves["S5"].Current.State; got != machine.Frozen {
 		t.Errorf("got S5 in %s, want it left FROZEN", got)
 	}
 }
@@ -118,13 +119,13 @@ func TestAReportThatIsNotOneIsRefusedWholeAndChangesNothing(t *testing.T) {
 	for name, report := range reports {
 		t.Run(name, func(t *testing.T) {
 			f := newFleet()
-			before := f.snapshot()
+			before := contents(t, f)
 			_, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil))).
 				Handle(context.Background(), json.RawMessage(report))
 			if err == nil {
 				t.Errorf("got no error, want the report refused")
 			}
-			if diff := changes(before, f.snapshot()); len(diff) > 0 {
+			if diff := changes(before, contents(t, f)); len(diff) > 0 {
 				t.Errorf("got %v changed, want nothing", diff)
 			}
 		})
@@ -138,12 +139,12 @@ func event(at time.Time, detail string) string {
 
 func TestReportFieldsMatchOnlyTheirExactNames(t *testing.T) {
 	f := newFleet()
-	before := f.snapshot()
+	before := contents(t, f)
 	res := handle(t, f, `{"Complete":true,"machines":[{"id":"S5","LOST":true,"Lost":true,"host":"node.example.com","rackId":"us-east-1a","resources":{"cpus":16}}]}`)
 	if res.Absent != 0 {
 		t.Errorf("got %d absent, want none: Complete is not complete", res.Absent)
 	}
-	if diff := changes(before, f.snapshot()); len(diff) > 0 {
+	if diff := changes(before, contents(t, f)); len(diff) > 0 {
 		t.Errorf("got %v changed, want nothing: LOST and Lost are not lost", diff)
 	}
 }
@@ -155,7 +156,7 @@ func TestAReportFromTheFutureIsStampedWhenItIsReceived(t *testing.T) {
 	if _, err := h.Handle(context.Background(), json.RawMessage(event(received.Add(24*time.Hour), `{"machines":[{"id":"S6","host":"h"}]}`))); err != nil {
 		t.Fatal(err)
 	}
-	up := f.snapshot().Slaves["S6"].Current
+	up := contents(t, f).Slaves["S6"].Current
 	if up.State != machine.Active || up.Timestamp > time.Now().UnixMilli() {
 		t.Fatalf("got %s at %d, want ACTIVE stamped no later than its receipt (%d)", up.State, up.Timestamp, received.UnixMilli())
 	}
@@ -163,19 +164,18 @@ func TestAReportFromTheFutureIsStampedWhenItIsReceived(t *testing.T) {
 	if _, err := h.Handle(context.Background(), json.RawMessage(event(time.Now().Add(time.Second), `{"machines":[{"id":"S6","lost":true}]}`))); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.snapshot().Slaves["S6"].Current.State; got != machine.Dead {
+	if got := contents(t, f).Slaves["S6"].Current.State; got != machine.Dead {
 		t.Errorf("got %s after a later lost report, want DEAD", got)
 	}
 }
 
 // fleetOf adds n ACTIVE slaves L0..L<n-1> to f.
-func fleetOf(f *fleet, n int) []string {
+func fleetOf(f *memstore.Store, n int) []string {
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("L%d", i)
 		u := machine.Update{SlaveID: id, State: machine.Active, Timestamp: 1_763_702_040_000}
-		f.slaves[id] = machine.Slave{ID: id, FirstSeenAt: u.Timestamp, Current: u, Host: id, RackID: "r", Attributes: map[string]string{}}
-		f.history[id] = []machine.Update{u}
+		f.Put(machine.Slave{ID: id, FirstSeenAt: u.Timestamp, Current: u, Host: id, RackID: "r", Attributes: map[string]string{}})
 		ids = append(ids, id)
 	}
 	return ids
@@ -191,9 +191,9 @@ func lostEntries(ids []string) string {
 
 func TestTheMassLossBrake(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dead := func(f *fleet) int {
+	dead := func(t *testing.T, f *memstore.Store) int {
 		n := 0
-		for _, s := range f.snapshot().Slaves {
+		for _, s := range contents(t, f).Slaves {
 			if s.Current.State == machine.Dead {
 				n++
 			}
@@ -203,7 +203,7 @@ func TestTheMassLossBrake(t *testing.T) {
 	t.Run("a complete report naming no machine marks none DEAD and says so", func(t *testing.T) {
 		f := newFleet()
 		fleetOf(f, 20)
-		before := dead(f)
+		before := dead(t, f)
 		var out bytes.Buffer
 		h := inventory.New(f, machine.DefaultLossBrake, quiet)
 		h.Metrics, _ = metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")
@@ -211,7 +211,7 @@ func TestTheMassLossBrake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := dead(f); got != before || res.Held != res.Absent || res.Held < 20 {
+		if got := dead(t, f); got != before || res.Held != res.Absent || res.Held < 20 {
 			t.Errorf("got %d DEAD (was %d) and %+v, want none more, every absence held", got, before, res)
 		}
 		if !strings.Contains(out.String(), `"`+metrics.LossesHeld+`":`) {
@@ -226,8 +226,8 @@ func TestTheMassLossBrake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Held != 0 || f.snapshot().Slaves[ids[0]].Current.State != machine.Dead {
-			t.Errorf("got %+v, %s, want the 10 losses applied", res, f.snapshot().Slaves[ids[0]].Current.State)
+		if res.Held != 0 || contents(t, f).Slaves[ids[0]].Current.State != machine.Dead {
+			t.Errorf("got %+v, %s, want the 10 losses applied", res, contents(t, f).Slaves[ids[0]].Current.State)
 		}
 	})
 	t.Run("a loss under the fraction is applied, and the window adds up the next reports", func(t *testing.T) {
@@ -243,7 +243,7 @@ func TestTheMassLossBrake(t *testing.T) {
 		if err != nil || res.Held != 2 {
 			t.Fatalf("got %+v, %v, want the next 2 held: 6 of 28 within the window", res, err)
 		}
-		if got := f.snapshot().Slaves[ids[4]].Current.State; got != machine.Active {
+		if got := contents(t, f).Slaves[ids[4]].Current.State; got != machine.Active {
 			t.Errorf("got %s, want ACTIVE while held", got)
 		}
 	})

@@ -18,53 +18,67 @@ import (
 	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
 	"github.com/fleetops/fleet/shared/metrics"
 )
 
 var runAt = time.Date(2026, 11, 21, 5, 14, 0, 0, time.UTC)
 
-// dueStore holds due records whose fate is set by their slave id: each
-// Apply either decides on a snapshot that leads to that outcome or fails
-// as the store would. Every call is counted as one SDK call, the first
-// Apply as a throttled one.
-type dueStore struct {
-	due []machine.Due
-	mu  sync.Mutex
-	n   int
+// runStore is memstore with what a run against DynamoDB also meets: every
+// Due and Apply is counted as one SDK call, the first Apply as a throttled
+// one; the slave "failed" cannot be reached, and the record of "superseded"
+// is deleted by a user between Due and Apply.
+type runStore struct {
+	*memstore.Store
+	mu      sync.Mutex
+	applies int
 }
 
-func (s *dueStore) Due(ctx context.Context, now int64) ([]machine.Due, error) {
+// runLimits leaves room for one decommissioning slave, which "busy" takes.
+var runLimits = machine.Limits{MaxDecommissioning: 1}
+
+// newRunStore holds a record falling due at each of due, reverting a FROZEN
+// slave to ACTIVE, except: "dropped" has no slave, and "deferred" reverts to
+// STARTING_DECOMMISSION while "busy" fills the decommission limit.
+func newRunStore(due ...machine.Due) *runStore {
+	s := &runStore{Store: memstore.New(0)}
+	busy := machine.Update{SlaveID: "busy", State: machine.StartingDecommission, Timestamp: minutesAgo(120)}
+	s.Put(machine.Slave{ID: "busy", Current: busy})
+	for _, d := range due {
+		start := d.At - 60_000
+		revert := machine.Active
+		if d.SlaveID == "deferred" {
+			revert = machine.StartingDecommission
+		}
+		if d.SlaveID != "dropped" {
+			s.Put(machine.Slave{ID: d.SlaveID, Current: machine.Update{SlaveID: d.SlaveID, State: machine.Frozen, Timestamp: start}})
+		}
+		s.PutExpiring(machine.Expiring{MachineID: d.SlaveID, StartMillis: start, ActionID: "action-" + d.SlaveID, RevertTo: revert,
+			Request: machine.ChangeRequest{DurationMillis: new(int64(60_000)), RevertToState: new(revert)}})
+	}
+	return s
+}
+
+func (s *runStore) Due(ctx context.Context, now int64) ([]machine.Due, error) {
 	callcount.From(ctx).Add(false)
-	return s.due, nil
+	return s.Store.Due(ctx, now)
 }
 
-func (s *dueStore) Apply(ctx context.Context, id string, decide machine.Decide) error {
+func (s *runStore) Apply(ctx context.Context, id string, decide machine.Decide) error {
 	s.mu.Lock()
-	s.n++
-	callcount.From(ctx).Add(s.n == 1)
+	s.applies++
+	callcount.From(ctx).Add(s.applies == 1)
 	s.mu.Unlock()
-	ms := int64(1)
-	record := &machine.Expiring{MachineID: id, StartMillis: 0, RevertTo: machine.Active, Request: machine.ChangeRequest{DurationMillis: &ms}}
-	frozen := &machine.Slave{ID: id, Current: machine.Update{SlaveID: id, State: machine.Frozen}}
 	switch id {
-	case "deferred":
-		return machine.LimitError(2, 2)
 	case "failed":
 		return errors.New("dynamodb: connection reset")
-	case "dropped":
-		_, err := decide(machine.Snapshot{Expiring: record})
-		return err
 	case "superseded":
-		_, err := decide(machine.Snapshot{Slave: frozen})
-		return err
+		if err := s.DeleteExpiring(ctx, id); err != nil {
+			return err
+		}
 	}
-	_, err := decide(machine.Snapshot{Slave: frozen, Expiring: record})
-	return err
+	return s.Store.Apply(ctx, id, decide)
 }
-
-func (s *dueStore) KeepDeferred(ctx context.Context, id string, now int64) error { return nil }
-
-func (s *dueStore) DeleteDead(ctx context.Context, before int64) (int, error) { return 0, nil }
 
 func minutesAgo(m int) int64 { return runAt.Add(-time.Duration(m) * time.Minute).UnixMilli() }
 
@@ -77,7 +91,7 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 	}{
 		{name: "nothing due is no lag", want: jobs.Result{Job: jobs.Expiry}},
 		{name: "the lag is the age of the oldest due record",
-			due:  []machine.Due{{SlaveID: "applied-1", At: minutesAgo(7)}, {SlaveID: "dropped", At: minutesAgo(1)}, {SlaveID: "applied-2", At: minutesAgo(0)}},
+			due:  []machine.Due{{SlaveID: "applied-1", At: minutesAgo(7)}, {SlaveID: "dropped", At: minutesAgo(1)}, {SlaveID: "applied-2", At: minutesAgo(0) - 1}},
 			want: jobs.Result{Job: jobs.Expiry, Due: 3, Applied: 2, Dropped: 1, LagMillis: 7 * 60_000}},
 		{name: "a deferred record does not count as lag, a failed one does",
 			due:  []machine.Due{{SlaveID: "deferred", At: minutesAgo(60)}, {SlaveID: "failed", At: minutesAgo(2)}, {SlaveID: "superseded", At: minutesAgo(1)}},
@@ -90,8 +104,7 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			store := &dueStore{due: tt.due}
-			r := jobs.New(store, machine.Limits{}, time.Hour, lambdalog.New(&out, func(string) string { return "" }))
+			r := jobs.New(newRunStore(tt.due...), runLimits, time.Hour, lambdalog.New(&out, func(string) string { return "" }))
 			r.Metrics = m
 			r.Now = func() time.Time { return runAt }
 			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-expiry-1"})
@@ -173,8 +186,7 @@ func TestAnEventOfAnotherKindRunsNoJob(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := &dueStore{}
-			r := jobs.New(store, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			r := jobs.New(newRunStore(), runLimits, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
 			_, err := r.Handle(t.Context(), json.RawMessage(tt.event))
 			if err == nil || !strings.Contains(err.Error(), tt.kind) || !strings.Contains(err.Error(), "is not a scheduled event") {
 				t.Errorf("got %v, want an error naming %s", err, tt.kind)
@@ -195,7 +207,7 @@ func TestTheEventNamesItsJobByTheExactFieldName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.New(&dueStore{}, machine.Limits{}, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			r := jobs.New(newRunStore(), runLimits, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
 			r.Now = func() time.Time { return runAt }
 			got, err := r.Handle(t.Context(), json.RawMessage(tt.event))
 			if err != nil {

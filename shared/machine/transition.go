@@ -54,6 +54,23 @@ func LimitError(n, max int) error {
 	return fmt.Errorf("%w: %w", ErrOverLimit, fault.Invalid("%d slaves are already decommissioning state (%d allowed at once). Allow these slaves to finish before decommissioning another", n, max))
 }
 
+// MaxClockSkew bounds how far ahead of one instance's clock another's may be.
+const MaxClockSkew = time.Minute
+
+// AfterLimitChange returns the time of a change decided at at that enters or
+// leaves the decommissioning states, when the last change that did so took
+// effect at lastAt (0 when none has). Those changes are ordered by the
+// store's decommissioning set, so their times follow the order in which they
+// took effect even across instances whose clocks differ. A lastAt more than
+// MaxClockSkew ahead is not followed: it would push every later change into
+// the future.
+func AfterLimitChange(at, lastAt int64) int64 {
+	if lastAt >= at+MaxClockSkew.Milliseconds() {
+		return at
+	}
+	return max(at, lastAt+1)
+}
+
 // Change is a user's request to move a slave to Target.
 type Change struct {
 	SlaveID string

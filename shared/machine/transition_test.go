@@ -492,3 +492,27 @@ func TestUserChangeLeavesTheDescriptionUntouched(t *testing.T) {
 		t.Errorf("got %+v, want the description of %+v", s, before)
 	}
 }
+
+func TestAfterLimitChangeFollowsTheLastLimitChangeUnlessItIsBeyondAnyClock(t *testing.T) {
+	const at = int64(1_000_000)
+	skew := MaxClockSkew.Milliseconds()
+	tests := []struct {
+		name   string
+		lastAt int64
+		want   int64
+	}{
+		{"no change entered or left the states yet", 0, at},
+		{"a last change before this one leaves its time", at - 5, at},
+		{"a last change at the same time comes first", at, at + 1},
+		{"a last change ahead of this clock comes first", at + 30_000, at + 30_001},
+		{"a last change just within the skew is followed", at + skew - 1, at + skew},
+		{"a last change as far ahead as the skew is not followed", at + skew, at},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := AfterLimitChange(at, tt.lastAt); got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

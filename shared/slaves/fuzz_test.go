@@ -5,20 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -188,8 +185,7 @@ func checkErrorBody(t *testing.T, status int, body []byte) {
 	}
 }
 
-// actionID returns the body's actionId, which names a change request when
-// no Idempotency-Key does; "" when there is none or the body is not JSON.
+// fuzzPolicy is the access policy the mode byte names.
 func fuzzPolicy(mode byte) access.Policy {
 	if mode&3 == authOff {
 		return access.Policy{Mode: access.ModeNone}
@@ -208,31 +204,10 @@ func fuzzCaller(ctx context.Context, mode byte) context.Context {
 	return ctx
 }
 
-// fleet is slaves.Store in memory, with the semantics of the DynamoDB
-// adapter that the handlers rely on: a change is decided on a snapshot of
-// the slave and its expiring record and written whole under one lock, the
-// decommission limit is checked at the write, and a named change request's
-// outcome is remembered for machine.IdempotencyWindow.
-type fleet struct {
-	mu       sync.Mutex
-	slaves   map[string]machine.Slave
-	history  map[string][]machine.Update // oldest first
-	expiring map[string]machine.Expiring
-	receipts map[[2]string]receipt // by slave id and key
-}
-
-// receipt is the remembered outcome of a change request.
-type receipt struct {
-	fingerprint string
-	at          int64
-	outcome     error
-}
-
-// newFleet returns a fleet with a slave in every state; atLimit adds a
+// newFleet returns a store with a slave in every state; atLimit adds a
 // second decommissioning slave, which fills the limit of fuzzLimits.
-func newFleet(atLimit bool) *fleet {
-	f := &fleet{slaves: map[string]machine.Slave{}, history: map[string][]machine.Update{},
-		expiring: map[string]machine.Expiring{}, receipts: map[[2]string]receipt{}}
+func newFleet(atLimit bool) *memstore.Store {
+	store := memstore.New(0)
 	states := map[string]machine.State{activeID: machine.Active, frozenID: machine.Frozen, startingID: machine.StartingDecommission,
 		retiredID: machine.Decommissioned, deadID: machine.Dead, missingID: machine.MissingOnStartup}
 	if atLimit {
@@ -241,185 +216,11 @@ func newFleet(atLimit bool) *fleet {
 	for id, state := range states {
 		first := machine.Update{SlaveID: id, State: machine.Active, Timestamp: seededAt, Message: "New machine reported"}
 		current := machine.Update{SlaveID: id, State: state, Timestamp: seededAt + 60_000, User: "ops@example.com", Message: "seeded"}
-		f.slaves[id] = machine.Slave{ID: id, FirstSeenAt: seededAt, Current: current, Host: "node.example.com", RackID: "us-east-1a",
-			Attributes: map[string]string{"instance_type": "m5.4xlarge"}, Resources: json.RawMessage(`{"cpus":16,"mem":63000}`)}
-		f.history[id] = []machine.Update{first, current}
+		store.Put(machine.Slave{ID: id, FirstSeenAt: seededAt, Current: current, Host: "node.example.com", RackID: "us-east-1a",
+			Attributes: map[string]string{"instance_type": "m5.4xlarge"}, Resources: json.RawMessage(`{"cpus":16,"mem":63000}`)}, first, current)
 	}
-	f.expiring[frozenID] = machine.Expiring{MachineID: frozenID, User: "ops@example.com", StartMillis: seededAt + 60_000,
+	store.PutExpiring(machine.Expiring{MachineID: frozenID, User: "ops@example.com", StartMillis: seededAt + 60_000,
 		ActionID: "seeded-action", RevertTo: machine.Active,
-		Request: machine.ChangeRequest{DurationMillis: new(int64(3_600_000)), RevertToState: new(machine.Active)}}
-	return f
-}
-
-// copySlave returns s sharing nothing with the stored slave, as a store
-// read does.
-func copySlave(s machine.Slave) machine.Slave {
-	s.Attributes = maps.Clone(s.Attributes)
-	s.Resources = slices.Clone(s.Resources)
-	return s
-}
-
-func (f *fleet) Get(ctx context.Context, id string) (*machine.Slave, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.slaves[id]
-	if !ok {
-		return nil, nil
-	}
-	s = copySlave(s)
-	return &s, nil
-}
-
-func (f *fleet) List(ctx context.Context) ([]machine.Slave, error) {
-	return f.ListByState(ctx, "")
-}
-
-// ListByState lists the slaves in state, every slave for "", sorted by id.
-func (f *fleet) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []machine.Slave
-	for _, id := range slices.Sorted(maps.Keys(f.slaves)) {
-		if s := f.slaves[id]; state == "" || s.Current.State == state {
-			out = append(out, copySlave(s))
-		}
-	}
-	return out, nil
-}
-
-func (f *fleet) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := slices.Clone(f.history[id])
-	slices.Reverse(out)
-	return out[:min(len(out), max(limit, 0))], nil
-}
-
-func (f *fleet) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []machine.Expiring
-	for _, id := range slices.Sorted(maps.Keys(f.expiring)) {
-		if _, ok := f.slaves[id]; ok { // as the adapter, never a record of a deleted slave
-			out = append(out, f.expiring[id])
-		}
-	}
-	return out, nil
-}
-
-func (f *fleet) Apply(ctx context.Context, id string, decide machine.Decide) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.apply(id, decide)
-}
-
-// ApplyOnce answers a live receipt of once.Key instead of deciding again,
-// and refuses a key reused for another request, as the adapter does. Like
-// the adapter, it remembers successes and the refusals a decision makes.
-func (f *fleet) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key := [2]string{id, once.Key}
-	if r, ok := f.receipts[key]; ok && once.At-r.at < machine.IdempotencyWindow.Milliseconds() {
-		if r.fingerprint != once.Fingerprint {
-			return machine.ReusedKey(once.Key)
-		}
-		return r.outcome
-	}
-	err := f.apply(id, decide)
-	if once.Key != "" && (err == nil || refusal(err)) {
-		f.receipts[key] = receipt{fingerprint: once.Fingerprint, at: once.At, outcome: err}
-	}
-	return err
-}
-
-// refusal reports whether err is a decision's refusal, which a retry gets
-// again, rather than a failure worth trying again.
-func refusal(err error) bool {
-	switch fault.KindOf(err) {
-	case fault.KindInvalid, fault.KindNotFound, fault.KindConflict:
-		return true
-	}
-	return false
-}
-
-// apply decides on a snapshot and writes the plan whole; f.mu is held.
-func (f *fleet) apply(id string, decide machine.Decide) error {
-	var snap machine.Snapshot
-	if s, ok := f.slaves[id]; ok {
-		s = copySlave(s)
-		snap.Slave = &s
-	}
-	if e, ok := f.expiring[id]; ok {
-		snap.Expiring = &e
-	}
-	plan, err := decide(snap)
-	if err != nil || plan == nil {
-		return err
-	}
-	if plan.Entry == nil {
-		// A plan without an entry either drops the record or only
-		// describes the slave again (machine.Plan).
-		if plan.DropExpiring {
-			delete(f.expiring, id)
-		} else {
-			f.slaves[id] = copySlave(plan.Slave)
-		}
-		return nil
-	}
-	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
-	if plan.Limit > 0 && plan.Entry.State.CountsTowardLimit() && !was {
-		n := 0
-		for _, s := range f.slaves {
-			if s.Current.State.CountsTowardLimit() {
-				n++
-			}
-		}
-		if n >= plan.Limit {
-			return machine.LimitError(n, plan.Limit)
-		}
-	}
-	f.slaves[id] = copySlave(plan.Slave)
-	f.history[id] = append(f.history[id], *plan.Entry)
-	switch {
-	case plan.PutExpiring != nil:
-		f.expiring[id] = *plan.PutExpiring
-	case plan.DropExpiring:
-		delete(f.expiring, id)
-	}
-	return nil
-}
-
-func (f *fleet) Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.slaves[id]
-	if !ok || match != nil && !match(copySlave(s)) {
-		return false, nil
-	}
-	delete(f.slaves, id)
-	delete(f.history, id)
-	delete(f.expiring, id)
-	return true, nil
-}
-
-func (f *fleet) DeleteDead(ctx context.Context, before int64) (int, error) {
-	dead, _ := f.ListByState(ctx, machine.Dead)
-	n := 0
-	for _, s := range dead {
-		ok, _ := f.Delete(ctx, s.ID, func(s machine.Slave) bool {
-			return s.Current.State == machine.Dead && s.Current.Timestamp < before
-		})
-		if ok {
-			n++
-		}
-	}
-	return n, nil
-}
-
-func (f *fleet) DeleteExpiring(ctx context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.expiring, id)
-	return nil
+		Request: machine.ChangeRequest{DurationMillis: new(int64(3_600_000)), RevertToState: new(machine.Active)}})
+	return store
 }

@@ -6,18 +6,19 @@ import (
 	"testing"
 
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
 	"github.com/fleetops/fleet/shared/slaves"
 )
 
 // fleetWithHistory returns a fleet whose active slave has n history
 // entries, the newest with message "n-1".
-func fleetWithHistory(n int) *fleet {
+func fleetWithHistory(n int) *memstore.Store {
 	f := newFleet(false)
-	entries := make([]machine.Update, n)
-	for i := range entries {
-		entries[i] = machine.Update{SlaveID: activeID, State: machine.Active, Timestamp: seededAt + int64(i), Message: fmt.Sprint(i)}
+	history := make([]machine.Update, n)
+	for i := range history {
+		history[i] = machine.Update{SlaveID: activeID, State: machine.Active, Timestamp: seededAt + int64(i), Message: fmt.Sprint(i)}
 	}
-	f.history[activeID] = entries
+	f.Put(machine.Slave{ID: activeID, FirstSeenAt: seededAt, Current: history[n-1], RackID: "us-east-1a"}, history...)
 	return f
 }
 

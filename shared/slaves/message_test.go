@@ -8,17 +8,30 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetops/fleet/dev/apidoc"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// boundedRoutes serves the slave routes over fleet, as Lambda does; every
+// boundedRoutes serves the slave routes over f, as Lambda does; every
 // answer must match openapi.yaml.
-func boundedRoutes(t *testing.T, f *fleet) http.Handler {
+func boundedRoutes(t *testing.T, f *memstore.Store) http.Handler {
 	return apidoc.MustLoad(t).Recorder(t, web.Wrap(slaves.New(f, fuzzPolicy(authOff), fuzzLimits),
 		web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+}
+
+// entries returns the whole history of slave id in f, newest first.
+func entries(t *testing.T, f *memstore.Store, id string) []machine.Update {
+	t.Helper()
+	h, err := f.History(t.Context(), id, time.Now(), slaves.MaxHistoryLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func serve(h http.Handler, method, target, body string) *httptest.ResponseRecorder {
@@ -46,13 +59,13 @@ func TestChangeMessagesAreAtMost4096Characters(t *testing.T) {
 				if action == "activate" {
 					id = frozenID
 				}
-				before := len(f.history[id])
+				before := len(entries(t, f, id))
 				body, _ := json.Marshal(map[string]string{"message": tt.message})
 				rec := serve(boundedRoutes(t, f), "POST", "/api/slaves/slave/"+id+"/"+action, string(body))
 				if rec.Code != tt.status {
 					t.Fatalf("got %d %s, want %d", rec.Code, rec.Body, tt.status)
 				}
-				after := f.history[id]
+				after := entries(t, f, id)
 				if tt.status != 200 {
 					if want := `{"code":400,"message":"message must be at most 4096 characters"}`; rec.Body.String() != want {
 						t.Errorf("got %s, want %s", rec.Body, want)
@@ -62,7 +75,7 @@ func TestChangeMessagesAreAtMost4096Characters(t *testing.T) {
 					}
 					return
 				}
-				if len(after) != before+1 || after[len(after)-1].Message != tt.message {
+				if len(after) != before+1 || after[0].Message != tt.message {
 					t.Errorf("got %d entries, want one more holding the message", len(after))
 				}
 			})

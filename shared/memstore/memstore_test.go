@@ -1,0 +1,15 @@
+package memstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/shared/memstore"
+	"github.com/fleetops/fleet/shared/storetest"
+)
+
+func TestStoreKeepsTheContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T, historyRetention time.Duration) storetest.Store {
+		return memstore.New(historyRetention)
+	})
+}
