@@ -200,7 +200,7 @@ func storeWorstSlaves(t *testing.T, store *dynamo.Store) (string, []string) {
 	report := func(machines []string) {
 		t.Helper()
 		detail := `{"complete":false,"machines":[` + strings.Join(machines, ",") + `]}`
-		if res, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(ctx, json.RawMessage(detail)); err != nil || res.Failed > 0 {
+		if res, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(ctx, json.RawMessage(detail)); err != nil || res.Failed > 0 {
 			t.Fatalf("report: %+v, %v", res, err)
 		}
 	}

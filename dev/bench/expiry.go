@@ -43,7 +43,7 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	c := newCalls()
 	c.count(&cfg)
 	store := dynamo.New(dynamodb.NewFromConfig(cfg), benchTables, 90*24*time.Hour)
-	runner := jobs.New(store, machine.Limits{MaxDecommissioning: 2}, 7*24*time.Hour, e.quiet)
+	runner := jobs.New(store, machine.Limits{MaxDecommissioning: 2}, 7*24*time.Hour, e.quiet, nil)
 	start = time.Now()
 	res, err := runner.Expire(ctx)
 	if err != nil {

@@ -99,7 +99,7 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 		machines = append(machines, fmt.Sprintf(`{"id":%q,"host":"s%d.example.com","rackId":"us-east-1a","attributes":{},"resources":{"cpus":8},"runningTasks":0}`, id(n), n))
 	}
 	detail := `{"complete":false,"machines":[` + strings.Join(machines, ",") + `]}`
-	if _, err := inventory.New(store, machine.NoLossBrake, e.quiet).Handle(ctx, json.RawMessage(detail)); err != nil {
+	if _, err := inventory.New(store, machine.NoLossBrake, e.quiet, nil).Handle(ctx, json.RawMessage(detail)); err != nil {
 		return nil, fmt.Errorf("report the slaves: %w", err)
 	}
 	// The later sections share the tables: leave no slave behind, least of
@@ -153,7 +153,7 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	}
 	time.Sleep(10 * time.Millisecond)
 	c.take()
-	res, err := jobs.New(store, roundTripLimits, 0, e.quiet).Expire(ctx)
+	res, err := jobs.New(store, roundTripLimits, 0, e.quiet, nil).Expire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("expiry run: %w", err)
 	}

@@ -257,7 +257,7 @@ func (lc *linClient) one(t *testing.T, rnd *rand.Rand, id, tag string, start tim
 // told, and returns 200 when it was applied and 500 when it failed.
 func (lc *linClient) report(t *testing.T, id, host string, lost bool, at time.Time) int {
 	figures.requests.Add(1)
-	h := inventory.New(lc.store, machine.NoLossBrake, quiet)
+	h := inventory.New(lc.store, machine.NoLossBrake, quiet, nil)
 	h.Now = func() time.Time { return at }
 	detail := fmt.Sprintf(`{"machines":[{"id":%q,"host":%q,"rackId":"r1","lost":%v}]}`, id, host, lost)
 	if _, err := h.Handle(context.Background(), json.RawMessage(detail)); err != nil {

@@ -169,9 +169,9 @@ func newModelHarness(t *testing.T) *modelHarness {
 	sh.Now = clock.Now
 	srv := httptest.NewServer(checked(t, asUser(web.Wrap(sh, web.Options{Logger: quiet}))))
 	t.Cleanup(srv.Close)
-	inv := inventory.New(store, machine.DefaultLossBrake, quiet)
+	inv := inventory.New(store, machine.DefaultLossBrake, quiet, nil)
 	inv.Now = clock.Now
-	jobs := jobs.New(store, limits, time.Duration(modelConfig.deadRetention)*time.Millisecond, quiet)
+	jobs := jobs.New(store, limits, time.Duration(modelConfig.deadRetention)*time.Millisecond, quiet, nil)
 	jobs.Now = clock.Now
 	return &modelHarness{clock: clock, store: store, url: srv.URL, client: srv.Client(), inventory: inv, jobs: jobs, seen: map[string]int{}}
 }

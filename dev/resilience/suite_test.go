@@ -137,7 +137,7 @@ func report(t *testing.T, store inventory.Store, machines ...string) {
 	t.Helper()
 	figures.requests.Add(1)
 	detail := `{"complete":false,"machines":[` + strings.Join(machines, ",") + `]}`
-	if _, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(detail)); err != nil {
+	if _, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(detail)); err != nil {
 		t.Fatalf("report: %v", err)
 	}
 }

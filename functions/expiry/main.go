@@ -24,8 +24,6 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		runner := jobs.New(store, cfg.Limits, cfg.DeadSlaveRetention, s.Log)
-		runner.Metrics = s.Metrics
-		return runner.Handle, nil
+		return jobs.New(store, cfg.Limits, cfg.DeadSlaveRetention, s.Log, s.Metrics).Handle, nil
 	})
 }

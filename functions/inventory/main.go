@@ -23,8 +23,6 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		reports := inventory.New(store, cfg.LossBrake, s.Log)
-		reports.Metrics = s.Metrics
-		return reports.Handle, nil
+		return inventory.New(store, cfg.LossBrake, s.Log, s.Metrics).Handle, nil
 	})
 }

@@ -58,7 +58,7 @@ func FuzzHandle(f *testing.F) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	f.Fuzz(func(t *testing.T, event []byte) {
 		store := newFleet()
-		h := inventory.New(store, machine.DefaultLossBrake, quiet)
+		h := inventory.New(store, machine.DefaultLossBrake, quiet, nil)
 		res, err := h.Handle(context.Background(), event)
 		if !json.Valid(event) && err == nil {
 			t.Fatalf("got result %+v, want an error for an event that is not JSON", res)

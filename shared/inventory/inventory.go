@@ -34,22 +34,21 @@ type Store interface {
 
 // Handler applies machine reports.
 type Handler struct {
-	// Metrics receives the function's cold start, the losses the brake
-	// holds back and the throttled backend calls of each report; nil means
-	// no metrics.
-	Metrics *metrics.Emitter
 	// Now is the clock that reports are received by: time.Now unless a test
 	// sets another.
 	Now func() time.Time
 
-	store Store
-	brake machine.LossBrake
-	log   *slog.Logger
+	store   Store
+	brake   machine.LossBrake
+	log     *slog.Logger
+	metrics *metrics.Emitter
 }
 
-// New returns a report handler that holds mass losses back with brake.
-func New(store Store, brake machine.LossBrake, log *slog.Logger) *Handler {
-	return &Handler{store: store, brake: brake, log: log, Now: time.Now}
+// New returns a report handler that holds mass losses back with brake. m
+// receives the function's cold start, the losses the brake holds back and
+// the throttled backend calls of each report; nil means no metrics.
+func New(store Store, brake machine.LossBrake, log *slog.Logger, m *metrics.Emitter) *Handler {
+	return &Handler{store: store, brake: brake, log: log, metrics: m, Now: time.Now}
 }
 
 // Result counts what a report did.
@@ -91,7 +90,7 @@ type machineJSON struct {
 // skipped. A failure to store any machine fails the invocation so that
 // EventBridge retries it, which is safe because reports are idempotent.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
-	h.Metrics.Invocation()
+	h.metrics.Invocation()
 	ctx, calls := callcount.With(ctx)
 	now := h.Now().UnixMilli()
 	rep, at, err := parse(event, now)
@@ -148,7 +147,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		slog.Int("held", res.Held), slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
 	if throttled := calls.Throttled(); throttled > 0 {
 		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
-		h.Metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
+		h.metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
 	}
 	h.log.LogAttrs(ctx, slog.LevelInfo, "machine report applied", attrs...)
 	return res, errors.Join(errs...)
@@ -225,7 +224,7 @@ func (h *Handler) holdMassLoss(ctx context.Context, known []machine.Slave, obs [
 	h.log.WarnContext(ctx, "mass loss held: no machine of this report is marked DEAD; send the report again with confirmLoss if the loss is real",
 		"held", len(held), "live", live, "max_lost_fraction", h.brake.MaxFraction, "lost_window", h.brake.Window.String(),
 		"first_ids", held[:min(len(held), 10)])
-	h.Metrics.Emit(nil, metrics.Metric{Name: metrics.LossesHeld, Value: float64(len(held)), Unit: metrics.Count})
+	h.metrics.Emit(nil, metrics.Metric{Name: metrics.LossesHeld, Value: float64(len(held)), Unit: metrics.Count})
 	return len(held)
 }
 

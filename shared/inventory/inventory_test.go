@@ -23,7 +23,7 @@ import (
 
 func handle(t *testing.T, f *memstore.Store, report string) inventory.Result {
 	t.Helper()
-	res, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil))).Handle(context.Background(), json.RawMessage(report))
+	res, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil)), nil).Handle(context.Background(), json.RawMessage(report))
 	if err != nil {
 		t.Fatalf("report %s: %v", report, err)
 	}
@@ -68,8 +68,8 @@ func TestACompleteReportNeverTakesAnUnreadableEntryForAbsent(t *testing.T) {
 
 func TestAReportLogsItsSummaryWithTheInvocationsRequestIDAndCountsAColdStart(t *testing.T) {
 	var out bytes.Buffer // stdout: the log lines and the metrics documents, as in Lambda
-	h := inventory.New(newFleet(), machine.DefaultLossBrake, lambdalog.New(&out, func(string) string { return "" }))
-	h.Metrics, _ = metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")
+	m, _ := metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")
+	h := inventory.New(newFleet(), machine.DefaultLossBrake, lambdalog.New(&out, func(string) string { return "" }), m)
 	for _, id := range []string{"req-inv-1", "req-inv-2"} {
 		ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: id})
 		if _, err := h.Handle(ctx, json.RawMessage(`{"machines":[{"id":"S5","host":"a"},{"id":"S6","resources":[1]}]}`)); err != nil {
@@ -120,7 +120,7 @@ func TestAReportThatIsNotOneIsRefusedWholeAndChangesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := newFleet()
 			before := contents(t, f)
-			_, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil))).
+			_, err := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil)), nil).
 				Handle(context.Background(), json.RawMessage(report))
 			if err == nil {
 				t.Errorf("got no error, want the report refused")
@@ -151,7 +151,7 @@ func TestReportFieldsMatchOnlyTheirExactNames(t *testing.T) {
 
 func TestAReportFromTheFutureIsStampedWhenItIsReceived(t *testing.T) {
 	f := newFleet()
-	h := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	received := time.Now()
 	if _, err := h.Handle(context.Background(), json.RawMessage(event(received.Add(24*time.Hour), `{"machines":[{"id":"S6","host":"h"}]}`))); err != nil {
 		t.Fatal(err)
@@ -205,8 +205,8 @@ func TestTheMassLossBrake(t *testing.T) {
 		fleetOf(f, 20)
 		before := dead(t, f)
 		var out bytes.Buffer
-		h := inventory.New(f, machine.DefaultLossBrake, quiet)
-		h.Metrics, _ = metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")
+		m, _ := metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")
+		h := inventory.New(f, machine.DefaultLossBrake, quiet, m)
 		res, err := h.Handle(context.Background(), json.RawMessage(`{"complete":true,"machines":[]}`))
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +221,7 @@ func TestTheMassLossBrake(t *testing.T) {
 	t.Run("confirmLoss applies the loss", func(t *testing.T) {
 		f := newFleet()
 		ids := fleetOf(f, 20)
-		res, err := inventory.New(f, machine.DefaultLossBrake, quiet).
+		res, err := inventory.New(f, machine.DefaultLossBrake, quiet, nil).
 			Handle(context.Background(), json.RawMessage(`{"confirmLoss":true,"machines":[`+lostEntries(ids[:10])+`]}`))
 		if err != nil {
 			t.Fatal(err)
@@ -233,7 +233,7 @@ func TestTheMassLossBrake(t *testing.T) {
 	t.Run("a loss under the fraction is applied, and the window adds up the next reports", func(t *testing.T) {
 		f := newFleet()
 		ids := fleetOf(f, 24) // 28 live with the sample slaves: 20% is 5.6
-		h := inventory.New(f, machine.DefaultLossBrake, quiet)
+		h := inventory.New(f, machine.DefaultLossBrake, quiet, nil)
 		now := time.Now()
 		res, err := h.Handle(context.Background(), json.RawMessage(event(now, `{"machines":[`+lostEntries(ids[:4])+`]}`)))
 		if err != nil || res.Held != 0 {
@@ -249,7 +249,7 @@ func TestTheMassLossBrake(t *testing.T) {
 	})
 	t.Run("a small fleet is not braked", func(t *testing.T) {
 		f := newFleet() // 5 live slaves
-		res, err := inventory.New(f, machine.DefaultLossBrake, quiet).Handle(context.Background(), json.RawMessage(`{"complete":true,"machines":[]}`))
+		res, err := inventory.New(f, machine.DefaultLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(`{"complete":true,"machines":[]}`))
 		if err != nil || res.Held != 0 || res.Absent == 0 {
 			t.Errorf("got %+v, %v, want every absence applied", res, err)
 		}

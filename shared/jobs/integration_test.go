@@ -66,7 +66,7 @@ func run(m *testing.M) int {
 }
 
 func runner(db dynamo.API) *jobs.Runner {
-	return jobs.New(dynamo.New(db, tables, historyRetention), limits, deadRetention, quiet)
+	return jobs.New(dynamo.New(db, tables, historyRetention), limits, deadRetention, quiet, nil)
 }
 
 func expire(t *testing.T, r *jobs.Runner) jobs.Result {
@@ -104,7 +104,7 @@ func seed(t *testing.T, prefix string, n int) []string {
 		ids = append(ids, id)
 		machines = append(machines, fmt.Sprintf(`{"id":%q,"host":"node-%d.example.com","rackId":"us-east-1a"}`, id, i))
 	}
-	res, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(`{"machines":[`+strings.Join(machines, ",")+`]}`))
+	res, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(`{"machines":[`+strings.Join(machines, ",")+`]}`))
 	if err != nil || res.Failed > 0 {
 		t.Fatalf("report: %+v, %v", res, err)
 	}
@@ -399,7 +399,7 @@ func TestADeferredRevertStaysListedAndAppliesOnceASlotFrees(t *testing.T) {
 		}
 		taken += len(in)
 	}
-	full := jobs.New(store, machine.Limits{MaxDecommissioning: taken, MaxExpiring: limits.MaxExpiring}, deadRetention, quiet)
+	full := jobs.New(store, machine.Limits{MaxDecommissioning: taken, MaxExpiring: limits.MaxExpiring}, deadRetention, quiet, nil)
 	// Due an hour ago, and within an hour of being collected by TTL, as a
 	// record that has waited for a slot for most of a week would be.
 	putRecord(t, waiting, "STARTING_DECOMMISSION", time.Now().Add(-time.Hour).UnixMilli(), time.Now().Add(time.Hour))
@@ -461,7 +461,7 @@ func TestRetentionRemovesOnlyDeadSlavesPastIt(t *testing.T) {
 	// Reports dated in the past: a slave's history follows the report times.
 	reportAt := func(at time.Time, machines string) {
 		event := fmt.Sprintf(`{"detail-type":"Machine Report","time":%q,"detail":{"machines":[%s]}}`, at.UTC().Format(time.RFC3339), machines)
-		if res, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(event)); err != nil || res.Failed > 0 {
+		if res, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(event)); err != nil || res.Failed > 0 {
 			t.Fatalf("report: %+v, %v", res, err)
 		}
 	}

@@ -50,9 +50,6 @@ const margin = 10 * time.Second
 
 // Runner runs the jobs.
 type Runner struct {
-	// Metrics receives the function's cold start and each run's outcomes;
-	// nil means no metrics.
-	Metrics *metrics.Emitter
 	// Now is the clock: time.Now unless a test sets another.
 	Now func() time.Time
 
@@ -60,12 +57,15 @@ type Runner struct {
 	limits        machine.Limits
 	deadRetention time.Duration
 	log           *slog.Logger
+	metrics       *metrics.Emitter
 }
 
 // New returns a runner. limits.MaxDecommissioning applies to reverts into
-// STARTING_DECOMMISSION; deadRetention is how long a DEAD slave is kept.
-func New(store Store, limits machine.Limits, deadRetention time.Duration, log *slog.Logger) *Runner {
-	return &Runner{store: store, limits: limits, deadRetention: deadRetention, log: log, Now: time.Now}
+// STARTING_DECOMMISSION; deadRetention is how long a DEAD slave is kept. m
+// receives the function's cold start and each run's outcomes; nil means no
+// metrics.
+func New(store Store, limits machine.Limits, deadRetention time.Duration, log *slog.Logger, m *metrics.Emitter) *Runner {
+	return &Runner{store: store, limits: limits, deadRetention: deadRetention, log: log, metrics: m, Now: time.Now}
 }
 
 // Result says what one run did. It is both the invocation's response and
@@ -125,7 +125,7 @@ func (e event) foreign() string {
 // schedule sends, and when the job could not run at all; records that fail
 // are counted, logged and retried by the next run.
 func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error) {
-	r.Metrics.Invocation()
+	r.metrics.Invocation()
 	var e event
 	if err := exactjson.Unmarshal(raw, &e); err != nil {
 		return Result{}, fmt.Errorf("scheduled event is not a JSON object: %w", err)
@@ -268,5 +268,5 @@ func (r *Runner) report(ctx context.Context, res Result, calls *callcount.Counte
 	if throttled > 0 {
 		ms = append(ms, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
 	}
-	r.Metrics.Emit(nil, ms...)
+	r.metrics.Emit(nil, ms...)
 }

@@ -104,8 +104,7 @@ func TestARunReportsItsOutcomesAndLagOnceInTheLogAndTheMetrics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := jobs.New(newRunStore(tt.due...), runLimits, time.Hour, lambdalog.New(&out, func(string) string { return "" }))
-			r.Metrics = m
+			r := jobs.New(newRunStore(tt.due...), runLimits, time.Hour, lambdalog.New(&out, func(string) string { return "" }), m)
 			r.Now = func() time.Time { return runAt }
 			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-expiry-1"})
 
@@ -186,7 +185,7 @@ func TestAnEventOfAnotherKindRunsNoJob(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.New(newRunStore(), runLimits, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			r := jobs.New(newRunStore(), runLimits, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }), nil)
 			_, err := r.Handle(t.Context(), json.RawMessage(tt.event))
 			if err == nil || !strings.Contains(err.Error(), tt.kind) || !strings.Contains(err.Error(), "is not a scheduled event") {
 				t.Errorf("got %v, want an error naming %s", err, tt.kind)
@@ -207,7 +206,7 @@ func TestTheEventNamesItsJobByTheExactFieldName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := jobs.New(newRunStore(), runLimits, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }))
+			r := jobs.New(newRunStore(), runLimits, time.Hour, lambdalog.New(io.Discard, func(string) string { return "" }), nil)
 			r.Now = func() time.Time { return runAt }
 			got, err := r.Handle(t.Context(), json.RawMessage(tt.event))
 			if err != nil {

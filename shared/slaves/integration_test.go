@@ -112,7 +112,7 @@ func seed(t *testing.T, prefix string, n int) []string {
 
 func report(t *testing.T, detail string) inventory.Result {
 	t.Helper()
-	res, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(detail))
+	res, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(detail))
 	if err != nil {
 		t.Fatalf("report: %v", err)
 	}
