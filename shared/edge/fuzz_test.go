@@ -204,11 +204,20 @@ func (s *routesStore) Get(ctx context.Context, id string) (*machine.Slave, error
 	return nil, nil
 }
 
-func (s *routesStore) List(ctx context.Context) ([]machine.Slave, error) {
-	return s.ListByState(ctx, "")
+func (s *routesStore) List(ctx context.Context, each func(machine.Slave) error) error {
+	return s.ListByState(ctx, "", each)
 }
 
-func (s *routesStore) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
+func (s *routesStore) ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error {
+	for _, sl := range s.inState(state) {
+		if err := each(sl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *routesStore) inState(state machine.State) []machine.Slave {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []machine.Slave
@@ -217,7 +226,7 @@ func (s *routesStore) ListByState(ctx context.Context, state machine.State) ([]m
 			out = append(out, sl)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (s *routesStore) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
@@ -258,7 +267,7 @@ func (s *routesStore) Delete(ctx context.Context, id string, match func(machine.
 }
 
 func (s *routesStore) DeleteDead(ctx context.Context, before int64) (int, error) {
-	dead, _ := s.ListByState(ctx, machine.Dead)
+	dead := s.inState(machine.Dead)
 	for _, sl := range dead {
 		s.Delete(ctx, sl.ID, nil)
 	}

@@ -148,14 +148,19 @@ func changes(before, after fleetState) []string {
 	return out
 }
 
-func (f *fleet) List(ctx context.Context) ([]machine.Slave, error) {
+func (f *fleet) List(ctx context.Context, each func(machine.Slave) error) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	var out []machine.Slave
 	for _, id := range slices.Sorted(maps.Keys(f.slaves)) {
 		out = append(out, f.slaves[id])
 	}
-	return out, nil
+	f.mu.Unlock()
+	for _, s := range out {
+		if err := each(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *fleet) Apply(ctx context.Context, id string, decide machine.Decide) error {

@@ -270,12 +270,21 @@ func (f *fleet) Get(ctx context.Context, id string) (*machine.Slave, error) {
 	return &s, nil
 }
 
-func (f *fleet) List(ctx context.Context) ([]machine.Slave, error) {
-	return f.ListByState(ctx, "")
+func (f *fleet) List(ctx context.Context, each func(machine.Slave) error) error {
+	return f.ListByState(ctx, "", each)
 }
 
 // ListByState lists the slaves in state, every slave for "", sorted by id.
-func (f *fleet) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
+func (f *fleet) ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error {
+	for _, s := range f.inState(state) {
+		if err := each(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fleet) inState(state machine.State) []machine.Slave {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []machine.Slave
@@ -284,7 +293,7 @@ func (f *fleet) ListByState(ctx context.Context, state machine.State) ([]machine
 			out = append(out, copySlave(s))
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (f *fleet) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
@@ -404,7 +413,7 @@ func (f *fleet) Delete(ctx context.Context, id string, match func(machine.Slave)
 }
 
 func (f *fleet) DeleteDead(ctx context.Context, before int64) (int, error) {
-	dead, _ := f.ListByState(ctx, machine.Dead)
+	dead := f.inState(machine.Dead)
 	n := 0
 	for _, s := range dead {
 		ok, _ := f.Delete(ctx, s.ID, func(s machine.Slave) bool {
