@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/dev/apidoc"
+	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
@@ -185,6 +186,57 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		})
 	}
 	t.Logf("all in %v", time.Since(started).Round(time.Millisecond))
+}
+
+// fleetSize is the largest fleet the slave list is sized for.
+const fleetSize = 100_000
+
+// TestBoundsHoldOnAFleetOf100000Slaves lists fleetSize slaves through the
+// real SlavesFunction binary at the template's memory size, with and
+// without gzip: the whole fleet compressed, its longest prefix that fits
+// otherwise, and never more memory than the function has. The slaves table
+// is an in-memory one that pages a parallel Scan as DynamoDB does
+// (fleettable): the emulator takes seconds per page on a table this large.
+func TestBoundsHoldOnAFleetOf100000Slaves(t *testing.T) {
+	ctx := context.Background()
+	local, err := stack.Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	table, err := fleettable.New(fleettable.Items(fleetSize, 100), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(table)
+	defer srv.Close()
+	cfg, err := local.Template.FunctionConfig("SlavesFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: cfg.MemorySize,
+		Env: functionEnv(t, local, "SlavesFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
+	fn.Env["AWS_ENDPOINT_URL_DYNAMODB"] = srv.URL
+	doc := apidoc.MustLoad(t)
+	for _, gz := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gzip %v", gz), func(t *testing.T) {
+			a := invokeRoute(t, fn, doc, "GET", "/api/slaves", "", gz)
+			// All of it compresses to 1.5 MB; 36 MB of JSON do not fit
+			// without.
+			a.wantArray(t, fleetSize, !gz)
+			var ids []struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(a.body, &ids); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range ids {
+				if want := fmt.Sprintf("fleet-%06d", i); s.ID != want {
+					t.Fatalf("got %s at %d, want %s: every slave once, in id order", s.ID, i, want)
+				}
+			}
+		})
+	}
 }
 
 // storeWorstSlaves stores, through the same handlers the functions use, a
@@ -394,8 +446,8 @@ func invokeRoute(t *testing.T, fn lambdarun.Function, doc *apidoc.Doc, method, t
 	if err := doc.Check(req, a.status, a.header, wire); err != nil {
 		t.Errorf("%s %s: answer does not match %s: %v", method, target, apidoc.File, err)
 	}
-	t.Logf("%s %s, gzip %v: %d, %d bytes of response, %s %s of %s", method, target, gz, a.status, len(res.Response),
-		a.header.Get(web.TruncatedHeader), a.header.Get(web.CountHeader), a.header.Get(web.TotalHeader))
+	t.Logf("%s %s, gzip %v: %d, %d bytes of response, %s %s of %s; %s", method, target, gz, a.status, len(res.Response),
+		a.header.Get(web.TruncatedHeader), a.header.Get(web.CountHeader), a.header.Get(web.TotalHeader), res.Report(fn.MemorySize))
 	return a
 }
 

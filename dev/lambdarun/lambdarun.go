@@ -76,6 +76,9 @@ type Result struct {
 	// MaxMemory is the process's peak resident memory, in bytes (0 when the
 	// system does not tell).
 	MaxMemory int64
+	// CPU is the processor time the process used, user and system, from
+	// its start to its end.
+	CPU time.Duration
 }
 
 // Handler is the time the function spent on the event itself.
@@ -187,8 +190,11 @@ func (f Function) Invoke(ctx context.Context, event []byte) (Result, error) {
 	res.MaxMemory = peakMemory(cmd.Process.Pid)
 	_ = cmd.Process.Kill()
 	<-exited
-	if res.MaxMemory == 0 && cmd.ProcessState != nil {
-		res.MaxMemory = maxRSS(cmd.ProcessState)
+	if cmd.ProcessState != nil {
+		res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		if res.MaxMemory == 0 {
+			res.MaxMemory = maxRSS(cmd.ProcessState)
+		}
 	}
 	if limit := int64(f.MemorySize) << 20; err == nil && res.MaxMemory > limit {
 		res.Response = nil

@@ -245,7 +245,11 @@ func (h *modelHarness) newWorld(t *rapid.T) *world {
 // places they hold, into the model: they count for the limit, the brake and
 // complete reports.
 func (w *world) loadForeign(t *rapid.T) {
-	all, err := w.h.store.List(context.Background())
+	var all []machine.Slave
+	err := w.h.store.List(context.Background(), func(s machine.Slave) error {
+		all = append(all, s)
+		return nil
+	})
 	if err != nil {
 		t.Fatalf("list slaves: %v", err)
 	}

@@ -137,12 +137,18 @@ func (s *Store) batchDelete(ctx context.Context, table string, keys []map[string
 // ms before, with its history and expiring record, 8 at a time, and returns
 // how many it removed. A slave that leaves DEAD in the meantime is kept.
 func (s *Store) DeleteDead(ctx context.Context, before int64) (int, error) {
-	dead, err := s.ListByState(ctx, machine.Dead)
-	if err != nil {
-		return 0, err
-	}
 	match := func(sl machine.Slave) bool {
 		return sl.Current.State == machine.Dead && sl.Current.Timestamp < before
+	}
+	var dead []string
+	err := s.ListByState(ctx, machine.Dead, func(sl machine.Slave) error {
+		if match(sl) {
+			dead = append(dead, sl.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	var (
 		mu      sync.Mutex
@@ -151,12 +157,9 @@ func (s *Store) DeleteDead(ctx context.Context, before int64) (int, error) {
 		g       errgroup.Group
 	)
 	g.SetLimit(8)
-	for _, sl := range dead {
-		if !match(sl) {
-			continue
-		}
+	for _, id := range dead {
 		g.Go(func() error {
-			ok, err := s.Delete(ctx, sl.ID, match)
+			ok, err := s.Delete(ctx, id, match)
 			mu.Lock()
 			defer mu.Unlock()
 			if ok {

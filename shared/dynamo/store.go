@@ -89,12 +89,25 @@ func (s *Store) Get(ctx context.Context, id string) (*machine.Slave, error) {
 	return decodeSlave(out.Item)
 }
 
-// List returns every slave, sorted by id. It scans the table in parallel
-// segments.
-func (s *Store) List(ctx context.Context) ([]machine.Slave, error) {
+// List calls each with every slave, one at a time, in no particular order.
+// It scans the table in parallel segments, holding no more than a page of
+// each while each works, and stops at the first error, each's included,
+// which it returns.
+func (s *Store) List(ctx context.Context, each func(machine.Slave) error) error {
 	const segments = 8
-	parts := make([][]machine.Slave, segments)
-	errs := make([]error, segments)
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan []machine.Slave)
+	// The first error stops every segment; theirs that follow only say so.
+	var failed error
+	var once sync.Once
+	fail := func(err error) {
+		once.Do(func() {
+			failed = err
+			cancel()
+		})
+	}
 	var wg sync.WaitGroup
 	for seg := range segments {
 		wg.Go(func() {
@@ -103,34 +116,52 @@ func (s *Store) List(ctx context.Context) ([]machine.Slave, error) {
 			for p.HasMorePages() {
 				out, err := p.NextPage(ctx)
 				if err != nil {
-					errs[seg] = translate("scan slaves", err)
+					fail(translate("scan slaves", err))
 					return
 				}
-				for _, item := range out.Items {
-					slave, err := decodeSlave(item)
-					if err != nil {
-						errs[seg] = err
-						return
-					}
-					if slave != nil {
-						parts[seg] = append(parts[seg], *slave)
-					}
+				page, err := decodeSlaves(out.Items)
+				if err != nil {
+					fail(err)
+					return
+				}
+				select {
+				case pages <- page:
+				case <-ctx.Done():
+					return
 				}
 			}
 		})
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	go func() {
+		wg.Wait()
+		close(pages)
+	}()
+	var stop error
+	for page := range pages {
+		for _, slave := range page {
+			if stop == nil {
+				stop = each(slave)
+			}
+		}
+		if stop != nil {
+			cancel() // and drain the pages already sent
+		}
 	}
-	all := slices.Concat(parts...)
-	slices.SortFunc(all, func(a, b machine.Slave) int { return strings.Compare(a.ID, b.ID) })
-	return all, nil
+	if stop != nil {
+		return stop
+	}
+	if failed != nil {
+		return failed
+	}
+	// A segment that saw the request end while it waited to hand over a
+	// page stops without an error of its own: the list is not whole.
+	return translate("scan slaves", parent.Err())
 }
 
-// ListByState returns the slaves in state, sorted by id, from the ByState
-// index: it reads only slaves in that state.
-func (s *Store) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
+// ListByState calls each with the slaves in state, one at a time, in id
+// order, from the ByState index: it reads only slaves in that state. It
+// stops at the first error, each's included, which it returns.
+func (s *Store) ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error {
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.tables.Slaves,
 		IndexName:                 aws.String(byStateIndex),
@@ -138,24 +169,23 @@ func (s *Store) ListByState(ctx context.Context, state machine.State) ([]machine
 		ExpressionAttributeNames:  map[string]string{"#s": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":s": str(string(state))},
 	}
-	var slaves []machine.Slave
 	p := dynamodb.NewQueryPaginator(s.db, in)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, translate("query slaves in "+string(state), err)
+			return translate("query slaves in "+string(state), err)
 		}
-		for _, item := range out.Items {
-			slave, err := decodeSlave(item)
-			if err != nil {
-				return nil, err
-			}
-			if slave != nil {
-				slaves = append(slaves, *slave)
+		page, err := decodeSlaves(out.Items)
+		if err != nil {
+			return err
+		}
+		for _, slave := range page {
+			if err := each(slave); err != nil {
+				return err
 			}
 		}
 	}
-	return slaves, nil
+	return nil
 }
 
 // History returns the newest limit entries of the slave's history at now,
@@ -663,6 +693,22 @@ func decodeSlave(item map[string]types.AttributeValue) (*machine.Slave, error) {
 	}
 	s := r.slave()
 	return &s, nil
+}
+
+// decodeSlaves decodes a page of the slaves table, leaving out the item
+// that is not a slave.
+func decodeSlaves(items []map[string]types.AttributeValue) ([]machine.Slave, error) {
+	slaves := make([]machine.Slave, 0, len(items))
+	for _, item := range items {
+		slave, err := decodeSlave(item)
+		if err != nil {
+			return nil, err
+		}
+		if slave != nil {
+			slaves = append(slaves, *slave)
+		}
+	}
+	return slaves, nil
 }
 
 func isCancelled(err error) bool {

@@ -109,15 +109,14 @@ type fleetState struct {
 func contents(t *testing.T, store *memstore.Store) fleetState {
 	t.Helper()
 	s := fleetState{Slaves: map[string]machine.Slave{}, History: map[string][]machine.Update{}, Expiring: map[string]machine.Expiring{}}
-	slaves, err := store.List(t.Context())
+	err := store.List(t.Context(), func(sl machine.Slave) error {
+		s.Slaves[sl.ID] = sl
+		var err error
+		s.History[sl.ID], err = store.History(t.Context(), sl.ID, time.Now(), math.MaxInt)
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, sl := range slaves {
-		s.Slaves[sl.ID] = sl
-		if s.History[sl.ID], err = store.History(t.Context(), sl.ID, time.Now(), math.MaxInt); err != nil {
-			t.Fatal(err)
-		}
 	}
 	records, err := store.ListExpiring(t.Context(), time.UnixMilli(0)) // at the epoch, no record is past its retention
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,9 @@ const DetailType = "Machine Report"
 
 // Store is what reports need from storage.
 type Store interface {
-	List(ctx context.Context) ([]machine.Slave, error)
+	// List calls each with every slave, one at a time, and stops at the
+	// first error, each's included, which it returns.
+	List(ctx context.Context, each func(machine.Slave) error) error
 	Apply(ctx context.Context, id string, decide machine.Decide) error
 }
 
@@ -125,7 +128,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		obs = append(obs, o)
 	}
 	if rep.Complete || slices.ContainsFunc(obs, func(o machine.Observation) bool { return o.Lost }) {
-		known, err := h.store.List(ctx)
+		known, err := h.known(ctx)
 		if err != nil {
 			return res, err
 		}
@@ -205,6 +208,17 @@ func parse(event json.RawMessage, now int64) (parsed, int64, error) {
 		p.entries[i] = entry{observation: o, err: err}
 	}
 	return p, at, nil
+}
+
+// known returns every slave, sorted by id.
+func (h *Handler) known(ctx context.Context) ([]machine.Slave, error) {
+	var all []machine.Slave
+	err := h.store.List(ctx, func(s machine.Slave) error {
+		all = append(all, s)
+		return nil
+	})
+	slices.SortFunc(all, func(a, b machine.Slave) int { return strings.Compare(a.ID, b.ID) })
+	return all, err
 }
 
 // holdMassLoss has the brake hold the losses among obs when it refuses

@@ -129,14 +129,32 @@ func (s *Store) Get(ctx context.Context, id string) (*machine.Slave, error) {
 	return &slave, nil
 }
 
-// List returns every slave, sorted by id.
-func (s *Store) List(ctx context.Context) ([]machine.Slave, error) {
-	return s.list(ctx, func(machine.Slave) bool { return true })
+// List calls each with every slave, one at a time; dynamo's order is no
+// order, and this one is by id. It stops at the first error, each's
+// included, which it returns.
+func (s *Store) List(ctx context.Context, each func(machine.Slave) error) error {
+	return s.each(ctx, func(machine.Slave) bool { return true }, each)
 }
 
-// ListByState returns the slaves in state, sorted by id.
-func (s *Store) ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error) {
-	return s.list(ctx, func(sl machine.Slave) bool { return sl.Current.State == state })
+// ListByState calls each with the slaves in state, one at a time, in id
+// order. It stops at the first error, each's included, which it returns.
+func (s *Store) ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error {
+	return s.each(ctx, func(sl machine.Slave) bool { return sl.Current.State == state }, each)
+}
+
+// each calls f with the slaves keep accepts, in id order, from a copy taken
+// under the lock, so that f may use the store.
+func (s *Store) each(ctx context.Context, keep func(machine.Slave) bool, f func(machine.Slave) error) error {
+	list, err := s.list(ctx, keep)
+	if err != nil {
+		return err
+	}
+	for _, sl := range list {
+		if err := f(sl); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *Store) list(ctx context.Context, keep func(machine.Slave) bool) ([]machine.Slave, error) {
@@ -488,7 +506,7 @@ func (s *Store) Delete(ctx context.Context, id string, match func(machine.Slave)
 // ms before, with its history and expiring record, and returns how many it
 // removed. A slave that leaves DEAD in the meantime is kept.
 func (s *Store) DeleteDead(ctx context.Context, before int64) (int, error) {
-	dead, err := s.ListByState(ctx, machine.Dead)
+	dead, err := s.list(ctx, func(sl machine.Slave) bool { return sl.Current.State == machine.Dead })
 	if err != nil {
 		return 0, err
 	}

@@ -24,8 +24,10 @@ import (
 // Store is what the handlers need from storage.
 type Store interface {
 	Get(ctx context.Context, id string) (*machine.Slave, error)
-	List(ctx context.Context) ([]machine.Slave, error)
-	ListByState(ctx context.Context, state machine.State) ([]machine.Slave, error)
+	// List and ListByState call each with the slaves, one at a time, and
+	// stop at the first error, each's included, which they return.
+	List(ctx context.Context, each func(machine.Slave) error) error
+	ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error
 	History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error)
 	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
 	ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error
@@ -111,25 +113,21 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, r, err)
 		return
 	}
-	var slaves []machine.Slave
+	var list encodedList
 	var err error
 	if q := r.URL.Query().Get("state"); q != "" {
 		var state machine.State
 		if state, err = machine.ParseQuery(q); err == nil {
-			slaves, err = h.store.ListByState(r.Context(), state)
+			err = h.store.ListByState(r.Context(), state, list.add)
 		}
 	} else {
-		slaves, err = h.store.List(r.Context())
+		err = h.store.List(r.Context(), list.add)
 	}
 	if err != nil {
 		web.Error(w, r, err)
 		return
 	}
-	out := make([]slaveJSON, len(slaves))
-	for i, s := range slaves {
-		out[i] = toSlaveJSON(s)
-	}
-	web.JSON(w, http.StatusOK, out)
+	web.JSON(w, http.StatusOK, list.sorted())
 }
 
 func (h *Handler) details(r *http.Request) (slaveJSON, error) {

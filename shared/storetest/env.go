@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,6 +147,35 @@ func (e *env) expiring(at int64) []machine.Expiring {
 }
 
 // wantIDs checks that a list holds the slaves ids, in that order.
+// all collects what a listing calls back with, sorted by id: List has no
+// order of its own.
+func all(list func(ctx context.Context, each func(machine.Slave) error) error, ctx context.Context) ([]machine.Slave, error) {
+	var out []machine.Slave
+	err := list(ctx, func(s machine.Slave) error {
+		out = append(out, s)
+		return nil
+	})
+	slices.SortFunc(out, func(a, b machine.Slave) int { return strings.Compare(a.ID, b.ID) })
+	return out, err
+}
+
+// list is every slave, by id.
+func (e *env) list() ([]machine.Slave, error) { return all(e.s.List, e.ctx()) }
+
+// inState is the slaves in state, by id, as ListByState calls back with
+// them (it must call back in id order).
+func (e *env) inState(state machine.State) ([]machine.Slave, error) {
+	var out []machine.Slave
+	err := e.s.ListByState(e.ctx(), state, func(s machine.Slave) error {
+		out = append(out, s)
+		return nil
+	})
+	if !slices.IsSortedFunc(out, func(a, b machine.Slave) int { return strings.Compare(a.ID, b.ID) }) {
+		e.t.Errorf("ListByState(%s) called back out of id order", state)
+	}
+	return out, err
+}
+
 func (e *env) wantIDs(list []machine.Slave, err error) func(ids ...string) {
 	return func(ids ...string) {
 		e.t.Helper()

@@ -83,15 +83,15 @@ var cases = []struct {
 			e.report(id)
 		}
 		e.must(e.change("S2", machine.Frozen, e.at+1))
-		e.wantIDs(e.s.List(e.ctx()))("S1", "S2", "S3")
-		e.wantIDs(e.s.ListByState(e.ctx(), machine.Active))("S1", "S3")
-		e.wantIDs(e.s.ListByState(e.ctx(), machine.Frozen))("S2")
-		e.wantIDs(e.s.ListByState(e.ctx(), machine.Dead))()
+		e.wantIDs(e.list())("S1", "S2", "S3")
+		e.wantIDs(e.inState(machine.Active))("S1", "S3")
+		e.wantIDs(e.inState(machine.Frozen))("S2")
+		e.wantIDs(e.inState(machine.Dead))()
 	}},
 	{name: "the decommissioning set is not a slave", run: func(e *env) {
 		e.report("S1")
 		e.must(e.change("S1", machine.StartingDecommission, e.at+1))
-		e.wantIDs(e.s.List(e.ctx()))("S1")
+		e.wantIDs(e.list())("S1")
 		if got := e.get("#decommissioning"); got != nil {
 			e.t.Errorf("got %+v, want no slave", got)
 		}
@@ -339,7 +339,7 @@ var cases = []struct {
 			e.report(id)
 			e.must(e.s.Apply(e.ctx(), id, machine.UserChange(e.userChange(id, machine.StartingDecommission, e.at+1), machine.Limits{})))
 		}
-		e.wantIDs(e.s.ListByState(e.ctx(), machine.StartingDecommission))("S1", "S2", "S3")
+		e.wantIDs(e.inState(machine.StartingDecommission))("S1", "S2", "S3")
 	}},
 	{name: "entering or leaving the decommissioning states is stamped after the last change that did", run: func(e *env) {
 		e.report("S1")
@@ -448,7 +448,7 @@ var cases = []struct {
 		once := machine.Idempotency{Key: "k1", Fingerprint: "freeze", At: e.at}
 		e.must(e.s.ApplyOnce(e.ctx(), "S1", once, machine.UserChange(e.userChange("S1", machine.Frozen, e.at+1), limits)))
 		e.must(e.s.ApplyOnce(e.ctx(), "S2", once, machine.UserChange(e.userChange("S2", machine.Frozen, e.at+1), limits)))
-		e.wantIDs(e.s.ListByState(e.ctx(), machine.Frozen))("S1", "S2")
+		e.wantIDs(e.inState(machine.Frozen))("S1", "S2")
 	}},
 	{name: "a failure that is not a refusal is not remembered", run: func(e *env) {
 		e.report("S1")
@@ -616,7 +616,7 @@ var cases = []struct {
 		if n != 1 {
 			e.t.Errorf("got %d removed, want 1", n)
 		}
-		e.wantIDs(e.s.List(e.ctx()))("S2", "S3")
+		e.wantIDs(e.list())("S2", "S3")
 		if n, err := e.s.DeleteDead(e.ctx(), e.at+5*60_000); n != 0 || err != nil {
 			e.t.Errorf("again: got %d, %v, want none removed", n, err)
 		}
@@ -692,7 +692,7 @@ var cases = []struct {
 		done := e.concurrently(len(ids), func(i int) error {
 			return e.change(ids[i], machine.StartingDecommission, e.at+1)
 		})
-		in, err := e.s.ListByState(e.ctx(), machine.StartingDecommission)
+		in, err := e.inState(machine.StartingDecommission)
 		e.must(err)
 		if done > limits.MaxDecommissioning || len(in) != done || done == 0 {
 			e.t.Errorf("got %d decommissions done and %d slaves decommissioning, want the same number, 1 to %d", done, len(in), limits.MaxDecommissioning)

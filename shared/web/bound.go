@@ -101,10 +101,14 @@ func isJSON(h http.Header) bool {
 // array is a JSON array body split into its top-level elements: body[:open]
 // is everything up to the opening bracket, element i ends at ends[i] (just
 // past its last byte), and the bytes between two elements hold the comma.
+// An answer held as elements has no body: elems encodes it again, and size
+// is its length.
 type array struct {
-	body []byte
-	open int
-	ends []int
+	body  []byte
+	elems elements
+	open  int
+	ends  []int
+	size  int
 }
 
 // parseArray splits body, or reports that it is not an array. It trusts
@@ -115,7 +119,7 @@ func parseArray(body []byte) (array, bool) {
 	if i == len(body) || body[i] != '[' {
 		return array{}, false
 	}
-	a := array{body: body, open: i + 1}
+	a := array{body: body, open: i + 1, size: len(body)}
 	depth, inString, escaped := 0, false, false
 	last := -1 // offset past the last byte of the current element; -1 before one starts
 	for i++; i < len(body); i++ {
@@ -173,10 +177,33 @@ func skipSpace(b []byte, i int) int {
 // bracket for k = 0): with a closing bracket, the array of the first k
 // elements.
 func (a array) head(k int) []byte {
+	return a.body[:a.headSize(k)]
+}
+
+// headSize is the length of head(k).
+func (a array) headSize(k int) int {
 	if k == 0 {
-		return a.body[:a.open]
+		return a.open
 	}
-	return a.body[:a.ends[k-1]]
+	return a.ends[k-1]
+}
+
+// compressHead returns the gzip form of the array of the first k elements,
+// or nil when it is longer than limit.
+func (a array) compressHead(limit, k int) []byte {
+	c := newCompressor(limit)
+	defer c.release()
+	var err error
+	if a.elems != nil {
+		err = writeHead(c, a.elems, k)
+	} else {
+		_, err = c.Write(a.head(k))
+	}
+	if err != nil {
+		return nil
+	}
+	out, _ := c.finish(closing)
+	return out
 }
 
 // next returns the bytes that extend head(k) to head(k+1).
@@ -184,7 +211,7 @@ func (a array) next(k int) []byte {
 	return a.body[len(a.head(k)):a.ends[k]]
 }
 
-var closing = []byte("]")
+var opening, closing = []byte("["), []byte("]")
 
 // prefix returns the array of the first k elements, in a new slice.
 func (a array) prefix(k int) []byte {
@@ -232,9 +259,9 @@ func (a array) plainPrefix(h http.Header) fitted {
 // first probe ends two chunks before read.
 func (a array) gzipPrefix(read int) fitted {
 	type known struct{ k, raw, z int } // prefix of k elements, raw and gzip sizes
-	best, _, _ := compress(maxGzip, a.head(0), closing)
+	best := a.compressHead(maxGzip, 0)
 	lo := known{0, a.open + 1, len(best)}
-	hi := known{len(a.ends), len(a.body), maxGzip + 1}
+	hi := known{len(a.ends), a.size, maxGzip + 1}
 	if r := sort.Search(len(a.ends), func(i int) bool { return a.ends[i] >= read }); r < len(a.ends) {
 		hi = known{r + 1, a.ends[r] + 1, maxGzip + 1}
 	}
@@ -247,9 +274,9 @@ func (a array) gzipPrefix(read int) fitted {
 	for hi.k-lo.k > 1 {
 		width := hi.k - lo.k
 		m = min(max(m, lo.k+1), hi.k-1)
-		raw := len(a.head(m)) + 1
+		raw := a.headSize(m) + 1
 		// Past twice the limit a size only needs to be known as large.
-		z, _, _ := compress(2*maxGzip, a.head(m), closing)
+		z := a.compressHead(2*maxGzip, m)
 		if size := cmp.Or(len(z), 2*maxGzip); size <= maxGzip {
 			lo, best = known{m, raw, size}, z
 		} else {
@@ -273,34 +300,77 @@ func (a array) gzipPrefix(read int) fitted {
 // compressChunk is how much a compressor is handed at a time.
 const compressChunk = 64 << 10
 
-// writeChunks writes data to zw in chunks and returns how much of it was
-// read when a write failed (the end of that chunk), or len(data).
-func writeChunks(zw *gzip.Writer, data []byte) (int, error) {
-	for from := 0; from < len(data); from += compressChunk {
-		to := min(from+compressChunk, len(data))
-		if _, err := zw.Write(data[from:to]); err != nil {
-			return to, err
-		}
-	}
-	return len(data), nil
-}
-
 // compress returns the gzip form of data followed by tail, or false as
 // soon as it is longer than limit, with how much of data it had read then.
 func compress(limit int, data, tail []byte) ([]byte, int, bool) {
-	out := &capped{limit: limit}
-	zw := gzips.Get().(*gzip.Writer)
-	defer gzips.Put(zw)
-	zw.Reset(out)
-	read, err := writeChunks(zw, data)
-	if err != nil {
-		return nil, read, false
-	}
-	if _, err := zw.Write(tail); err != nil || zw.Close() != nil {
-		return nil, read, false
-	}
-	return out.buf.Bytes(), read, true
+	c := newCompressor(limit)
+	defer c.release()
+	c.Write(data)
+	out, ok := c.finish(tail)
+	return out, c.read, ok
 }
+
+// compressor gzips what is written to it, handing it over compressChunk
+// bytes at a time, and fails once its output is longer than limit. It then
+// knows how much it had read: up to the end of the chunk it failed in. The
+// chunks start at the first byte written, whatever the sizes of the writes,
+// so a body written piece by piece fails where the whole body would.
+type compressor struct {
+	zw     *gzip.Writer
+	out    capped
+	chunk  []byte
+	read   int
+	failed bool
+}
+
+func newCompressor(limit int) *compressor {
+	c := &compressor{zw: gzips.Get().(*gzip.Writer), out: capped{limit: limit}, chunk: make([]byte, 0, compressChunk)}
+	c.zw.Reset(&c.out)
+	return c
+}
+
+// Write fails with errOverLimit once the output is longer than the limit.
+func (c *compressor) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && !c.failed {
+		k := copy(c.chunk[len(c.chunk):cap(c.chunk)], p)
+		c.chunk, p = c.chunk[:len(c.chunk)+k], p[k:]
+		if len(c.chunk) == cap(c.chunk) {
+			c.hand()
+		}
+	}
+	if c.failed {
+		return 0, errOverLimit
+	}
+	return n, nil
+}
+
+// hand compresses the chunk.
+func (c *compressor) hand() {
+	if c.failed || len(c.chunk) == 0 {
+		return
+	}
+	c.read += len(c.chunk)
+	_, err := c.zw.Write(c.chunk)
+	c.failed = err != nil
+	c.chunk = c.chunk[:0]
+}
+
+// finish compresses what is left and then tail, and returns the gzip form
+// of all of it, or false when that is longer than the limit.
+func (c *compressor) finish(tail []byte) ([]byte, bool) {
+	c.hand()
+	if c.failed {
+		return nil, false
+	}
+	if _, err := c.zw.Write(tail); err != nil || c.zw.Close() != nil {
+		c.failed = true
+		return nil, false
+	}
+	return c.out.buf.Bytes(), true
+}
+
+func (c *compressor) release() { gzips.Put(c.zw) }
 
 var errOverLimit = errors.New("over the limit")
 

@@ -88,8 +88,19 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	JSON(w, status, ErrorBody{Code: status, Message: msg})
 }
 
-// JSON writes v as the JSON response body with status.
+// JSON writes v as the JSON response body with status. Inside Wrap, a
+// slice is held as it is and encoded element by element as the answer is
+// sent, so that a long list is never held as one body (see Wrap); elements
+// that are json.RawMessage are taken as the encoding they are.
 func JSON(w http.ResponseWriter, status int, v any) {
+	if b, ok := w.(*buffer); ok && b.status == 0 && len(b.body) == 0 {
+		if elems, ok := elementsOf(v); ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			b.elements = elems
+			return
+		}
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
@@ -297,7 +308,7 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				buf.status, buf.body = 0, nil
+				buf.reset()
 				Error(buf, r, fmt.Errorf("panic: %v", p))
 			}
 			status := buf.send(w, r, gz)
@@ -345,13 +356,18 @@ func (s *request) finish(r *http.Request, status int, took time.Duration, calls 
 }
 
 // buffer holds an answer until its handler returns, so that Wrap can
-// choose its encoding and bound its size before anything is sent. Headers
-// go straight to the underlying writer's map.
+// choose its encoding and bound its size before anything is sent: its body,
+// or the elements of a JSON array that JSON handed over. Headers go
+// straight to the underlying writer's map.
 type buffer struct {
-	header http.Header
-	status int
-	body   []byte
+	header   http.Header
+	status   int
+	body     []byte
+	elements elements
 }
+
+// reset drops the answer held, to answer another instead.
+func (b *buffer) reset() { b.status, b.body, b.elements = 0, nil, nil }
 
 func (b *buffer) Header() http.Header { return b.header }
 
@@ -363,6 +379,7 @@ func (b *buffer) WriteHeader(status int) {
 
 func (b *buffer) Write(p []byte) (int, error) {
 	b.WriteHeader(http.StatusOK)
+	b.spill()
 	b.body = append(b.body, p...)
 	return len(p), nil
 }
@@ -372,6 +389,7 @@ func (b *buffer) Write(p []byte) (int, error) {
 // is then in memory once rather than twice.
 func (b *buffer) adopt(body []byte) {
 	b.WriteHeader(http.StatusOK)
+	b.spill()
 	if len(b.body) == 0 {
 		b.body = body
 		return
@@ -379,14 +397,39 @@ func (b *buffer) adopt(body []byte) {
 	b.body = append(b.body, body...)
 }
 
+// spill turns held elements into body bytes, for a handler that writes
+// more after them.
+func (b *buffer) spill() {
+	if b.elements == nil {
+		return
+	}
+	body, err := writeAll(b.elements)
+	if err != nil {
+		b.status, body = http.StatusInternalServerError, []byte(`{"code":500,"message":"internal error"}`)
+	}
+	b.body, b.elements = body, nil
+}
+
 // send writes the held answer to w within Budget (see Wrap), gzipped when
 // the client accepts gzip and that helps, and returns the status sent.
 func (b *buffer) send(w http.ResponseWriter, r *http.Request, acceptsGzip bool) int {
 	status := cmp.Or(b.status, http.StatusOK)
-	gz := acceptsGzip && len(b.body) >= minGzip && b.header.Get("Content-Encoding") == ""
-	out, size, ok := fit(b.header, status, b.body, gz)
+	var out fitted
+	var size int
+	ok := true
+	if b.elements != nil {
+		var err error
+		if out, size, ok, err = fitElements(b.header, status, b.elements, acceptsGzip); err != nil {
+			b.reset()
+			Error(b, r, err)
+			return b.send(w, r, acceptsGzip)
+		}
+	} else {
+		gz := acceptsGzip && len(b.body) >= minGzip && b.header.Get("Content-Encoding") == ""
+		out, size, ok = fit(b.header, status, b.body, gz)
+	}
 	if !ok {
-		b.status, b.body = 0, nil
+		b.reset()
 		tooLarge(b, r, size)
 		status, out = b.status, fitted{body: b.body}
 	}

@@ -1,0 +1,173 @@
+// Package fleettable serves a large fleet's slaves table from memory over
+// DynamoDB's HTTP API, answering Scan only, in pages of at most 1 MB of a
+// segment's items after a fixed latency, as DynamoDB pages a parallel scan.
+// The emulator walks its whole table for every page and takes seconds per
+// page on 100,000 slaves; the full list's figures (make bench) and its
+// memory bound (the functions' bounds test) are measured over this instead,
+// through the real store and SDK.
+package fleettable
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Items returns size slave items as the store writes them, frozen of them
+// FROZEN and the rest ACTIVE, with ids fleet-000000 onwards.
+func Items(size, frozen int) []map[string]types.AttributeValue {
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	items := make([]map[string]types.AttributeValue, size)
+	for i := range items {
+		state := "ACTIVE"
+		if frozen > 0 && i%(size/frozen) == 0 {
+			state = "FROZEN"
+		}
+		items[i] = map[string]types.AttributeValue{
+			"id":             &types.AttributeValueMemberS{Value: fmt.Sprintf("fleet-%06d", i)},
+			"state":          &types.AttributeValueMemberS{Value: state},
+			"stateTimestamp": &types.AttributeValueMemberN{Value: now},
+			"stateMessage":   &types.AttributeValueMemberS{Value: "Machine reported up"},
+			"firstSeenAt":    &types.AttributeValueMemberN{Value: now},
+			"host":           &types.AttributeValueMemberS{Value: fmt.Sprintf("node-%06d.us-east-1.compute.internal", i)},
+			"rackId":         &types.AttributeValueMemberS{Value: fmt.Sprintf("us-east-1%c", 'a'+i%6)},
+			"attributes": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+				"instance_type": &types.AttributeValueMemberS{Value: "m5.4xlarge"},
+				"ami":           &types.AttributeValueMemberS{Value: "ami-0abcdef1234567890"},
+			}},
+			"resources": &types.AttributeValueMemberS{Value: `{"cpus":16,"mem":63000,"disk":500000,"ports":"[31000-32000]"}`},
+			"version":   &types.AttributeValueMemberN{Value: "1"},
+		}
+	}
+	return items
+}
+
+// Table answers DynamoDB Scan requests over items held in DynamoDB's JSON.
+// Item i belongs to segment i % TotalSegments, and an item's id must be
+// fleet- and its index (as Items makes them), which is how a page's
+// LastEvaluatedKey finds where the next page starts.
+type Table struct {
+	wire    [][]byte // each item in DynamoDB's JSON
+	latency time.Duration
+	mu      sync.Mutex
+	seen    map[int32]bool // the segments asked for
+	scans   int
+}
+
+// New returns a table of items that answers each page after latency.
+func New(items []map[string]types.AttributeValue, latency time.Duration) (*Table, error) {
+	t := &Table{latency: latency, seen: map[int32]bool{}}
+	for _, item := range items {
+		raw, err := json.Marshal(wireItem(item))
+		if err != nil {
+			return nil, err
+		}
+		t.wire = append(t.wire, raw)
+	}
+	return t, nil
+}
+
+// Segments returns how many segments were asked for.
+func (t *Table) Segments() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.seen)
+}
+
+// Scans returns how many pages were answered.
+func (t *Table) Scans() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.scans
+}
+
+// ServeHTTP answers one Scan.
+func (t *Table) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Segment           int32
+		TotalSegments     int32
+		ExclusiveStartKey map[string]map[string]string
+	}
+	if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".Scan") {
+		http.Error(w, "the in-memory table answers Scan only, not "+r.Header.Get("X-Amz-Target"), http.StatusBadRequest)
+		return
+	}
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	t.mu.Lock()
+	t.seen[in.Segment] = true
+	t.scans++
+	t.mu.Unlock()
+	total := max(in.TotalSegments, 1)
+	after := -1
+	if k, ok := in.ExclusiveStartKey["id"]; ok {
+		after, _ = strconv.Atoi(strings.TrimPrefix(k["S"], "fleet-"))
+	}
+	var body bytes.Buffer
+	body.WriteString(`{"Items":[`)
+	count, size, last := 0, 0, -1
+	for i := after + 1; i < len(t.wire); i++ {
+		if int32(i)%total != in.Segment {
+			continue
+		}
+		if size+len(t.wire[i]) > 1<<20 {
+			break
+		}
+		if count > 0 {
+			body.WriteByte(',')
+		}
+		body.Write(t.wire[i])
+		count, size, last = count+1, size+len(t.wire[i]), i
+	}
+	fmt.Fprintf(&body, `],"Count":%d,"ScannedCount":%d`, count, count)
+	if last >= 0 && t.more(last, total, in.Segment) {
+		fmt.Fprintf(&body, `,"LastEvaluatedKey":{"id":{"S":"fleet-%06d"}}`, last)
+	}
+	body.WriteByte('}')
+	time.Sleep(t.latency)
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body.Bytes())), 10))
+	w.Header().Set("Content-Length", strconv.Itoa(body.Len()))
+	_, _ = w.Write(body.Bytes())
+}
+
+// more reports whether segment has items after index last.
+func (t *Table) more(last int, total, segment int32) bool {
+	for i := last + 1; i < len(t.wire); i++ {
+		if int32(i)%total == segment {
+			return true
+		}
+	}
+	return false
+}
+
+// wireItem is an item in DynamoDB's JSON.
+func wireItem(item map[string]types.AttributeValue) map[string]any {
+	out := map[string]any{}
+	for k, v := range item {
+		out[k] = wireValue(v)
+	}
+	return out
+}
+
+func wireValue(v types.AttributeValue) map[string]any {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return map[string]any{"S": v.Value}
+	case *types.AttributeValueMemberN:
+		return map[string]any{"N": v.Value}
+	case *types.AttributeValueMemberM:
+		return map[string]any{"M": wireItem(v.Value)}
+	}
+	panic(fmt.Sprintf("fleettable: no wire form for %T", v))
+}

@@ -1,0 +1,42 @@
+package slaves
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// encodedList is a slave list as it is answered: each slave is encoded as
+// the store hands it over, and the encodings are sorted by id. A fleet of
+// 100,000 slaves is then held as its 40 MB of JSON elements, never as
+// decoded slaves with their attribute maps (docs/decisions.md, "The fleet
+// list is held encoded").
+type encodedList struct{ slaves []encodedSlave }
+
+type encodedSlave struct {
+	id   string
+	json json.RawMessage
+}
+
+// add encodes s; the store calls it with every slave of the list.
+func (l *encodedList) add(s machine.Slave) error {
+	b, err := json.Marshal(toSlaveJSON(s))
+	if err != nil {
+		return fmt.Errorf("encode slave %s: %w", s.ID, err)
+	}
+	l.slaves = append(l.slaves, encodedSlave{id: s.ID, json: b})
+	return nil
+}
+
+// sorted returns the elements of the list in id order, for web.JSON.
+func (l *encodedList) sorted() []json.RawMessage {
+	slices.SortFunc(l.slaves, func(a, b encodedSlave) int { return strings.Compare(a.id, b.id) })
+	out := make([]json.RawMessage, len(l.slaves))
+	for i, s := range l.slaves {
+		out[i] = s.json
+	}
+	return out
+}
