@@ -150,6 +150,9 @@ func (s *Store) each(ctx context.Context, keep func(machine.Slave) bool, f func(
 		return err
 	}
 	for _, sl := range list {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := f(sl); err != nil {
 			return err
 		}

@@ -709,6 +709,22 @@ var cases = []struct {
 			e.t.Errorf("got %d entries, want the change once", len(got))
 		}
 	}},
+	{name: "a list whose request ends part way is an error, not a shorter list", run: func(e *env) {
+		for _, id := range []string{"S1", "S2", "S3", "S4"} {
+			e.report(id)
+		}
+		ctx, cancel := context.WithCancel(e.ctx())
+		defer cancel()
+		seen := 0
+		err := e.s.List(ctx, func(machine.Slave) error {
+			seen++
+			cancel()
+			return nil
+		})
+		if err == nil {
+			e.t.Errorf("got no error after %d of 4 slaves, want the context's", seen)
+		}
+	}},
 	{name: "a change under a cancelled context writes nothing", run: func(e *env) {
 		e.report("S1")
 		ctx, cancel := context.WithCancel(e.ctx())
