@@ -194,7 +194,7 @@ func VerifySigV4(r *http.Request) error {
 	authz := r.Header.Get("Authorization")
 	fields, ok := strings.CutPrefix(authz, "AWS4-HMAC-SHA256 ")
 	if !ok {
-		return errors.New("Missing Authentication Token")
+		return errors.New("missing authentication token")
 	}
 	parts := map[string]string{}
 	for _, f := range strings.Split(fields, ",") {
@@ -203,14 +203,14 @@ func VerifySigV4(r *http.Request) error {
 	}
 	scope := strings.Split(parts["Credential"], "/")
 	if len(scope) != 5 || scope[0] != SigV4AccessKey || scope[2] != SigV4Region || scope[3] != "execute-api" {
-		return fmt.Errorf("The security token included in the request is invalid (credential %q)", parts["Credential"])
+		return fmt.Errorf("the security token included in the request is invalid (credential %q)", parts["Credential"])
 	}
 	at, err := time.Parse("20060102T150405Z", r.Header.Get("X-Amz-Date"))
 	if err != nil {
-		return errors.New("Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header")
+		return errors.New("the signed request has no X-Amz-Date")
 	}
 	if d := time.Since(at); d > 5*time.Minute || d < -5*time.Minute {
-		return errors.New("Signature expired")
+		return errors.New("signature expired")
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -236,7 +236,7 @@ func VerifySigV4(r *http.Request) error {
 		return err
 	}
 	if clone.Header.Get("Authorization") != authz {
-		return errors.New("The request signature we calculated does not match the signature you provided")
+		return errors.New("the request signature we calculated does not match the signature you provided")
 	}
 	return nil
 }
