@@ -71,10 +71,10 @@ type setting struct {
 // settings are the values in effect for a command.
 type settings struct {
 	endpoint, auth, token, region, awsProfile, cacheDir, profile, configPath string
-	headers                                                                 http.Header
-	timeout                                                                 time.Duration
-	noColor                                                                 bool
-	shown                                                                   []setting // for fleetctl config
+	headers                                                                  http.Header
+	timeout                                                                  time.Duration
+	noColor                                                                  bool
+	shown                                                                    []setting // for fleetctl config
 }
 
 func defaultConfigPath() string {
