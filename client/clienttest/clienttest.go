@@ -317,3 +317,13 @@ func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// GetLog returns the bytes stored under key in LogBucket.
+func (s *Stack) GetLog(ctx context.Context, key string) ([]byte, error) {
+	out, err := s.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(LogBucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
+}

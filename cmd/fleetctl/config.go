@@ -127,6 +127,9 @@ func resolve(g globalFlags, flags *pflag.FlagSet, getenv func(string) string) (*
 		return nil, err
 	}
 	s.profile = pick("profile", "profile", g.profile, "FLEETCTL_PROFILE", file.Default, "")
+	if s.profile != "" && s.profile == file.Default && !flags.Changed("profile") && getenv("FLEETCTL_PROFILE") == "" {
+		s.shown[len(s.shown)-1].source = "config file default"
+	}
 	var p profile
 	if s.profile != "" {
 		var ok bool

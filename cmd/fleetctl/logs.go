@@ -257,7 +257,7 @@ fixed string with -F. Exit code 1 when no line matched, as grep.`,
   fleetctl logs grep --request web-api -l -F 'OutOfMemoryError'`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, argv []string) error {
-			if jobs < 1 {
+			if jobs < 0 {
 				return usageError("-j %d: at least 1", jobs)
 			}
 			m, err := newMatcher(argv[0], o)

@@ -350,7 +350,7 @@ is never applied twice.`,
 }
 
 // each applies do to every id in turn, printing one line per id: done on
-// stdout, the failure on stderr. It returns the exit code of the first
+// stdout (unless do printed its own), the failure on stderr. It returns the exit code of the first
 // failure, having tried them all.
 func (a *app) each(ids []string, do func(id string) error, done string) error {
 	first := 0
@@ -362,7 +362,9 @@ func (a *app) each(ids []string, do func(id string) error, done string) error {
 			}
 			continue
 		}
-		fmt.Fprintf(a.stdout, "%s: %s\n", id, done)
+		if done != "" {
+			fmt.Fprintf(a.stdout, "%s: %s\n", id, done)
+		}
 	}
 	if first != 0 {
 		return exitError{code: first}
