@@ -84,7 +84,9 @@ func e2eMain(m *testing.M) int {
 // the servers outlive any one test.
 type reporter struct{ errs []string }
 
-func (r *reporter) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
+func (r *reporter) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
 
 // result is one run of fleetctl.
 type result struct {
