@@ -158,6 +158,13 @@ func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOpti
 	}
 	defer r.Close()
 	out := &bytes.Buffer{}
+	if m.re == nil && !o.invert {
+		selected, err := grepLiteral(r, m, o, l.Key, out)
+		if err != nil {
+			return grepResult{}, fmt.Errorf("%s: %w", l.Key, err)
+		}
+		return grepResult{out, selected}, nil
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 256<<10), 64<<20)
 	var scratch []byte
@@ -192,4 +199,80 @@ func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOpti
 		fmt.Fprintf(out, "%s%d\n", prefix, selected)
 	}
 	return grepResult{out, selected}, nil
+}
+
+// grepLiteral is grepOne for a fixed string: it searches whole chunks of
+// lines with bytes.Index and counts newlines only up to each hit, instead
+// of testing line by line, which makes a rare string cost little more than
+// reading the log.
+func grepLiteral(r io.Reader, m *matcher, o grepOptions, key string, out *bytes.Buffer) (int, error) {
+	buf := make([]byte, 1<<20)
+	var folded []byte
+	lines, kept, selected := 0, 0, 0 // lines before buf[0]; bytes carried over
+	for {
+		n, err := io.ReadFull(r, buf[kept:])
+		end := kept + n
+		eof := err == io.EOF || err == io.ErrUnexpectedEOF
+		if err != nil && !eof {
+			return selected, err
+		}
+		cut := end
+		if !eof {
+			cut = bytes.LastIndexByte(buf[:end], '\n') + 1
+			if cut == 0 { // one line longer than the buffer: grow it
+				if len(buf) >= 64<<20 {
+					return selected, bufio.ErrTooLong
+				}
+				buf = append(buf, make([]byte, len(buf))...)
+				kept = end
+				continue
+			}
+		}
+		data, hay := buf[:cut], buf[:cut]
+		if m.folded {
+			folded = append(folded[:0], data...)
+			lowerASCII(folded)
+			hay = folded
+		}
+		counted := 0
+		for pos := 0; pos < len(data); {
+			i := bytes.Index(hay[pos:], m.literal)
+			if i < 0 {
+				break
+			}
+			i += pos
+			start := bytes.LastIndexByte(data[:i], '\n') + 1
+			stop := bytes.IndexByte(data[i:], '\n')
+			if stop < 0 {
+				stop = len(data)
+			} else {
+				stop += i
+			}
+			lines += bytes.Count(data[counted:start], []byte{'\n'})
+			counted = start
+			selected++
+			if o.filesOnly {
+				out.WriteString(key + "\n")
+				return selected, nil
+			}
+			if !o.count {
+				out.WriteString(key)
+				out.WriteByte(':')
+				out.WriteString(strconv.Itoa(lines + 1))
+				out.WriteByte(':')
+				out.Write(data[start:stop])
+				out.WriteByte('\n')
+			}
+			pos = stop + 1
+		}
+		lines += bytes.Count(data[counted:], []byte{'\n'})
+		if eof {
+			break
+		}
+		kept = copy(buf, buf[cut:end])
+	}
+	if o.count {
+		fmt.Fprintf(out, "%s:%d\n", key, selected)
+	}
+	return selected, nil
 }
