@@ -61,4 +61,3 @@ func lineByLine(t *testing.T, text string, m *matcher, o grepOptions) (string, i
 	}
 	return out.String(), n
 }
-
