@@ -1,6 +1,8 @@
 # Fleet: build, run, test and lint. GNU make.
 #
-#   make build                               every function into bin/<LogicalId>/bootstrap
+#   make build                               every function into bin/<LogicalId>/bootstrap, and bin/fleetctl
+#   make fleetctl                            the fleetctl command line for this machine, into bin/fleetctl
+#   make release                             fleetctl for linux, darwin and windows on amd64 and arm64, into bin/release
 #   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
 #   make run                                 the API on http://127.0.0.1:3000 over local DynamoDB and S3
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
@@ -49,9 +51,9 @@ define lambda_build
 GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) run seed-logs invoke test test-resilience bench lint deps deps-deploy deploy-local deploy clean
+.PHONY: build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs invoke test test-resilience bench lint deps deps-deploy deploy-local deploy clean
 
-build: $(addprefix build-,$(FUNCTIONS))
+build: $(addprefix build-,$(FUNCTIONS)) fleetctl
 
 # Outside sam build, binaries go to bin/<LogicalId>, never into the sources.
 $(foreach fn,$(FUNCTIONS),$(eval build-$(fn): ARTIFACTS_DIR ?= $(CURDIR)/bin/$(fn)))
@@ -67,6 +69,23 @@ build-InventoryFunction:
 
 build-ExpiryFunction:
 	$(call lambda_build,expiry)
+
+# fleetctl is one static binary (cmd/fleetctl, README "fleetctl"); its
+# version is the repository's git description.
+FLEETCTL_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+FLEETCTL_LDFLAGS := -s -w -X main.version=$(FLEETCTL_VERSION)
+RELEASE_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+
+fleetctl:
+	CGO_ENABLED=0 go build -trimpath -ldflags='$(FLEETCTL_LDFLAGS)' -o bin/fleetctl ./cmd/fleetctl
+
+release:
+	@for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+		echo "make release: bin/release/fleetctl-$$os-$$arch$$ext"; \
+		GOOS=$$os GOARCH=$$arch CGO_ENABLED=0 go build -trimpath -ldflags='$(FLEETCTL_LDFLAGS)' \
+			-o bin/release/fleetctl-$$os-$$arch$$ext ./cmd/fleetctl; \
+	done
 
 # Built (go build skips what is up to date), then run in place of the shell,
 # so Ctrl-C and kill reach it directly and it stops the emulator it started.

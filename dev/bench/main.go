@@ -136,6 +136,7 @@ var sections = []section{
 	{"log critical path", logPath},
 	{"fleet scale", fleet},
 	{"expiry throughput", expiryThroughput},
+	{"fleetctl logs", fleetctlLogs},
 }
 
 // printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.

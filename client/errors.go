@@ -1,0 +1,85 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Error is an error answer of the API: its HTTP status and the body's code
+// and message (every error body is {"code", "message"}; an answer that is
+// not one, from a proxy say, keeps its status and a message made of its
+// first bytes).
+type Error struct {
+	Status    int    // the HTTP status
+	Code      int    // the body's code, the status unless a proxy answered
+	Message   string // the body's message
+	Operation string // the operationId of openapi.yaml, such as freezeSlave
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s: %d %s", e.Operation, e.Status, e.Message)
+}
+
+// StatusOf returns the HTTP status of an *Error in err's chain, 0 when there
+// is none (a network failure, a cancelled context).
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// IsNotFound reports a 404: no such slave, or no log buckets configured.
+func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
+
+// IsConflict reports a 409: the slave's state refuses the change, it
+// already has an expiring change, or an Idempotency-Key was reused.
+func IsConflict(err error) bool { return StatusOf(err) == http.StatusConflict }
+
+// IsInvalid reports a 400: a bad parameter or body, or the decommission
+// limit.
+func IsInvalid(err error) bool { return StatusOf(err) == http.StatusBadRequest }
+
+// IsAuth reports a 401 or 403.
+func IsAuth(err error) bool {
+	s := StatusOf(err)
+	return s == http.StatusUnauthorized || s == http.StatusForbidden
+}
+
+// IsUnavailable reports what retrying later may fix: a 429, 503 or 504
+// answer, or no answer at all (StatusOf 0 with a transport error).
+func IsUnavailable(err error) bool {
+	switch StatusOf(err) {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	case 0:
+		var t *TransportError
+		return errors.As(err, &t)
+	}
+	return false
+}
+
+// TransportError is a request that got no answer: the endpoint is
+// unreachable, the connection broke, or an attempt timed out.
+type TransportError struct {
+	Operation string
+	Err       error
+}
+
+func (e *TransportError) Error() string { return fmt.Sprintf("%s: %v", e.Operation, e.Err) }
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// TruncatedError comes with a list the service cut to fit Lambda's
+// response (X-Result-Truncated): the slice returned beside it holds the
+// first Count of Total elements, in the route's order.
+type TruncatedError struct {
+	Operation    string
+	Count, Total int
+}
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("%s: the answer holds only the first %d of %d", e.Operation, e.Count, e.Total)
+}

@@ -1,0 +1,140 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// ListSlaves returns every slave, sorted by id; state, when not empty, keeps
+// only the slaves in it (the service reads it leniently: "frozen" and
+// "starting-decommission" work). It is listSlaves and, the same route,
+// listSlavesTrailingSlash. Besides an *Error it may return a
+// *TruncatedError with the first slaves.
+func (c *Client) ListSlaves(ctx context.Context, state string) ([]Slave, error) {
+	var q url.Values
+	if state != "" {
+		q = url.Values{"state": {state}}
+	}
+	a, err := c.do(ctx, call{op: "listSlaves", method: http.MethodGet, path: "/api/slaves", query: q, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	var out []Slave
+	if err := c.decode("listSlaves", a, &out); err != nil {
+		return nil, err
+	}
+	return out, truncated("listSlaves", a)
+}
+
+// GetSlave returns one slave (getSlave); an unknown id is a 404 *Error.
+func (c *Client) GetSlave(ctx context.Context, id string) (*Slave, error) {
+	a, err := c.do(ctx, call{op: "getSlave", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id) + "/details", idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	var out Slave
+	if err := c.decode("getSlave", a, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GetSlaveHistory returns the newest limit entries of the slave's state
+// history, newest first (getSlaveHistory); limit 0 means the service's
+// default, 1,000. An unknown slave has an empty history. Besides an *Error
+// it may return a *TruncatedError with the newest entries.
+func (c *Client) GetSlaveHistory(ctx context.Context, id string, limit int) ([]StateUpdate, error) {
+	var q url.Values
+	if limit != 0 {
+		q = url.Values{"limit": {strconv.Itoa(limit)}}
+	}
+	a, err := c.do(ctx, call{op: "getSlaveHistory", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id), query: q, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	var out []StateUpdate
+	if err := c.decode("getSlaveHistory", a, &out); err != nil {
+		return nil, err
+	}
+	return out, truncated("getSlaveHistory", a)
+}
+
+// ListExpiring returns every pending expiring change, by machine id
+// (listExpiring). Besides an *Error it may return a *TruncatedError with
+// the first records.
+func (c *Client) ListExpiring(ctx context.Context) ([]Expiring, error) {
+	a, err := c.do(ctx, call{op: "listExpiring", method: http.MethodGet, path: "/api/slaves/expiring", idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	var out []Expiring
+	if err := c.decode("listExpiring", a, &out); err != nil {
+		return nil, err
+	}
+	return out, truncated("listExpiring", a)
+}
+
+// ChangeOptions are the options of a state change.
+type ChangeOptions struct {
+	// IdempotencyKey names the change for retries; empty means a new
+	// random key. Give your own to make retries of your own (after this
+	// process died, say) safe: within 10 minutes the service answers the
+	// same key with the first answer.
+	IdempotencyKey string
+}
+
+// FreezeSlave moves the slave to FROZEN (freezeSlave). A 409 *Error when
+// it is already frozen or decommissioning, a 404 when unknown.
+func (c *Client) FreezeSlave(ctx context.Context, id string, req ChangeRequest, opts ChangeOptions) error {
+	return c.change(ctx, "freezeSlave", id, "freeze", req, opts)
+}
+
+// DecommissionSlave moves the slave to STARTING_DECOMMISSION
+// (decommissionSlave). A 400 *Error over the decommission limit, a 409 when
+// the state refuses it, a 404 when unknown.
+func (c *Client) DecommissionSlave(ctx context.Context, id string, req ChangeRequest, opts ChangeOptions) error {
+	return c.change(ctx, "decommissionSlave", id, "decommission", req, opts)
+}
+
+// ActivateSlave moves the slave to ACTIVE (activateSlave). A 409 *Error
+// when it is already active, a 404 when unknown.
+func (c *Client) ActivateSlave(ctx context.Context, id string, req ChangeRequest, opts ChangeOptions) error {
+	return c.change(ctx, "activateSlave", id, "activate", req, opts)
+}
+
+func (c *Client) change(ctx context.Context, op, id, action string, req ChangeRequest, opts ChangeOptions) error {
+	key := opts.IdempotencyKey
+	if key == "" {
+		key = NewIdempotencyKey()
+	}
+	var body any
+	if req != (ChangeRequest{}) {
+		body = req
+	}
+	_, err := c.do(ctx, call{op: op, method: http.MethodPost, path: "/api/slaves/slave/" + seg(id) + "/" + action, body: body, key: key, idempotent: true})
+	return err
+}
+
+// DeleteSlave removes the slave, its history and its expiring record
+// (deleteSlave); an unknown id is a 404 *Error. It is not sent again after
+// a timeout: a delete that was applied would then answer 404.
+func (c *Client) DeleteSlave(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{op: "deleteSlave", method: http.MethodDelete, path: "/api/slaves/slave/" + seg(id)})
+	return err
+}
+
+// DeleteExpiring removes the slave's expiring change, if any, so that its
+// current state stays (deleteExpiring). It succeeds for an unknown slave.
+func (c *Client) DeleteExpiring(ctx context.Context, id string) error {
+	_, err := c.do(ctx, call{op: "deleteExpiring", method: http.MethodDelete, path: "/api/slaves/slave/" + seg(id) + "/expiring", idempotent: true})
+	return err
+}
+
+// DeleteDeadSlaves removes every DEAD slave with its history and expiring
+// record (deleteDeadSlaves).
+func (c *Client) DeleteDeadSlaves(ctx context.Context) error {
+	_, err := c.do(ctx, call{op: "deleteDeadSlaves", method: http.MethodDelete, path: "/api/slaves/dead", idempotent: true})
+	return err
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/vbauerster/mpb/v8"
+	"github.com/vbauerster/mpb/v8/decor"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fleetops/fleet/client"
+)
+
+// partSuffix marks a download in progress; it becomes the log's file once
+// complete.
+const partSuffix = ".part"
+
+// cache is a directory of downloaded logs: <dir>/<key>. A log is complete
+// when its file has the listed size and modification time; a partial
+// download is <key>.part, resumed with an HTTP Range request.
+type cache struct {
+	dir  string
+	http *http.Client
+}
+
+func newCache(dir string) *cache {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	// Logs are compressed already or compress on the fly nowhere: asking
+	// for gzip would only cost the server CPU and break Range offsets.
+	t.DisableCompression = true
+	return &cache{dir: dir, http: &http.Client{Transport: t}}
+}
+
+// path returns where key is kept; a key that would leave the directory is
+// an error.
+func (c *cache) path(key string) (string, error) {
+	clean := filepath.Clean(filepath.FromSlash(key))
+	if key == "" || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || strings.HasSuffix(clean, partSuffix) {
+		return "", fmt.Errorf("log key %q cannot be a file of the cache", key)
+	}
+	return filepath.Join(c.dir, clean), nil
+}
+
+// complete reports whether l is in the cache, whole.
+func (c *cache) complete(l client.Log) (string, bool) {
+	p, err := c.path(l.Key)
+	if err != nil {
+		return "", false
+	}
+	fi, err := os.Stat(p)
+	return p, err == nil && fi.Size() == l.Size && fi.ModTime().UnixMilli() == l.LastModified
+}
+
+type fetchStats struct {
+	fetched, cached int
+	bytes           int64
+}
+
+// fetchAll downloads every log not complete in the cache, jobs at a time,
+// with progress bars on w when progress is set.
+func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.Writer, progress bool) (fetchStats, error) {
+	var stats fetchStats
+	var total int64
+	for _, l := range logs {
+		total += l.Size
+	}
+	var bars *mpb.Progress
+	var totalBar *mpb.Bar
+	if progress {
+		bars = mpb.NewWithContext(ctx, mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithAutoRefresh())
+		totalBar = bars.New(total, mpb.BarStyle(),
+			mpb.PrependDecorators(decor.Name(fmt.Sprintf("total (%d logs)", len(logs)), decor.WC{C: decor.DindentRight | decor.DextraSpace}),
+				decor.Counters(decor.SizeB1000(0), "% .1f / % .1f")),
+			mpb.AppendDecorators(decor.Percentage(decor.WC{W: 5}), decor.Name(" "), decor.AverageSpeed(decor.SizeB1000(0), "% .1f")),
+			mpb.BarPriority(1<<30))
+	}
+	var fetched, cached atomic.Int64
+	var bytes atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobs)
+	for _, l := range logs {
+		if _, ok := c.complete(l); ok {
+			cached.Add(1)
+			if totalBar != nil {
+				totalBar.IncrInt64(l.Size)
+			}
+			continue
+		}
+		g.Go(func() error {
+			var bar *mpb.Bar
+			if bars != nil {
+				bar = bars.New(l.Size, mpb.BarStyle(),
+					mpb.PrependDecorators(decor.Name(short(filepath.Base(l.Key), 40), decor.WC{W: 41, C: decor.DindentRight})),
+					mpb.AppendDecorators(decor.Counters(decor.SizeB1000(0), "% .1f / % .1f")),
+					mpb.BarRemoveOnComplete())
+			}
+			n, err := c.fetch(gctx, l, func(done int64, resumed bool) {
+				if bar == nil {
+					return
+				}
+				if resumed {
+					bar.SetCurrent(done)
+				} else {
+					bar.IncrInt64(done)
+				}
+				totalBar.IncrInt64(done)
+			})
+			if bar != nil {
+				if err != nil {
+					bar.Abort(true)
+				} else {
+					bar.SetTotal(-1, true)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			fetched.Add(1)
+			bytes.Add(n)
+			return nil
+		})
+	}
+	err := g.Wait()
+	if bars != nil {
+		if err != nil {
+			totalBar.Abort(false)
+		} else {
+			totalBar.SetTotal(-1, true)
+		}
+		bars.Wait()
+	}
+	stats.fetched, stats.cached, stats.bytes = int(fetched.Load()), int(cached.Load()), bytes.Load()
+	return stats, err
+}
+
+// fetch downloads l into the cache, resuming a partial download, and
+// returns the bytes it transferred. It calls advance with the bytes
+// already there (resumed true) and then with every chunk read.
+func (c *cache) fetch(ctx context.Context, l client.Log, advance func(n int64, resumed bool)) (int64, error) {
+	if l.DownloadURL == "" {
+		return 0, fmt.Errorf("%s: the service answered no download link", l.Key)
+	}
+	final, err := c.path(l.Key)
+	if err != nil {
+		return 0, err
+	}
+	part := final + partSuffix
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	have, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, err
+	}
+	if have > l.Size {
+		have = 0
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DownloadURL, nil)
+	if err != nil {
+		return 0, err
+	}
+	if have > 0 {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", l.Key, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && strings.HasPrefix(resp.Header.Get("Content-Range"), fmt.Sprintf("bytes %d-", have)):
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && have == l.Size:
+		resp.Body.Close()
+	case resp.StatusCode == http.StatusOK:
+		have = 0 // the server sent it whole: start again
+	default:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		return 0, fmt.Errorf("%s: download answered %s: %s", l.Key, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := f.Truncate(have); err != nil {
+		return 0, err
+	}
+	if _, err := f.Seek(have, io.SeekStart); err != nil {
+		return 0, err
+	}
+	advance(have, true)
+	var n int64
+	if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
+		n, err = io.CopyBuffer(f, &counting{r: resp.Body, advance: advance}, make([]byte, 256<<10))
+		if err != nil {
+			return n, fmt.Errorf("%s: %w", l.Key, err)
+		}
+	}
+	if have+n != l.Size {
+		return n, fmt.Errorf("%s: got %d bytes, want %d (the log changed since it was listed?)", l.Key, have+n, l.Size)
+	}
+	if err := f.Close(); err != nil {
+		return n, err
+	}
+	mtime := time.UnixMilli(l.LastModified)
+	if err := os.Chtimes(part, mtime, mtime); err != nil {
+		return n, err
+	}
+	return n, os.Rename(part, final)
+}
+
+// counting reports every read to advance.
+type counting struct {
+	r       io.Reader
+	advance func(n int64, resumed bool)
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if n > 0 {
+		c.advance(int64(n), false)
+	}
+	return n, err
+}
+
+// open returns l's content, from the cache when it is complete there, else
+// streamed through its link, gunzipped when it is gzip data.
+func (c *cache) open(ctx context.Context, l client.Log) (io.ReadCloser, error) {
+	var raw io.ReadCloser
+	if p, ok := c.complete(l); ok {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		raw = f
+	} else {
+		if l.DownloadURL == "" {
+			return nil, fmt.Errorf("%s: the service answered no download link", l.Key)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DownloadURL, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", l.Key, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return nil, fmt.Errorf("%s: download answered %s", l.Key, resp.Status)
+		}
+		raw = resp.Body
+	}
+	return gunzipped(raw)
+}
+
+// gunzipped reads r through gzip when it starts with gzip's magic number:
+// keys do not always end in .gz, and some that do were stored plain.
+func gunzipped(r io.ReadCloser) (io.ReadCloser, error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	magic, err := br.Peek(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.Close()
+		return nil, err
+	}
+	if len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
+		return struct {
+			io.Reader
+			io.Closer
+		}{br, r}, nil
+	}
+	zr, err := gzip.NewReader(br)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{zr, r}, nil
+}
+
+// copyTo writes l's content to w.
+func (c *cache) copyTo(ctx context.Context, w io.Writer, l client.Log) error {
+	r, err := c.open(ctx, l)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if _, err := io.Copy(w, r); err != nil {
+		return fmt.Errorf("%s: %w", l.Key, err)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fleetops/fleet/client"
+)
+
+type grepOptions struct {
+	ignoreCase, invert, count, filesOnly, fixed bool
+}
+
+// matcher tells whether a line matches. A pattern without
+// metacharacters is searched as bytes (bytes.Index is vectorised; a
+// regular expression walks every byte); -i on such a pattern lowers only
+// the lines that could match.
+type matcher struct {
+	re      *regexp.Regexp
+	literal []byte // when not nil, a fixed string
+	folded  bool   // literal is lower case and lines are folded first
+}
+
+func newMatcher(pattern string, o grepOptions) (*matcher, error) {
+	literal := o.fixed || regexp.QuoteMeta(pattern) == pattern
+	if literal && (!o.ignoreCase || isASCII(pattern)) {
+		m := &matcher{literal: []byte(pattern)}
+		if o.ignoreCase {
+			m.literal, m.folded = bytes.ToLower(m.literal), true
+		}
+		return m, nil
+	}
+	if o.fixed {
+		pattern = regexp.QuoteMeta(pattern)
+	}
+	if o.ignoreCase {
+		pattern = "(?i)" + pattern
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return nil, err
+	}
+	return &matcher{re: re}, nil
+}
+
+func isASCII(s string) bool {
+	for i := range len(s) {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// match reports whether line matches; scratch is a buffer for folding.
+func (m *matcher) match(line []byte, scratch *[]byte) bool {
+	if m.re != nil {
+		return m.re.Match(line)
+	}
+	if !m.folded {
+		return bytes.Contains(line, m.literal)
+	}
+	*scratch = append((*scratch)[:0], line...)
+	lowerASCII(*scratch)
+	return bytes.Contains(*scratch, m.literal)
+}
+
+func lowerASCII(b []byte) {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+}
+
+// grepAll searches every log, jobs at a time, and prints the results in
+// the order of logs. It reports whether any line was selected.
+func grepAll(ctx context.Context, c *cache, logs []client.Log, m *matcher, o grepOptions, jobs int, w io.Writer) (bool, error) {
+	if jobs == 0 {
+		jobs = max(runtime.NumCPU(), 4)
+	}
+	// Each log's output waits in its buffer until the logs before it are
+	// printed, so that the output reads as one grep over the list.
+	results := make([]chan grepResult, len(logs))
+	for i := range results {
+		results[i] = make(chan grepResult, 1)
+	}
+	var found bool
+	var printErr error
+	var printed sync.WaitGroup
+	printed.Go(func() {
+		bw := bufio.NewWriterSize(w, 256<<10)
+		for _, ch := range results {
+			res, ok := <-ch
+			if !ok {
+				break
+			}
+			found = found || res.selected > 0
+			if _, err := bw.Write(res.out.Bytes()); err != nil && printErr == nil {
+				printErr = err
+			}
+		}
+		if err := bw.Flush(); err != nil && printErr == nil {
+			printErr = err
+		}
+	})
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobs)
+	for i, l := range logs {
+		g.Go(func() error {
+			res, err := grepOne(gctx, c, l, m, o)
+			if err != nil {
+				return err
+			}
+			results[i] <- res
+			return nil
+		})
+	}
+	err := g.Wait()
+	if err != nil {
+		// Unblock the printer at the first log that never came.
+		for _, ch := range results {
+			select {
+			case ch <- grepResult{out: &bytes.Buffer{}}:
+			default:
+			}
+			close(ch)
+		}
+	}
+	printed.Wait()
+	if err != nil {
+		return found, err
+	}
+	return found, printErr
+}
+
+// grepResult is what one log gave: the lines to print, and how many
+// lines were selected.
+type grepResult struct {
+	out      *bytes.Buffer
+	selected int
+}
+
+// grepOne searches one log.
+func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOptions) (grepResult, error) {
+	r, err := c.open(ctx, l)
+	if err != nil {
+		return grepResult{}, err
+	}
+	defer r.Close()
+	out := &bytes.Buffer{}
+	if m.re == nil && !o.invert {
+		selected, err := grepLiteral(r, m, o, l.Key, out)
+		if err != nil {
+			return grepResult{}, fmt.Errorf("%s: %w", l.Key, err)
+		}
+		return grepResult{out, selected}, nil
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 256<<10), 64<<20)
+	var scratch []byte
+	n, selected := 0, 0
+	prefix := l.Key + ":"
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		if m.match(line, &scratch) == o.invert {
+			continue
+		}
+		selected++
+		if o.filesOnly {
+			break
+		}
+		if o.count {
+			continue
+		}
+		out.WriteString(prefix)
+		out.WriteString(strconv.Itoa(n))
+		out.WriteByte(':')
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	if err := sc.Err(); err != nil {
+		return grepResult{}, fmt.Errorf("%s: %w", l.Key, err)
+	}
+	switch {
+	case o.filesOnly && selected > 0:
+		out.WriteString(l.Key + "\n")
+	case o.count:
+		fmt.Fprintf(out, "%s%d\n", prefix, selected)
+	}
+	return grepResult{out, selected}, nil
+}
+
+// grepLiteral is grepOne for a fixed string: it searches whole chunks of
+// lines with bytes.Index and counts newlines only up to each hit, instead
+// of testing line by line, which makes a rare string cost little more than
+// reading the log.
+func grepLiteral(r io.Reader, m *matcher, o grepOptions, key string, out *bytes.Buffer) (int, error) {
+	buf := make([]byte, 1<<20)
+	var folded []byte
+	lines, kept, selected := 0, 0, 0 // lines before buf[0]; bytes carried over
+	for {
+		n, err := io.ReadFull(r, buf[kept:])
+		end := kept + n
+		eof := err == io.EOF || err == io.ErrUnexpectedEOF
+		if err != nil && !eof {
+			return selected, err
+		}
+		cut := end
+		if !eof {
+			cut = bytes.LastIndexByte(buf[:end], '\n') + 1
+			if cut == 0 { // one line longer than the buffer: grow it
+				if len(buf) >= 64<<20 {
+					return selected, bufio.ErrTooLong
+				}
+				buf = append(buf, make([]byte, len(buf))...)
+				kept = end
+				continue
+			}
+		}
+		data, hay := buf[:cut], buf[:cut]
+		if m.folded {
+			folded = append(folded[:0], data...)
+			lowerASCII(folded)
+			hay = folded
+		}
+		counted := 0
+		for pos := 0; pos < len(data); {
+			i := bytes.Index(hay[pos:], m.literal)
+			if i < 0 {
+				break
+			}
+			i += pos
+			start := bytes.LastIndexByte(data[:i], '\n') + 1
+			stop := bytes.IndexByte(data[i:], '\n')
+			if stop < 0 {
+				stop = len(data)
+			} else {
+				stop += i
+			}
+			lines += bytes.Count(data[counted:start], []byte{'\n'})
+			counted = start
+			selected++
+			if o.filesOnly {
+				out.WriteString(key + "\n")
+				return selected, nil
+			}
+			if !o.count {
+				out.WriteString(key)
+				out.WriteByte(':')
+				out.WriteString(strconv.Itoa(lines + 1))
+				out.WriteByte(':')
+				out.Write(data[start:stop])
+				out.WriteByte('\n')
+			}
+			pos = stop + 1
+		}
+		lines += bytes.Count(data[counted:], []byte{'\n'})
+		if eof {
+			break
+		}
+		kept = copy(buf, buf[cut:end])
+	}
+	if o.count {
+		fmt.Fprintf(out, "%s:%d\n", key, selected)
+	}
+	return selected, nil
+}
