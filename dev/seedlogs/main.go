@@ -163,7 +163,13 @@ func files(t logkey.Task, now time.Time) []file {
 func logLines(t logkey.Task, from, to time.Time) []byte {
 	var b bytes.Buffer
 	step := max(to.Sub(from)/20, time.Second)
-	for at := from; at.Before(to); at = at.Add(step) {
+	for i, at := 0, from; at.Before(to); i, at = i+1, at.Add(step) {
+		// Now and then an error, so that there is something to search for.
+		if i%7 == 6 {
+			fmt.Fprintf(&b, "%s ERROR [%s] %s instance %d on %s: upstream timeout after %d ms\n",
+				at.Format(time.RFC3339), t.DeployID, t.RequestID, t.InstanceNo, t.Host, 1000+at.Unix()%4000)
+			continue
+		}
 		fmt.Fprintf(&b, "%s INFO [%s] %s instance %d on %s: handled %d requests\n",
 			at.Format(time.RFC3339), t.DeployID, t.RequestID, t.InstanceNo, t.Host, at.Unix()%997)
 	}
