@@ -52,6 +52,7 @@ import (
 var skipped = []string{
 	"make run", "make test", "make test-resilience", "make bench", "make lint", "make deploy", "make deploy-local",
 	"sam", "samlocal", "aws", "awslocal", "docker", "localstack",
+	"go install", // of the published module; the README builds fleetctl here as well
 }
 
 // command is one shell command of the README, continuation lines joined.
@@ -377,7 +378,7 @@ func readmeEnv(t *testing.T, dir, port, emulator string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "AWS_") || k == "PORT" || k == "EMULATOR_ADDR" || strings.HasPrefix(k, "MAKE") || k == "MFLAGS" {
+		if strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "FLEETCTL_") || strings.HasPrefix(k, "XDG_") || k == "PORT" || k == "EMULATOR_ADDR" || strings.HasPrefix(k, "MAKE") || k == "MFLAGS" {
 			continue
 		}
 		env = append(env, kv)
@@ -393,6 +394,11 @@ func readmeEnv(t *testing.T, dir, port, emulator string) []string {
 		"AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE",
 		"AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
 		"AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:9",
+		// fleetctl's default endpoint is make run's usual port; its
+		// profiles and log cache stay out of the user's own.
+		"FLEETCTL_ENDPOINT=http://127.0.0.1:"+port,
+		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"),
 	)
 }
 
