@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -64,7 +66,13 @@ func Start(ctx context.Context) (*Browser, error) {
 		chromedp.WindowSize(1440, 900),
 	}
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, bcancel := chromedp.NewContext(actx)
+	// chromedp reports the DOM events of newer Chromium releases that it
+	// does not know; they are noise, everything else is said.
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "unhandled node event") && !strings.Contains(msg, "unhandled page event") {
+			log.Print(msg)
+		}
+	}))
 	if err := chromedp.Run(bctx); err != nil { // starts the browser
 		bcancel()
 		acancel()

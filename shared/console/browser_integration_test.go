@@ -218,9 +218,16 @@ func seed(t *testing.T, prefix string, n int, lost bool) []string {
 		machines = append(machines, fmt.Sprintf(`{"id":%q,"host":"%s-node-%d.example.com","rackId":"us-east-1%c","attributes":{"instance_type":"m5.4xlarge"},"resources":{"cpus":16,"mem":63000},"runningTasks":2,"lost":%v}`,
 			id, prefix, i, 'a'+rune(i%3), lost))
 	}
-	if _, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(`{"machines":[`+strings.Join(machines, ",")+`]}`)); err != nil {
-		t.Fatalf("report: %v", err)
+	report := func(list string) {
+		if _, err := inventory.New(store, machine.NoLossBrake, quiet).Handle(context.Background(), json.RawMessage(`{"machines":[`+list+`]}`)); err != nil {
+			t.Fatalf("report: %v", err)
+		}
 	}
+	joined := strings.Join(machines, ",")
+	if lost { // a machine is first seen up, then lost
+		report(strings.ReplaceAll(joined, `"lost":true`, `"lost":false`))
+	}
+	report(joined)
 	return ids
 }
 

@@ -82,8 +82,8 @@ func TestMachinePageActions(t *testing.T) {
 			chromedp.SendKeys(`form.actions textarea`, "kernel upgrade"),
 			choose(`form.actions select`, "custom"))
 		do(t, ctx, clear(`form.actions input[type=number]`), chromedp.SendKeys(`form.actions input[type=number]`, "2"), chromedp.Click(`form.actions button[type=submit]`))
-		confirmDialog(t, ctx, "For 2h 0m: at about")
-		eventually(t, ctx, "the FROZEN badge and pending revert", has("main .title", "FROZEN") + " && " + has("main .title", "→ ACTIVE in 1h 59m"))
+		confirmDialog(t, ctx, "For 2h: at about")
+		eventually(t, ctx, "the FROZEN badge and pending revert", has("main .title", "FROZEN")+" && "+has("main .title", "→ ACTIVE in 1h 59m"))
 		eventually(t, ctx, "the history's newest entry", has("ol.timeline li:first-child", "FROZEN")+" && "+has("ol.timeline li:first-child", "kernel upgrade"))
 	})
 	t.Run("a refused change shows the API's message next to the button", func(t *testing.T) {
@@ -238,13 +238,6 @@ func TestLogsPage(t *testing.T) {
 			if got := res.Header.Get("Content-Disposition"); !strings.Contains(got, link.disposition) {
 				t.Errorf("GET %s: got Content-Disposition %q, want %q", link.url, got, link.disposition)
 			}
-		}
-		// The browser opens the view link itself too.
-		other := tab(t)
-		var text string
-		do(t, other, chromedp.Navigate(view), chromedp.Text("body", &text))
-		if !strings.Contains(text, "of "+taskID) {
-			t.Errorf("got %q in the browser, want the log", text)
 		}
 	})
 	t.Run("the lookup is a shareable address", func(t *testing.T) {
