@@ -125,10 +125,10 @@ function row(log) {
   const file = log.key.split("/").pop();
   return h("tr", {},
     h("td", { class: "key" }, h("span", { title: log.key }, file)),
-    h("td", {}, size(log.size)),
-    h("td", {}, time(log.lastModified)),
-    h("td", {}, log.startTime ? h("span", { title: exact(log.startTime) }, new Date(log.startTime).toLocaleString()) : "—"),
-    h("td", {}, log.endTime ? h("span", { title: exact(log.endTime) }, new Date(log.endTime).toLocaleString()) : "—"),
+    h("td", { "data-label": "Size" }, size(log.size)),
+    h("td", { "data-label": "Last modified" }, time(log.lastModified)),
+    h("td", { "data-label": "Start" }, log.startTime ? h("span", { title: exact(log.startTime) }, new Date(log.startTime).toLocaleString()) : "—"),
+    h("td", { "data-label": "End" }, log.endTime ? h("span", { title: exact(log.endTime) }, new Date(log.endTime).toLocaleString()) : "—"),
     h("td", { class: "links" }, log.getUrl
       ? [h("a", { href: log.getUrl, target: "_blank", rel: "noopener noreferrer", class: "view", "aria-label": "View " + file }, "View"), " ",
         h("a", { href: log.downloadUrl, rel: "noopener noreferrer", class: "download", "aria-label": "Download " + file }, "Download")]

@@ -59,7 +59,7 @@ export function render(root, route) {
       manage.replaceChildren();
     } else {
       const st = slave.currentState;
-      head.replaceChildren(h("div", { class: "title" }, h("h1", {}, slave.host || slave.id), badge(st.state), exp && pending(exp)));
+      head.replaceChildren(h("div", { class: "title machine" }, h("h1", {}, slave.host || slave.id), badge(st.state), exp && pending(exp)));
       details.replaceChildren(
         h("h2", { id: "details-h" }, "Details"),
         h("dl", { class: "facts" },
@@ -75,7 +75,7 @@ export function render(root, route) {
     historyList.replaceChildren(h("h2", { id: "history-h" }, "History"),
       hist.length ? h("ol", { class: "timeline", "aria-label": "State history, newest first" }, hist.map((e) => h("li", {},
         h("div", { class: "when" }, time(e.timestamp)), badge(e.state),
-        h("div", { class: "who" }, e.user || "system"), e.message && h("p", { class: "msg" }, e.message))))
+        e.user && h("span", { class: "who" }, "by ", e.user), e.message && h("p", { class: "msg" }, e.message))))
         : info("No history."));
   }
 
