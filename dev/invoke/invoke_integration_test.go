@@ -126,7 +126,7 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 // Lambda build (go build skips a binary that is up to date).
 func build(t *testing.T, dir, function string) string {
 	t.Helper()
-	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs"}
+	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console"}
 	out := filepath.Join(dir, function, "bootstrap")
 	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", out, "./functions/"+dirs[function])
 	cmd.Dir = filepath.Join("..", "..")

@@ -302,17 +302,25 @@ func open(t *testing.T, ctx context.Context, base, route, sel string) {
 }
 
 // eventually waits until the JavaScript expression is true, or fails
-// saying what the page showed instead.
+// saying what the page showed instead. It asks again after an error too,
+// as the page may be between two documents (a sign-in redirect).
 func eventually(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	var ok bool
-	if err := chromedp.Run(wctx, chromedp.Poll(expr, &ok, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-		var text string
-		_ = chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector("main").innerText`, &text))
-		t.Fatalf("got no %s (%s): %v; the page shows:\n%s", what, expr, err, text)
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		var ok bool
+		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = chromedp.Run(ectx, chromedp.Evaluate(expr, &ok))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	var text string
+	_ = chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector("main")?.innerText`, &text))
+	t.Fatalf("got no %s (%s, last error %v); the page shows:\n%s", what, expr, err, text)
 }
 
 // mainText is the page's main text.
