@@ -82,7 +82,7 @@ func Start(ctx context.Context) (*Browser, error) {
 	return &Browser{ctx: bctx, cancel: func() { bcancel(); acancel() }, profile: profile}, nil
 }
 
-// Tab opens a new tab; cancel closes it.
+// Tab opens a new tab; cancel closes it. Tabs share the profile's storage.
 func (b *Browser) Tab() (context.Context, context.CancelFunc) {
 	return chromedp.NewContext(b.ctx)
 }
@@ -101,11 +101,11 @@ func Look(width int64, scheme string) chromedp.Action {
 	}
 }
 
-// Screenshot saves the whole page as a PNG at path.
+// Screenshot saves what the window shows as a PNG at path.
 func Screenshot(path string) chromedp.Action {
 	return chromedp.ActionFunc(func(ctx context.Context) error {
 		var png []byte
-		if err := chromedp.FullScreenshot(&png, 100).Do(ctx); err != nil {
+		if err := chromedp.CaptureScreenshot(&png).Do(ctx); err != nil {
 			return err
 		}
 		return os.WriteFile(path, png, 0o644)

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleetops/fleet/dev/browser"
@@ -269,6 +270,11 @@ func tab(t *testing.T) context.Context {
 		}
 	})
 	do(t, ctx, browser.Look(1440, "light"))
+	// Each test starts from a browser that has not seen the console: the
+	// saved fleet view of another test would filter this one's machines.
+	for _, origin := range []string{site.URL, noS3Site.URL} {
+		do(t, ctx, storage.ClearDataForOrigin(origin, "local_storage,session_storage"))
+	}
 	return ctx
 }
 

@@ -38,6 +38,10 @@ export async function call(method, path, { body, query, key } = {}) {
   } catch {
     throw new ApiError(0, "network error");
   }
+  // A fleet list is tens of megabytes: parsed straight from the body, it
+  // never becomes one JavaScript string first.
+  // (A change answers 200 with an empty body, so only reads are parsed so.)
+  if (res.ok && method === "GET") return res.json();
   const text = await res.text();
   if (!res.ok) {
     let message = res.statusText || "request failed";
