@@ -77,7 +77,6 @@ func consoleFigures(ctx context.Context, e *env) ([]row, error) {
 	}, nil
 }
 
-
 // painted is run in the page before its own scripts: it notes the time of
 // the first frame painted after the fleet table got its rows.
 const painted = `
