@@ -121,7 +121,11 @@ func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handle
 	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
 	// The console, as ConsoleFunction serves it, signing in the way
 	// AUTH_MODE says (none unless the shell sets it).
-	consoleCfg, err := config.LoadConsole(slavesEnv)
+	consoleEnv, err := localEnv(local, "ConsoleFunction")
+	if err != nil {
+		return nil, config.Logs{}, err
+	}
+	consoleCfg, err := config.LoadConsole(consoleEnv)
 	if err != nil {
 		return nil, config.Logs{}, err
 	}
