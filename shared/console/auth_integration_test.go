@@ -48,7 +48,7 @@ func signedSite(t *testing.T, cfg console.Config, token string) (*httptest.Serve
 		r2, _ := http.NewRequest(r.Method, site.URL+r.URL.String(), r.Body)
 		res, err := http.DefaultClient.Do(r2)
 		if err != nil {
-			http.Error(w, err.Error(), 502)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		defer res.Body.Close()

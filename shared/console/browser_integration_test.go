@@ -329,14 +329,6 @@ func eventually(t *testing.T, ctx context.Context, what, expr string) {
 	t.Fatalf("got no %s (%s, last error %v); the page shows:\n%s", what, expr, err, text)
 }
 
-// mainText is the page's main text.
-func mainText(t *testing.T, ctx context.Context) string {
-	t.Helper()
-	var text string
-	do(t, ctx, chromedp.Evaluate(`document.querySelector("main").innerText`, &text))
-	return text
-}
-
 // has is a JavaScript expression: the element sel holds text.
 func has(sel, text string) string {
 	s, _ := json.Marshal(sel)

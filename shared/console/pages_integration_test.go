@@ -250,6 +250,14 @@ func TestLogsPage(t *testing.T) {
 		do(t, other, chromedp.Navigate(url))
 		eventually(t, other, "the first page", `document.querySelectorAll("table.logs tbody tr").length === 50`)
 	})
+	t.Run("a task id in a machine's history is one click from its logs", func(t *testing.T) {
+		id := seed(t, "tasklink", 1, false)[0]
+		defer api(t, "DELETE", "/api/slaves/slave/"+id, "", 200)
+		api(t, "POST", "/api/slaves/slave/"+id+"/freeze", `{"message":"draining (`+taskID+`) first"}`, 200)
+		open(t, ctx, site.URL, "#/machine/"+id, "ol.timeline li a")
+		do(t, ctx, chromedp.Click(`ol.timeline li:first-child a`))
+		eventually(t, ctx, "the task's logs", `location.hash.includes("task=`+taskID+`") && document.querySelectorAll("table.logs tbody tr").length === 50`)
+	})
 	t.Run("no logs in the window is not an error", func(t *testing.T) {
 		open(t, ctx, site.URL, "#/logs?by=request&request=nobody&window=1h", "main .info")
 		eventually(t, ctx, "the message", has("main .info", "No logs in this window"))

@@ -9,6 +9,7 @@ import { time, number } from "./format.js";
 import { problem, info } from "./notice.js";
 import { confirm } from "./confirm.js";
 import { forget } from "./fleet.js";
+import { linkTasks } from "./tasklinks.js";
 
 export function render(root) {
   const list = h("section", { class: "panel", "aria-labelledby": "exp-h" });
@@ -42,7 +43,7 @@ export function render(root) {
           h("td", {}, due(x) > Date.now() ? time(due(x), "until") : "due now"),
           h("td", {}, time(x.startMillis)),
           h("td", {}, x.user || ""),
-          h("td", { class: "msg" }, x.expiringAPIRequestObject.message || ""))))))
+          h("td", { class: "msg" }, linkTasks(x.expiringAPIRequestObject.message)))))))
         : info("No expiring changes."));
   }
 

@@ -11,6 +11,7 @@ import { href, replace } from "./router.js";
 import { time, number } from "./format.js";
 import { badge } from "./badge.js";
 import { problem } from "./notice.js";
+import { linkTasks } from "./tasklinks.js";
 
 export const STATES = ["ACTIVE", "FROZEN", "STARTING_DECOMMISSION", "DECOMMISSIONING", "DECOMMISSIONED", "DEAD", "MISSING_ON_STARTUP"];
 
@@ -21,7 +22,7 @@ const COLUMNS = [
   { key: "state", label: "State", value: (r) => r.s.currentState.state, cell: (r) => badge(r.s.currentState.state) },
   { key: "since", label: "Since", value: (r) => r.s.currentState.timestamp, cell: (r) => time(r.s.currentState.timestamp) },
   { key: "by", label: "By", value: (r) => r.s.currentState.user || "" },
-  { key: "message", label: "Message", value: (r) => r.s.currentState.message || "", cell: (r) => h("span", { class: "msg" }, r.s.currentState.message || "") },
+  { key: "message", label: "Message", value: (r) => r.s.currentState.message || "", cell: (r) => h("span", { class: "msg" }, linkTasks(r.s.currentState.message)) },
   { key: "pending", label: "Pending change", value: (r) => (r.x ? due(r.x) : Infinity), cell: (r) => r.x && pending(r.x) },
 ];
 const DEFAULT_COLUMNS = ["id", "host", "rack", "state", "since", "by", "message", "pending"];

@@ -13,6 +13,7 @@ import { problem, info } from "./notice.js";
 import { confirm } from "./confirm.js";
 import { actionForm } from "./actions.js";
 import { pending, forget } from "./fleet.js";
+import { linkTasks } from "./tasklinks.js";
 
 export function render(root, route) {
   const machineID = route.parts[0] || "";
@@ -65,7 +66,7 @@ export function render(root, route) {
         h("dl", { class: "facts" },
           fact("Id", h("code", {}, slave.id)), fact("Host", slave.host), fact("Rack", slave.rackId),
           fact("State", [badge(st.state), " since ", time(st.timestamp)]),
-          st.user && fact("By", st.user), st.message && fact("Message", st.message),
+          st.user && fact("By", st.user), st.message && fact("Message", linkTasks(st.message)),
           fact("First seen", [time(slave.firstSeenAt), " (", exact(slave.firstSeenAt), ")"])),
         map("Attributes", slave.attributes), map("Resources", slave.resources));
       current = slave;
@@ -75,7 +76,7 @@ export function render(root, route) {
     historyList.replaceChildren(h("h2", { id: "history-h" }, "History"),
       hist.length ? h("ol", { class: "timeline", "aria-label": "State history, newest first" }, hist.map((e) => h("li", {},
         h("div", { class: "when" }, time(e.timestamp)), badge(e.state),
-        e.user && h("span", { class: "who" }, "by ", e.user), e.message && h("p", { class: "msg" }, e.message))))
+        e.user && h("span", { class: "who" }, "by ", e.user), e.message && h("p", { class: "msg" }, linkTasks(e.message)))))
         : info("No history."));
   }
 
