@@ -64,7 +64,7 @@ export function session() {
 // signIn renders what a page shows instead of itself while nobody is signed in.
 export function signIn() {
   if (config.auth === "iam") {
-    return h("section", { class: "panel", "aria-labelledby": "iam-h" },
+    return h("section", { class: "panel signin", "aria-labelledby": "iam-h" },
       h("h1", { id: "iam-h" }, "The console cannot sign requests for this API"),
       h("p", {}, "This API is deployed with AWS_IAM authorization: every request must carry a SigV4 signature, which a web page cannot make without AWS credentials."),
       h("p", {}, "To use the console, deploy with ApiAuthorizer=COGNITO_USER_POOLS (with CognitoDomain and CognitoClientId) or a Lambda authorizer (LAMBDA_TOKEN or LAMBDA_REQUEST). Until then, use the API from the command line, for example ",
@@ -72,16 +72,16 @@ export function signIn() {
   }
   if (config.auth === "cognito") {
     if (!config.cognitoDomain || !config.cognitoClientId) {
-      return h("section", { class: "panel" }, h("h1", {}, "Sign-in is not configured"),
+      return h("section", { class: "panel signin" }, h("h1", {}, "Sign-in is not configured"),
         h("p", {}, "The API uses a Cognito user pool, but the console was deployed without CognitoDomain and CognitoClientId. Deploy with both to sign in here."));
     }
-    return h("section", { class: "panel", "aria-labelledby": "si-h" },
+    return h("section", { class: "panel signin", "aria-labelledby": "si-h" },
       h("h1", { id: "si-h" }, "Sign in"),
       h("p", {}, "The fleet's API is protected by your organisation's sign-in."),
       h("button", { type: "button", class: "primary", onclick: startCognito }, "Sign in"));
   }
   const input = h("input", { type: "password", autocomplete: "off", required: true, spellcheck: false });
-  return h("section", { class: "panel", "aria-labelledby": "tok-h" },
+  return h("section", { class: "panel signin", "aria-labelledby": "tok-h" },
     h("h1", { id: "tok-h" }, "Sign in with a token"),
     h("form", {
       onsubmit: (e) => {
