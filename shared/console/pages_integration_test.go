@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/fleetops/fleet/shared/expiry"
 )
@@ -288,4 +289,47 @@ func TestNetworkDownIsShownAndKeepsTheForm(t *testing.T) {
 	if kept != "network check" {
 		t.Errorf("got %q, want the message kept", kept)
 	}
+}
+
+func TestTheKeyboardAlone(t *testing.T) {
+	id := seed(t, "keys", 3, false)[0]
+	t.Cleanup(func() {
+		for i := range 3 {
+			api(t, "DELETE", fmt.Sprintf("/api/slaves/slave/keys-S%d", i), "", 200)
+		}
+	})
+	ctx := tab(t)
+	open(t, ctx, site.URL, "#/fleet", "table.fleet tbody tr")
+	// tabTo presses Tab until the focus is on sel.
+	tabTo := func(sel string) {
+		t.Helper()
+		for range 40 {
+			var on bool
+			do(t, ctx, chromedp.Evaluate(fmt.Sprintf(`document.activeElement?.matches(%q) ?? false`, sel), &on))
+			if on {
+				return
+			}
+			do(t, ctx, chromedp.KeyEvent(kb.Tab))
+		}
+		t.Fatalf("Tab never reached %s", sel)
+	}
+	tabTo(`input[type=search]`)
+	do(t, ctx, chromedp.KeyEvent("keys-node"))
+	eventually(t, ctx, "3 rows", `document.querySelectorAll("table.fleet tbody tr").length === 3`)
+	tabTo(`button.sort[data-col=host]`)
+	do(t, ctx, chromedp.KeyEvent(kb.Enter), chromedp.KeyEvent(kb.Enter))
+	eventually(t, ctx, "host sorted descending", `document.querySelector("th[aria-sort=descending] button[data-col=host]") !== null`)
+
+	t.Run("Escape cancels a confirmation and sends nothing", func(t *testing.T) {
+		open(t, ctx, site.URL, "#/machine/"+id, "form.actions")
+		before := changes.len()
+		tabTo(`form.actions button[type=submit]`)
+		do(t, ctx, chromedp.KeyEvent(kb.Enter))
+		eventually(t, ctx, "the confirmation", `document.querySelector("dialog.confirm[open]") !== null && document.activeElement.value === "cancel"`)
+		do(t, ctx, chromedp.KeyEvent(kb.Escape))
+		eventually(t, ctx, "no dialog", `document.querySelector("dialog.confirm") === null`)
+		if n := changes.len() - before; n != 0 {
+			t.Errorf("got %d changes sent, want none", n)
+		}
+	})
 }
