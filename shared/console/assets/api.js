@@ -41,7 +41,15 @@ export async function call(method, path, { body, query, key } = {}) {
   // A fleet list is tens of megabytes: parsed straight from the body, it
   // never becomes one JavaScript string first.
   // (A change answers 200 with an empty body, so only reads are parsed so.)
-  if (res.ok && method === "GET") return res.json();
+  if (res.ok && method === "GET") {
+    const out = await res.json();
+    // An answer cut to fit Lambda's response (docs/behaviour.md, "Response
+    // bounds") says so; the pages show it.
+    if (res.headers.get("X-Result-Truncated") === "true") {
+      Object.defineProperty(out, "truncated", { value: { count: Number(res.headers.get("X-Result-Count")), total: Number(res.headers.get("X-Total-Count")) } });
+    }
+    return out;
+  }
   const text = await res.text();
   if (!res.ok) {
     let message = res.statusText || "request failed";

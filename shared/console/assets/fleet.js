@@ -10,7 +10,7 @@ import * as api from "./api.js";
 import { href, replace } from "./router.js";
 import { time, number } from "./format.js";
 import { badge } from "./badge.js";
-import { problem } from "./notice.js";
+import { problem, info } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
 
 export const STATES = ["ACTIVE", "FROZEN", "STARTING_DECOMMISSION", "DECOMMISSIONING", "DECOMMISSIONED", "DEAD", "MISSING_ON_STARTUP"];
@@ -38,7 +38,7 @@ async function load() {
   const [list, exp] = await Promise.all([api.slaves(), api.expiring()]);
   const byId = new Map(exp.map((x) => [x.machineId, x]));
   const rows = list.map((s) => ({ s, x: byId.get(s.id) }));
-  fleet = { rows, at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map() };
+  fleet = { rows, at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map(), truncated: list.truncated };
   // The search index is built when the browser is idle after the first
   // paint, not before it.
   (window.requestIdleCallback || setTimeout)(() => index(rows));
@@ -225,7 +225,8 @@ export function render(root, route) {
     refresh.disabled = true;
     try {
       await load();
-      errors.replaceChildren();
+      const cut = fleet.truncated;
+      errors.replaceChildren(cut ? info(`The API answered the first ${number(cut.count)} of ${number(cut.total)} machines by id: the whole list did not fit in one answer.`) : "");
       status.replaceChildren("Updated ", time(fleet.at));
       draw();
     } catch (e) {
