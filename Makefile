@@ -4,7 +4,7 @@
 #   make fleetctl                            the fleetctl command line for this machine, into bin/fleetctl
 #   make release                             fleetctl for linux, darwin and windows on amd64 and arm64, into bin/release
 #   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
-#   make run                                 the API on http://127.0.0.1:3000 over local DynamoDB and S3
+#   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
@@ -25,7 +25,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 
-FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction
+FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction ConsoleFunction
 
 # Lambda runs the functions on arm64 (template.yaml, Architectures).
 LAMBDA_GOARCH ?= arm64
@@ -51,7 +51,7 @@ define lambda_build
 GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs invoke test test-resilience bench lint deps deps-deploy deploy-local deploy clean
+.PHONY: build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs invoke test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
 
 build: $(addprefix build-,$(FUNCTIONS)) fleetctl
 
@@ -69,6 +69,9 @@ build-InventoryFunction:
 
 build-ExpiryFunction:
 	$(call lambda_build,expiry)
+
+build-ConsoleFunction:
+	$(call lambda_build,console)
 
 # fleetctl is one static binary (cmd/fleetctl, README "fleetctl"); its
 # version is the repository's git description.
@@ -117,7 +120,7 @@ invoke: deps
 	@bin/dev/invoke -function '$(FN)' -event '$(EVENT)' -binary bin/local/$(FN)/bootstrap \
 		-env-vars '$(ENV_VARS)' -parameter-overrides '$(PARAMETER_OVERRIDES)'
 
-test: deps deps-deploy $(MINIO)
+test: deps deps-deploy deps-browser $(MINIO)
 	go test ./...
 	go test -tags otel ./shared/tracing/...
 	go test -tags integration -count=1 ./...
@@ -132,7 +135,7 @@ test-resilience: deps $(MINIO)
 
 # Builds the real function binaries itself and prints one Markdown table;
 # BENCHMARKS.md holds the latest run. BENCH_FLAGS=-quick for a short try.
-bench: deps $(MINIO)
+bench: deps deps-browser $(MINIO)
 	go run ./dev/bench $(BENCH_FLAGS)
 
 lint: $(STATICCHECK)
@@ -166,6 +169,14 @@ $(MINIO):
 deps:
 	@python3 -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("moto", "flask", "werkzeug")))' \
 		|| python3 -m pip install 'moto[server]' >&2
+
+# The console's browser tests (make test) and figures (make bench) drive
+# Chromium: Debian's chromium package, installed when missing (as root, or
+# with sudo).
+deps-browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		{ if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+		  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; } >&2
 
 # The local deploy also translates the template with AWS's SAM translator.
 deps-deploy: deps

@@ -1,7 +1,7 @@
 // Command bench is `make bench`: it measures the service side by side in
 // one run (cold start of the real bootstrap binaries, per-request overhead,
 // backend round trips per operation, the log lookup's critical path, fleet
-// scale and expiry throughput) and prints one table of figures, each with
+// scale, expiry throughput and the console in Chromium) and prints one table of figures, each with
 // its target and whether it is met. Absolute times drift on shared machines;
 // the ratios, measured in the same run, hold.
 package main
@@ -136,6 +136,7 @@ var sections = []section{
 	{"log critical path", logPath},
 	{"fleet scale", fleet},
 	{"expiry throughput", expiryThroughput},
+	{"console", consoleFigures},
 	{"fleetctl logs", fleetctlLogs},
 }
 

@@ -107,6 +107,7 @@ var tablesUsed = map[string][]string{
 	"InventoryFunction": {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE"},
 	"ExpiryFunction":    {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE"},
 	"LogsFunction":      nil,
+	"ConsoleFunction":   nil,
 }
 
 // checkPolicies checks, on each function's role, what the emulator does not

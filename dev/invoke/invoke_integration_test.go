@@ -125,7 +125,7 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 // build's flags (go build skips a binary that is up to date).
 func build(t *testing.T, dir, function string) string {
 	t.Helper()
-	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs"}
+	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console"}
 	out := filepath.Join(dir, function, "bootstrap")
 	if err := lambdarun.Build(context.Background(), filepath.Join("..", ".."), runtime.GOARCH, "./functions/"+dirs[function], out); err != nil {
 		t.Fatal(err)

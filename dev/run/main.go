@@ -7,7 +7,8 @@
 // emulator always runs in one region with its own credentials, whatever AWS
 // variables the shell has (stack.LocalAWS). It also serves the API's
 // OpenAPI description, openapi.yaml, at /api/openapi.yaml and, converted,
-// at /api/openapi.json. Like API Gateway, it answers a request that is not
+// at /api/openapi.json, and the operator console at / (shared/console).
+// Like API Gateway, it answers a request that is not
 // valid HTTP with a JSON error.
 package main
 
@@ -28,6 +29,7 @@ import (
 	"github.com/fleetops/fleet/dev/jsonerrors"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/console"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
@@ -69,7 +71,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "make run: serving the API on http://%s (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, logsCfg.Buckets)
+	fmt.Fprintf(os.Stderr, "make run: serving the API and the console on http://%s/ (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, logsCfg.Buckets)
 	return serve(ctx, ln, h)
 }
 
@@ -121,7 +123,21 @@ func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handle
 	}
 	mux.HandleFunc("GET /api/openapi.json", document("application/json", doc.JSON()))
 	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
-	mux.HandleFunc("/", web.NotFound)
+	// The console, as ConsoleFunction serves it, signing in the way
+	// AUTH_MODE says (none unless the shell sets it).
+	consoleEnv, err := localEnv(local, "ConsoleFunction")
+	if err != nil {
+		return nil, config.Logs{}, err
+	}
+	consoleCfg, err := config.LoadConsole(consoleEnv)
+	if err != nil {
+		return nil, config.Logs{}, err
+	}
+	ui, err := console.New(console.SignIn(consoleCfg))
+	if err != nil {
+		return nil, config.Logs{}, err
+	}
+	mux.Handle("/", ui)
 	return web.Wrap(mux, web.Options{Logger: log}), logsCfg, nil
 }
 

@@ -133,3 +133,19 @@ func TestTheLocalServerAnswersMalformedRequestsWithJSONErrors(t *testing.T) {
 		}
 	})
 }
+
+func TestTheLocalServerServesTheConsoleBesideTheAPI(t *testing.T) {
+	addr := startServer(t)
+	res, body := send(t, addr, "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(body, `<script type="module" src="assets/`) {
+		t.Fatalf("GET /: got %d %s %.200s, want the console's page", res.StatusCode, res.Header.Get("Content-Type"), body)
+	}
+	res, body = send(t, addr, "GET /console-config.json HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	if res.StatusCode != 200 || strings.TrimSpace(body) != `{"auth":"none"}` {
+		t.Errorf("GET /console-config.json: got %d %s, want no sign-in (AUTH_MODE none)", res.StatusCode, body)
+	}
+	res, _ = send(t, addr, "GET /api/slaves HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+	if res.StatusCode != 200 {
+		t.Errorf("GET /api/slaves: got %d, want the API beside the console", res.StatusCode)
+	}
+}

@@ -278,7 +278,7 @@ Resources:
 
 func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	tpl := loadRepoTemplate(t)
-	if got, want := tpl.Functions(), []string{"ExpiryFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
+	if got, want := tpl.Functions(), []string{"ConsoleFunction", "ExpiryFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
 		t.Errorf("Functions: got %v, want %v", got, want)
 	}
 	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
@@ -333,6 +333,9 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		case "InventoryFunction":
 			want = maps.Clone(want)
 			want["MAX_LOST_FRACTION"], want["LOST_WINDOW"] = "0.2", "60s"
+		case "ConsoleFunction":
+			want = maps.Clone(want)
+			want["API_AUTHORIZER"], want["COGNITO_DOMAIN"], want["COGNITO_CLIENT_ID"] = "AWS_IAM", "", ""
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got %v, want %v", fn, got, want)

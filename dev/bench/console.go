@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/fleetops/fleet/dev/browser"
+	"github.com/fleetops/fleet/shared/console"
+)
+
+// consoleFleet is the fleet the console figures are taken on.
+const consoleFleet = 100_000
+
+// consoleFigures loads the console in Chromium against a synthetic
+// 100,000-slave answer (the same shape and size as GET /api/slaves's) and
+// measures what a user waits for: the bytes of the first load, the time
+// from the page's response to the first paint of the fleet table, and the
+// time from a keystroke in the search box to the paint of its result.
+func consoleFigures(ctx context.Context, e *env) ([]row, error) {
+	n, runs := consoleFleet, 5
+	if e.quick {
+		n, runs = 10_000, 2
+	}
+	ui, err := console.New(console.Config{Auth: console.AuthNone})
+	if err != nil {
+		return nil, err
+	}
+	list, expiring := syntheticFleet(n)
+	mux := http.NewServeMux()
+	mux.Handle("/", ui)
+	mux.HandleFunc("GET /api/slaves", gzipped(list))
+	mux.HandleFunc("GET /api/slaves/expiring", gzipped(expiring))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	b, err := browser.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+
+	var paints []time.Duration
+	var transfer, files int64
+	for range runs {
+		p, bytes, count, err := firstPaint(b, srv.URL)
+		if err != nil {
+			return nil, err
+		}
+		paints = append(paints, p)
+		transfer, files = bytes, count
+	}
+	slices.Sort(paints)
+	paint := paints[len(paints)/2]
+
+	keys, err := keystrokes(b, srv.URL)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(keys)
+	p95 := keys[(len(keys)*95+99)/100-1]
+
+	return []row{
+		{figure: fmt.Sprintf("first load, HTML+JS+CSS gzip-compressed (%d files)", files), value: fmt.Sprintf("%.1f KB", float64(transfer)/1024), target: "≤ 100 KB", met: verdict(transfer <= 100<<10)},
+		{figure: fmt.Sprintf("page response to first paint of the fleet table, %d slaves (%.1f MB JSON, %.1f MB gzip), median of %d", n, float64(len(list))/1e6, float64(gzipSize(list))/1e6, runs), value: ms(paint), target: "≤ 1 s", met: verdict(paint <= time.Second)},
+		{figure: fmt.Sprintf("filter keystroke to paint, %d slaves, p95 of %d keystrokes", n, len(keys)), value: ms(p95), target: "≤ 50 ms", met: verdict(p95 <= 50*time.Millisecond)},
+	}, nil
+}
+
+// painted is run in the page before its own scripts: it notes the time of
+// the first frame painted after the fleet table got its rows.
+const painted = `
+new MutationObserver((_, obs) => {
+  if (!document.querySelector("table.fleet td[data-col=id]")) return;
+  obs.disconnect();
+  requestAnimationFrame(() => setTimeout(() => { window.__painted = performance.now(); }));
+}).observe(document, {childList: true, subtree: true});`
+
+// firstPaint loads the console in a fresh tab with the cache off and
+// returns the time from the page's response to the table's first paint, and
+// the compressed bytes and count of the page, scripts and stylesheet.
+func firstPaint(b *browser.Browser, base string) (time.Duration, int64, int64, error) {
+	ctx, cancel := b.Tab()
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, time.Minute)
+	defer cancelTimeout()
+	var res struct {
+		Paint, Bytes, Files float64
+	}
+	err := chromedp.Run(ctx,
+		network.Enable(), network.SetCacheDisabled(true),
+		chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := page.AddScriptToEvaluateOnNewDocument(painted).Do(ctx)
+			return err
+		}),
+		chromedp.Navigate(base+"/#/fleet"),
+		chromedp.Poll(`window.__painted`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Evaluate(`(() => {
+			const nav = performance.getEntriesByType("navigation")[0];
+			const assets = performance.getEntriesByType("resource").filter(r => /\.(js|css)$/.test(new URL(r.name).pathname));
+			return {Paint: window.__painted - nav.responseStart,
+				Bytes: nav.encodedBodySize + assets.reduce((s, r) => s + r.encodedBodySize, 0), Files: 1 + assets.length};
+		})()`, &res),
+		chromedp.Evaluate(`localStorage.clear()`, nil),
+	)
+	return time.Duration(res.Paint * float64(time.Millisecond)), int64(res.Bytes), int64(res.Files), err
+}
+
+// measureKeys is run in the page: for every input event in the search box
+// it notes the time from the keystroke to the frame painted after it.
+const measureKeys = `
+window.__keys = [];
+document.querySelector("input[type=search]").addEventListener("input", (e) => {
+  const at = e.timeStamp;
+  requestAnimationFrame(() => setTimeout(() => window.__keys.push(performance.now() - at)));
+}, true);`
+
+// keystrokes types host names into the fleet page's search box and deletes
+// them again, one key at a time, and returns each keystroke's latency.
+func keystrokes(b *browser.Browser, base string) ([]time.Duration, error) {
+	ctx, cancel := b.Tab()
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelTimeout()
+	if err := chromedp.Run(ctx, chromedp.Navigate(base+"/#/fleet"),
+		chromedp.WaitVisible(`table.fleet td[data-col=id]`), chromedp.Evaluate(measureKeys, nil)); err != nil {
+		return nil, err
+	}
+	for _, word := range []string{"node-0042", "us-east-1b", "S00999"} {
+		for _, k := range word {
+			if err := chromedp.Run(ctx, chromedp.SendKeys(`input[type=search]`, string(k)), chromedp.Sleep(60*time.Millisecond)); err != nil {
+				return nil, err
+			}
+		}
+		for range word {
+			if err := chromedp.Run(ctx, chromedp.SendKeys(`input[type=search]`, "\b"), chromedp.Sleep(60*time.Millisecond)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var got []float64
+	if err := chromedp.Run(ctx, chromedp.Sleep(200*time.Millisecond), chromedp.Evaluate(`window.__keys`, &got), chromedp.Evaluate(`localStorage.clear()`, nil)); err != nil {
+		return nil, err
+	}
+	if len(got) == 0 {
+		return nil, fmt.Errorf("no keystroke reached the search box")
+	}
+	out := make([]time.Duration, len(got))
+	for i, v := range got {
+		out[i] = time.Duration(v * float64(time.Millisecond))
+	}
+	return out, nil
+}
+
+// syntheticFleet is n slaves and the expiring changes of one in 500, as
+// GET /api/slaves and GET /api/slaves/expiring answer them: sorted by id,
+// with the fields and sizes of reported machines.
+func syntheticFleet(n int) (list, expiring []byte) {
+	states := []string{"ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "ACTIVE", "FROZEN", "DEAD"}
+	now := time.Now().UnixMilli()
+	var l, x bytes.Buffer
+	l.WriteByte('[')
+	x.WriteByte('[')
+	for i := range n {
+		id := fmt.Sprintf("20261121-051400-16777343-5050-1234-S%06d", i)
+		state := states[i%len(states)]
+		if i > 0 {
+			l.WriteByte(',')
+		}
+		fmt.Fprintf(&l, `{"id":%q,"firstSeenAt":%d,"currentState":{"objectId":%q,"state":%q,"timestamp":%d,"user":"ops@example.com","message":"kernel upgrade on node-%06d"},"host":"node-%06d.example.com","rackId":"us-east-1%c","attributes":{"instance_type":"m5.4xlarge","zone":"us-east-1%c"},"resources":{"cpus":16,"mem":63000,"disk":400000,"ports":"[31000-32000]"}}`,
+			id, now-int64(i)*60000, id, state, now-int64(i%1440)*60000, i, i, 'a'+rune(i%3), 'a'+rune(i%3))
+		if i%500 == 8 {
+			if x.Len() > 1 {
+				x.WriteByte(',')
+			}
+			fmt.Fprintf(&x, `{"machineId":%q,"user":"ops@example.com","startMillis":%d,"actionId":"a-%d","revertToState":"ACTIVE","killTasksOnDecommissionTimeout":false,"expiringAPIRequestObject":{"message":"disk check","durationMillis":7200000,"revertToState":"ACTIVE","actionId":"a-%d","killTasksOnDecommissionTimeout":false}}`,
+				id, now-int64(i), i, i)
+		}
+	}
+	l.WriteByte(']')
+	x.WriteByte(']')
+	return l.Bytes(), x.Bytes()
+}
+
+// gzipped serves body as the API does to a client that accepts gzip.
+func gzipped(body []byte) http.HandlerFunc {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(body)
+	zw.Close()
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(z.Bytes())
+			return
+		}
+		w.Write(body)
+	}
+}
+
+func gzipSize(body []byte) int {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	zw.Write(body)
+	zw.Close()
+	return z.Len()
+}

@@ -1,0 +1,43 @@
+package config
+
+import (
+	"strings"
+
+	"github.com/fleetops/fleet/shared/access"
+)
+
+// Console is the configuration of the console function: how the API it
+// serves the page for is signed in to.
+type Console struct {
+	Policy          access.Policy // AUTH_MODE: none means the page needs no sign-in
+	Authorizer      string        // API_AUTHORIZER: AWS_IAM, COGNITO_USER_POOLS, LAMBDA_TOKEN or LAMBDA_REQUEST
+	CognitoDomain   string        // COGNITO_DOMAIN, the user pool's hosted UI domain (with COGNITO_USER_POOLS)
+	CognitoClientID string        // COGNITO_CLIENT_ID, the user pool app client the console signs in with
+}
+
+// Authorizers are the values API_AUTHORIZER takes, the template's ApiAuthorizer.
+var Authorizers = []string{"AWS_IAM", "COGNITO_USER_POOLS", "LAMBDA_TOKEN", "LAMBDA_REQUEST"}
+
+// LoadConsole reads the console function's variables from getenv. Missing
+// Cognito settings are not an error: the page then says sign-in is not
+// configured, rather than the function failing to serve it.
+func LoadConsole(getenv func(string) string) (Console, error) {
+	r := reader{getenv: getenv}
+	c := Console{
+		Policy:          r.policy(),
+		Authorizer:      strings.TrimSpace(getenv("API_AUTHORIZER")),
+		CognitoDomain:   strings.TrimSpace(getenv("COGNITO_DOMAIN")),
+		CognitoClientID: strings.TrimSpace(getenv("COGNITO_CLIENT_ID")),
+	}
+	if c.Authorizer == "" {
+		c.Authorizer = "AWS_IAM"
+	}
+	valid := false
+	for _, a := range Authorizers {
+		valid = valid || a == c.Authorizer
+	}
+	if !valid {
+		r.fail("API_AUTHORIZER", "must be one of %s, got %q", strings.Join(Authorizers, ", "), c.Authorizer)
+	}
+	return c, r.err
+}

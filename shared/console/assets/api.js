@@ -1,0 +1,103 @@
+// The API client: the console's only way to the service. It calls the
+// public routes (/api/slaves, /api/logs) relative to the page, as any other
+// client does, and turns every failure into an ApiError that says what
+// happened in the service's own words.
+
+import { authorization, signedOut } from "./auth.js";
+
+// ApiError is a failed call: status 0 when the network failed, else the
+// HTTP status with the body's message; retryAfter (seconds) on a 503.
+export class ApiError extends Error {
+  constructor(status, message, retryAfter) {
+    super(message);
+    this.status = status;
+    this.retryAfter = retryAfter;
+  }
+  // retryable: the same request (with the same Idempotency-Key) may be sent again.
+  get retryable() { return this.status === 0 || this.status >= 500; }
+  describe() {
+    if (this.status === 0) return "The service cannot be reached (network down or blocked). Nothing was lost: try again.";
+    if (this.status === 503) return `${this.message}. The service is busy: try again${this.retryAfter ? ` in ${this.retryAfter} s` : ""}.`;
+    if (this.status === 401) return `Not signed in (${this.message}).`;
+    return this.message;
+  }
+}
+
+// call sends one request; key is the Idempotency-Key of a change.
+export async function call(method, path, { body, query, key } = {}) {
+  const url = new URL(path, document.baseURI);
+  for (const [k, v] of Object.entries(query || {})) if (v != null && v !== "") url.searchParams.set(k, v);
+  const headers = { Accept: "application/json" };
+  const auth = authorization();
+  if (auth) headers.Authorization = auth;
+  if (key) headers["Idempotency-Key"] = key;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let res;
+  try {
+    res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+  } catch {
+    throw new ApiError(0, "network error");
+  }
+  // A fleet list is tens of megabytes: parsed straight from the body, it
+  // never becomes one JavaScript string first.
+  // (A change answers 200 with an empty body, so only reads are parsed so.)
+  if (res.ok && method === "GET") {
+    const out = await res.json();
+    // An answer cut to fit Lambda's response (docs/behaviour.md, "Response
+    // bounds") says so; the pages show it.
+    if (res.headers.get("X-Result-Truncated") === "true") {
+      Object.defineProperty(out, "truncated", { value: { count: Number(res.headers.get("X-Result-Count")), total: Number(res.headers.get("X-Total-Count")) } });
+    }
+    return out;
+  }
+  const text = await res.text();
+  if (!res.ok) {
+    let message = res.statusText || "request failed";
+    try { message = JSON.parse(text).message || message; } catch { /* not JSON: keep the status text */ }
+    if (res.status === 401) signedOut();
+    throw new ApiError(res.status, message, Number(res.headers.get("Retry-After")) || undefined);
+  }
+  return text ? JSON.parse(text) : null;
+}
+
+const slave = (id) => "api/slaves/slave/" + encodeURIComponent(id);
+
+export const slaves = () => call("GET", "api/slaves");
+export const deadSlaves = () => call("GET", "api/slaves", { query: { state: "DEAD" } });
+export const details = (id) => call("GET", slave(id) + "/details");
+export const history = (id) => call("GET", slave(id));
+export const expiring = () => call("GET", "api/slaves/expiring");
+
+// The changes take the Idempotency-Key the caller keeps for the request
+// (see Change), so a retry is answered once.
+export const change = (id, action, body, key) => call("POST", `${slave(id)}/${action}`, { body, key });
+export const remove = (id, key) => call("DELETE", slave(id), { key });
+export const makePermanent = (id, key) => call("DELETE", slave(id) + "/expiring", { key });
+export const removeDead = (key) => call("DELETE", "api/slaves/dead", { key });
+
+export const searchLogs = (body) => call("POST", "api/logs/search", { body });
+
+// Change is one change request as the user asked for it: it keeps its
+// Idempotency-Key while the answer is unknown (network down, 5xx), so that
+// sending the same request again is a retry the service answers once, and
+// takes a fresh key once the request changes or got an answer.
+export class Change {
+  constructor() { this.key = null; this.sig = null; }
+  async send(sig, fn) {
+    if (this.sig !== sig || !this.key) { this.key = newKey(); this.sig = sig; }
+    try {
+      const out = await fn(this.key);
+      this.key = null;
+      return out;
+    } catch (e) {
+      if (!(e instanceof ApiError && e.retryable)) this.key = null;
+      throw e;
+    }
+  }
+}
+
+export function newKey() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+}

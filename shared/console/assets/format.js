@@ -1,0 +1,49 @@
+// How times, durations and sizes read on every page.
+
+const units = [["d", 86400000], ["h", 3600000], ["m", 60000], ["s", 1000]];
+
+// span formats a duration as its two largest units: "1h 12m", "3d 4h", "45s".
+export function span(ms) {
+  ms = Math.max(0, ms);
+  const parts = [];
+  for (const [u, size] of units) {
+    const n = Math.floor(ms / size);
+    if (n > 0 || (parts.length && parts.length < 2)) parts.push(n + u);
+    ms -= n * size;
+    if (parts.length === 2) break;
+  }
+  return parts.filter((p) => !p.startsWith("0")).join(" ") || "0s";
+}
+
+// ago is a past time relative to now: "5m ago".
+export const ago = (t, now = Date.now()) => (now - t < 1000 ? "just now" : span(now - t) + " ago");
+
+// exact is a time as the reader's clock shows it, with its zone.
+const exactFormat = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+});
+export const exact = (t) => exactFormat.format(new Date(t));
+
+// time is a <time> element reading relative, exact on hover, kept current
+// by the page's clock (see tick in app.js).
+export function time(t, rel = "ago") {
+  const el = document.createElement("time");
+  el.dateTime = new Date(t).toISOString();
+  el.title = exact(t);
+  el.dataset[rel] = t;
+  el.textContent = rel === "ago" ? ago(t) : "in " + span(t - Date.now());
+  return el;
+}
+
+export function size(bytes) {
+  if (bytes < 1024) return bytes + " B";
+  const u = ["KB", "MB", "GB", "TB"];
+  let i = -1;
+  do { bytes /= 1024; i++; } while (bytes >= 1024 && i < u.length - 1);
+  return bytes.toFixed(bytes < 10 ? 1 : 0) + " " + u[i];
+}
+
+export const number = (n) => n.toLocaleString();
+
+// stateLabel is a state as people say it: STARTING_DECOMMISSION → "starting decommission".
+export const stateLabel = (s) => s.toLowerCase().replaceAll("_", " ");

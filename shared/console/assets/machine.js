@@ -1,0 +1,121 @@
+// The machine page: details, the pending expiring change, the state history
+// as a timeline (newest first), the change form, "make permanent" and
+// delete. It refreshes itself (every 5 s while a change is pending, so a
+// revert shows up on its own; every 30 s otherwise) without touching the
+// form, so nothing typed is lost.
+
+import { h } from "./dom.js";
+import * as api from "./api.js";
+import { href } from "./router.js";
+import { time, exact } from "./format.js";
+import { badge } from "./badge.js";
+import { problem, info } from "./notice.js";
+import { confirm } from "./confirm.js";
+import { actionForm } from "./actions.js";
+import { pending, forget } from "./fleet.js";
+import { linkTasks } from "./tasklinks.js";
+
+export function render(root, route) {
+  const machineID = route.parts[0] || "";
+  const head = h("div");
+  const details = h("section", { class: "panel", "aria-labelledby": "details-h" });
+  const change = h("div");
+  const historyList = h("section", { class: "panel", "aria-labelledby": "history-h" });
+  const manage = h("section", { class: "panel", "aria-labelledby": "manage-h" });
+  root.replaceChildren(
+    h("p", { class: "crumbs" }, h("a", { href: href("fleet") }, "Fleet"), " / ", machineID),
+    head, h("div", { class: "columns2" }, h("div", {}, details, change, manage), historyList));
+
+  let form = null;
+  let current = null;
+  let timer = 0;
+  let stopped = false;
+  const permanent = new api.Change();
+  const removal = new api.Change();
+
+  async function refresh() {
+    clearTimeout(timer);
+    let slave = null, hist = [], exp = null, err = null;
+    try {
+      [slave, hist, exp] = await Promise.all([
+        api.details(machineID).catch((e) => { if (e.status === 404) return null; throw e; }),
+        api.history(machineID),
+        api.expiring().then((all) => all.find((x) => x.machineId === machineID) || null),
+      ]);
+    } catch (e) { err = e; }
+    if (stopped) return;
+    if (err) {
+      head.replaceChildren(h("h1", {}, machineID), problem(err, refresh));
+    } else {
+      draw(slave, hist, exp);
+    }
+    timer = setTimeout(refresh, exp ? 5000 : 30000);
+  }
+
+  function draw(slave, hist, exp) {
+    if (!slave) {
+      head.replaceChildren(h("h1", {}, machineID), info("No such machine: it was deleted, or the scheduler has not reported it."));
+      details.replaceChildren();
+      change.replaceChildren();
+      manage.replaceChildren();
+    } else {
+      const st = slave.currentState;
+      head.replaceChildren(h("div", { class: "title machine" }, h("h1", {}, slave.host || slave.id), badge(st.state), exp && pending(exp)));
+      details.replaceChildren(
+        h("h2", { id: "details-h" }, "Details"),
+        h("dl", { class: "facts" },
+          fact("Id", h("code", {}, slave.id)), fact("Host", slave.host), fact("Rack", slave.rackId),
+          fact("State", [badge(st.state), " since ", time(st.timestamp)]),
+          st.user && fact("By", st.user), st.message && fact("Message", linkTasks(st.message)),
+          fact("First seen", [time(slave.firstSeenAt), " (", exact(slave.firstSeenAt), ")"])),
+        map("Attributes", slave.attributes), map("Resources", slave.resources));
+      current = slave;
+      if (!form) { form = actionForm(() => current, () => { forget(); refresh(); }); change.replaceChildren(form); }
+      drawManage(slave, exp);
+    }
+    historyList.replaceChildren(h("h2", { id: "history-h" }, "History"),
+      hist.length ? h("ol", { class: "timeline", "aria-label": "State history, newest first" }, hist.map((e) => h("li", {},
+        h("div", { class: "when" }, time(e.timestamp)), badge(e.state),
+        e.user && h("span", { class: "who" }, "by ", e.user), e.message && h("p", { class: "msg" }, linkTasks(e.message)))))
+        : info("No history."));
+  }
+
+  function drawManage(slave, exp) {
+    const out = h("div", { class: "result", "aria-live": "polite" });
+    const items = [h("h2", { id: "manage-h" }, "Manage")];
+    if (exp) {
+      const btn = h("button", { type: "button", onclick: async () => {
+        const ok = await confirm({ title: "Make this change permanent?", action: "Make permanent",
+          body: h("p", {}, `${slave.id} stays ${slave.currentState.state}: the pending return to ${exp.revertToState} is cancelled.`) });
+        if (!ok) return;
+        btn.disabled = true;
+        try { await permanent.send("permanent " + slave.id, (key) => api.makePermanent(slave.id, key)); forget(); refresh(); }
+        catch (e) { out.replaceChildren(problem(e)); btn.disabled = false; }
+      } }, "Make permanent");
+      items.push(h("p", {}, "Pending: ", pending(exp), exp.user ? ` (asked by ${exp.user})` : ""), h("div", { class: "buttons" }, btn));
+    }
+    const del = h("button", { type: "button", class: "danger", onclick: async () => {
+      const ok = await confirm({ title: `Delete ${slave.id}?`, action: "Delete", danger: true,
+        body: [h("p", {}, "This removes the machine, its whole history and its expiring change. It cannot be undone."),
+          h("p", {}, "If the scheduler reports it again, it comes back as a new ACTIVE machine.")] });
+      if (!ok) return;
+      del.disabled = true;
+      try { await removal.send("delete " + slave.id, (key) => api.remove(slave.id, key)); forget(); location.hash = href("fleet"); }
+      catch (e) { out.replaceChildren(problem(e)); del.disabled = false; }
+    } }, "Delete machine…");
+    items.push(h("div", { class: "buttons" }, del, out));
+    manage.replaceChildren(...items);
+  }
+
+  refresh();
+  return () => { stopped = true; clearTimeout(timer); };
+}
+
+const fact = (term, value) => [h("dt", {}, term), h("dd", {}, value)];
+
+function map(title, obj) {
+  const entries = Object.entries(obj || {});
+  if (!entries.length) return null;
+  return h("div", {}, h("h3", {}, title), h("dl", { class: "facts" },
+    entries.map(([k, v]) => fact(k, typeof v === "object" ? JSON.stringify(v) : String(v)))));
+}
