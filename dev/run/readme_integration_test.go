@@ -177,7 +177,7 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 		"local stack: starting moto on " + emulator,
 		"local stack: region us-east-1 and the emulator's credentials, whatever the shell says (ignoring AWS_ACCESS_KEY_ID, AWS_CONFIG_FILE, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_PROFILE, AWS_REGION, AWS_SECRET_ACCESS_KEY, AWS_SHARED_CREDENTIALS_FILE)",
 		"local stack: creating the tables",
-		"make run: serving the API on http://127.0.0.1:" + port,
+		"make run: serving the API and the console on http://127.0.0.1:" + port,
 	} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("make run printed no %q:\n%s", want, tail(logs, 3000))
