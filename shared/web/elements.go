@@ -108,12 +108,16 @@ func fitElements(h http.Header, status int, elems elements, acceptsGzip bool) (f
 	}
 	n := elems.Len()
 	a := array{elems: elems, open: 1, ends: make([]int, n)}
+	// The compressor starts once the array is worth compressing (minGzip),
+	// from what plain holds by then: everything so far, since a body that
+	// short is far within Budget. A short array never pays for one.
 	var z *compressor
-	if acceptsGzip && h.Get("Content-Encoding") == "" {
-		z = newCompressor(maxGzip)
-		defer z.release()
-		z.Write(opening)
-	}
+	canGzip := acceptsGzip && h.Get("Content-Encoding") == ""
+	defer func() {
+		if z != nil {
+			z.release()
+		}
+	}()
 	plain := append([]byte(nil), opening...)
 	// size is the whole body's in the envelope, and kept how many elements
 	// fit there with the closing bracket.
@@ -128,6 +132,10 @@ func fitElements(h http.Header, status int, elems elements, acceptsGzip bool) (f
 		var err error
 		if piece, err = elems.appendElement(piece, i); err != nil {
 			return fitted{}, 0, false, err
+		}
+		if z == nil && canGzip && raw+len(piece)+len(closing) >= minGzip {
+			z = newCompressor(maxGzip)
+			z.Write(plain)
 		}
 		raw += len(piece)
 		a.ends[i] = raw

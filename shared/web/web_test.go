@@ -941,3 +941,38 @@ func TestWrapAnswersAJSONErrorForABodyThatNeitherFitsNorCanBeCut(t *testing.T) {
 		}
 	}
 }
+
+// An array is compressed from 4 KiB of JSON on, as any other body: the
+// bytes right at the threshold decide, however the elements add up to them.
+func TestAnArrayIsCompressedFromTheSameSizeAsAnyBody(t *testing.T) {
+	const threshold = 4 << 10
+	// short elements, then one padded to make the body exactly size bytes.
+	array := func(size int) []string {
+		var out []string
+		for range (size - 100) / 13 {
+			out = append(out, "xxxxxxxxxx")
+		}
+		out = append(out, "")
+		b, _ := json.Marshal(out)
+		out[len(out)-1] = strings.Repeat("y", size-len(b))
+		return out
+	}
+	for _, tt := range []struct {
+		size int
+		want bool
+	}{{threshold - 1, false}, {threshold, true}, {threshold + 1, true}} {
+		elems := array(tt.size)
+		if b, _ := json.Marshal(elems); len(b) != tt.size {
+			t.Fatalf("the test's array is %d bytes, want %d", len(b), tt.size)
+		}
+		h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { web.JSON(w, http.StatusOK, elems) }),
+			web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Header().Get("Content-Encoding") == "gzip"; got != tt.want {
+			t.Errorf("an array of %d bytes: got gzip %v, want %v", tt.size, got, tt.want)
+		}
+	}
+}
