@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -61,8 +62,11 @@ const byStateIndex = "ByState"
 const limitID = "#decommissioning"
 
 // attempts bounds how often a change is re-read and re-decided after losing
-// a race to a concurrent change of the same slave.
-const attempts = 8
+// a race to a concurrent change of the same slave, or of the decommissioning
+// set, which every change into or out of decommissioning writes. With the
+// pauses between them (pause), a change keeps trying for about two seconds
+// before it answers 503.
+const attempts = 12
 
 // Store keeps slaves, their history and expiring records in DynamoDB.
 type Store struct {
@@ -668,10 +672,15 @@ func writeError(id string, err error, limitIndex int, join bool, limit int, limi
 	return errRace
 }
 
-// pause waits a little before another attempt, longer each time, with
-// jitter so that racing requests spread out.
+// pause waits a little before another attempt, longer each time: half of
+// the step fixed, half at random ("equal jitter"), so that requests that
+// lost the same race do not all come back together and lose it again. (A
+// jitter of a few milliseconds read off the clock kept dozens of changes
+// of one slave, or of the decommissioning set, colliding until they ran
+// out of attempts.)
 func pause(ctx context.Context, attempt int) error {
-	d := time.Duration(5<<attempt)*time.Millisecond + time.Duration(time.Now().UnixNano()%5)*time.Millisecond
+	step := time.Duration(5<<min(attempt, 6)) * time.Millisecond // 5 ms to 320 ms
+	d := step/2 + rand.N(step/2+1)
 	select {
 	case <-ctx.Done():
 		return translate("wait to retry", ctx.Err())

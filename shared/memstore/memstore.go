@@ -27,7 +27,7 @@ import (
 
 // attempts bounds how often a change is read and decided again after losing
 // a race, as in the DynamoDB adapter.
-const attempts = 8
+const attempts = 12
 
 // expiringRetention is how long an expiring record stays listed after it
 // fell due, and after a deferred revert was last kept (docs/tables.md
