@@ -102,7 +102,7 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		defer close(uploaded)
 		keys, uploadErr = storeLongLogs(logStore, local.LogBuckets[0])
 	}()
-	store := dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}, 90*24*time.Hour)
+	store := dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
 	changed, bigIDs := storeWorstSlaves(t, store)
 	if <-uploaded; uploadErr != nil {
 		t.Fatal(uploadErr)

@@ -85,7 +85,7 @@ func Up(ctx context.Context) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	s.store = dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}, 90*24*time.Hour)
+	s.store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
 	if s.logs, err = logstore.Open(ctx, config.S3{PathStyle: true}); err != nil {
 		s.Close()
 		return nil, err

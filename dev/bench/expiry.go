@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/machine"
@@ -42,7 +43,7 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	}
 	c := newCalls()
 	c.count(&cfg)
-	store := dynamo.New(dynamodb.NewFromConfig(cfg), benchTables, 90*24*time.Hour)
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), stack.Tables, 90*24*time.Hour)
 	runner := jobs.New(store, machine.Limits{MaxDecommissioning: 2}, 7*24*time.Hour, e.quiet, nil)
 	start = time.Now()
 	res, err := runner.Expire(ctx)
@@ -95,7 +96,7 @@ func putDue(ctx context.Context, e *env, n int) error {
 		})
 	}
 	for table, items := range map[string][]map[string]types.AttributeValue{
-		benchTables.Slaves: slaveItems, benchTables.History: historyItems, benchTables.Expiring: expiringItems,
+		stack.Tables.Slaves: slaveItems, stack.Tables.History: historyItems, stack.Tables.Expiring: expiringItems,
 	} {
 		if err := putItems(ctx, e, table, items); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/dev/lambdarun"
+	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/edge"
@@ -32,9 +33,6 @@ import (
 
 // lambdaResponseLimit is Lambda's limit on a synchronous response payload.
 const lambdaResponseLimit = 6 << 20
-
-// benchTables are the template's tables as the local stack names them.
-var benchTables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}
 
 // scanLatency is the latency the full-list figure gives every Scan page: a
 // 1 MB DynamoDB page takes tens of milliseconds. The emulator's own pages
@@ -76,7 +74,7 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 
 	// The state query, against the emulator holding the same fleet.
 	loadStart := time.Now()
-	if err := putItems(ctx, e, benchTables.Slaves, items); err != nil {
+	if err := putItems(ctx, e, stack.Tables.Slaves, items); err != nil {
 		return nil, err
 	}
 	loaded := time.Since(loadStart)
@@ -86,7 +84,7 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 	}
 	c := newCalls()
 	c.count(&mcfg)
-	moto := edge.Handler(web.Wrap(slaves.New(dynamo.New(dynamodb.NewFromConfig(mcfg), benchTables, 0), access.Policy{}, machine.Limits{}), web.Options{Logger: e.quiet}))
+	moto := edge.Handler(web.Wrap(slaves.New(dynamo.New(dynamodb.NewFromConfig(mcfg), stack.Tables, 0), access.Policy{}, machine.Limits{}), web.Options{Logger: e.quiet}))
 	c.scanned.Store(0)
 	out, err := moto(ctx, proxyGet("/api/slaves?state=FROZEN", ""))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
@@ -28,9 +29,6 @@ import (
 	// The package-level func machine (main.go) takes the package's name.
 	"github.com/fleetops/fleet/shared/machine"
 )
-
-// roundTripTables are the template's tables as stack.Up creates them.
-var roundTripTables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}
 
 // roundTripLimits are the limits the slave routes run with here.
 var roundTripLimits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}
@@ -89,7 +87,7 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	}
 	c := newCalls()
 	c.count(&cfg)
-	store := dynamo.New(dynamodb.NewFromConfig(cfg), roundTripTables, 90*24*time.Hour)
+	store := dynamo.New(dynamodb.NewFromConfig(cfg), stack.Tables, 90*24*time.Hour)
 	h := web.Wrap(slaves.New(store, access.Policy{}, roundTripLimits), web.Options{Logger: e.quiet})
 
 	run := time.Now().UnixMilli()

@@ -36,7 +36,7 @@ import (
 // and conditions, and S3. Nothing here is a fake but the faults.
 var (
 	local  *stack.Local
-	tables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}
+	tables = stack.Tables
 	limits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}
 	quiet  = slog.New(slog.NewTextHandler(io.Discard, nil))
 )

@@ -12,11 +12,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fleetops/fleet/shared/dynamo"
 )
 
 // LocalName names a table after its logical id ("SlavesTable"): the local
 // default, also used by dev/env.local.json.
 func LocalName(logicalID string) string { return logicalID }
+
+// Tables are the template's tables as Up creates them (LocalName), for a
+// dynamo.Store over the local stack.
+var Tables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}
 
 // CreateTables creates every AWS::DynamoDB::Table of the template that does not
 // exist yet, naming it name(logicalID), from the properties that shape

@@ -90,7 +90,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	store = dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}, 90*24*time.Hour)
+	store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
 	logsCfg := config.Logs{Buckets: []string{logBucket}, Format: defaultFormat(), URLTTL: time.Hour,
 		Lookback: 30 * 24 * time.Hour, ListTimeout: 30 * time.Second, LinkTimeout: 30 * time.Second}
 	site = httptest.NewServer(mux(logs.New(logStore, logsCfg)))

@@ -21,7 +21,7 @@ import (
 
 var (
 	local  *stack.Local
-	tables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}
+	tables = stack.Tables
 )
 
 // TestMain starts a moto_server of its own and creates the tables from

@@ -35,7 +35,7 @@ import (
 
 var (
 	local  *stack.Local
-	tables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}
+	tables = stack.Tables
 	store  *dynamo.Store
 	quiet  = slog.New(slog.NewTextHandler(io.Discard, nil))
 	limits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}

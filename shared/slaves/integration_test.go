@@ -41,7 +41,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer local.Close()
-	store = dynamo.New(local.DynamoDB, dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}, 90*24*time.Hour)
+	store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
 	code := m.Run()
 	if code == 0 {
 		code = apidoc.Exercised("/api/slaves")
