@@ -232,7 +232,7 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 
 // retrying tells the user, on stderr, that a call is tried again.
 func (a *app) retrying(op string, next int, wait time.Duration, err error) {
-	fmt.Fprintf(a.stderr, "fleetctl: %s: %s; retrying in %s (attempt %d)\n", op, message(err), wait.Round(100*time.Millisecond), next)
+	fmt.Fprintf(a.stderr, "fleetctl: retrying in %s (attempt %d): %s\n", wait.Round(100*time.Millisecond), next, message(err))
 }
 
 func (a *app) configCommand() *cobra.Command {

@@ -118,6 +118,13 @@ API answers with: fleetctl never needs S3 credentials.`,
   fleetctl logs fetch --request web-api --since 7d -j 8
   fleetctl logs grep --request web-api --since 7d -i 'timeout'`,
 	}
+	cmd.Args = func(cmd *cobra.Command, argv []string) error {
+		if len(argv) > 0 {
+			return usageError("unknown command %q for %q (see %s --help)", argv[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	cmd.AddCommand(a.logsLsCommand(), a.logsFetchCommand(), a.logsCatCommand(), a.logsGrepCommand())
 	return cmd
 }

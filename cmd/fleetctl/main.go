@@ -222,13 +222,13 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		case "help":
 			c.Example = "  fleetctl help logs fetch"
 		case "completion":
-			c.Example = "  source <(fleetctl completion bash)\n  fleetctl completion zsh > \"${fpath[1]}/_fleetctl\"\n  fleetctl completion fish > ~/.config/fish/completions/fleetctl.fish"
+			c.Example = "  fleetctl completion bash > ~/.local/share/bash-completion/completions/fleetctl\n  fleetctl completion zsh > \"${fpath[1]}/_fleetctl\"\n  fleetctl completion fish > ~/.config/fish/completions/fleetctl.fish"
 			for _, shell := range c.Commands() {
 				shell.Example = map[string]string{
-					"bash":       "  source <(fleetctl completion bash)",
+					"bash":       "  fleetctl completion bash > ~/.local/share/bash-completion/completions/fleetctl",
 					"zsh":        "  fleetctl completion zsh > \"${fpath[1]}/_fleetctl\"",
 					"fish":       "  fleetctl completion fish > ~/.config/fish/completions/fleetctl.fish",
-					"powershell": "  fleetctl completion powershell | Out-String | Invoke-Expression",
+					"powershell": "  fleetctl completion powershell > fleetctl.ps1",
 				}[shell.Name()]
 			}
 		}
