@@ -310,7 +310,7 @@ func TestASilentServerIsCutAtTheTimeoutAndRetryingIsSaid(t *testing.T) {
 	start := time.Now()
 	r := fleetctl(t, clienttest.None, []string{"FLEETCTL_ENDPOINT=http://" + ln.Addr().String(), "FLEETCTL_TIMEOUT=2s"}, "list")
 	took := time.Since(start)
-	r.wantError(t, exitUnavailable, "no answer in time", "--timeout")
+	r.wantError(t, exitUnavailable, "no answer from http://"+ln.Addr().String()+"/api/slaves in time", "--timeout")
 	if !strings.HasPrefix(r.stderr, "fleetctl: retrying in ") {
 		t.Errorf("got stderr %q, want the retry said", r.stderr)
 	}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -165,8 +166,9 @@ func describe(err error) string {
 	}
 	var terr *client.TransportError
 	if errors.As(err, &terr) {
-		if errors.Is(terr.Err, context.DeadlineExceeded) {
-			return fmt.Sprintf("unavailable: %s: no answer in time (--timeout)", terr.Operation)
+		var ue *url.Error
+		if errors.Is(terr.Err, context.DeadlineExceeded) && errors.As(terr.Err, &ue) {
+			return fmt.Sprintf("unavailable: %s: no answer from %s in time (--timeout)", terr.Operation, ue.URL)
 		}
 		return fmt.Sprintf("unavailable: %v", terr.Err)
 	}
