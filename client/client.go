@@ -6,7 +6,11 @@
 // for reads a timeout or a broken connection. A change is sent again after
 // a timeout only because it carries an Idempotency-Key, the same on every
 // attempt, so the service answers a retry of an applied change with the
-// first answer instead of applying it twice.
+// first answer instead of applying it twice. Options.CallTimeout bounds a
+// call with its retries, and Options.OnRetry hears of each retry.
+//
+// An answer that is not the API's JSON (an HTML page, an S3 XML error) is
+// a *NotAPIError. Errors never carry a URL's query string (Redact).
 //
 // Authentication is an Auth: none (make run), a bearer token (Cognito or
 // a Lambda authorizer) or SigV4 signing for execute-api (AWS_IAM).
