@@ -17,6 +17,9 @@ const maxName = 200
 // and never holds a separator, so distinct keys (a/x, a//x, a/./x, a/../x)
 // get distinct paths, none outside the directory, and no path ends in the
 // .part suffix of a download in progress. Ordinary keys keep their names.
+// A key that is also the folder of another (a/b and a/b/c) is the one
+// thing a file system cannot hold both of: the second to be fetched fails,
+// named like any other log that could not be fetched.
 func cacheRel(key string) string {
 	segs := strings.Split(key, "/")
 	for i, s := range segs {

@@ -349,3 +349,39 @@ func TestCommandLineEdges(t *testing.T) {
 		t.Errorf("got %q", out)
 	}
 }
+
+func TestAKeyThatIsAlsoAFolderFailsAloneAndLeavesNoPart(t *testing.T) {
+	ctx := context.Background()
+	presign := s3.NewPresignClient(local.S3)
+	var logs []client.Log
+	// a/b/c comes first: a/b then finds a folder where its file goes.
+	for i, key := range []string{"r/2026/11/a/b", "r/2026/11/a/b/c"} {
+		stored := fmt.Sprintf("stored/folder-%d", i)
+		body := "body of " + key
+		if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(clienttest.LogBucket), Key: aws.String(stored), Body: strings.NewReader(body)}); err != nil {
+			t.Fatal(err)
+		}
+		link, err := presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(clienttest.LogBucket), Key: aws.String(stored)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, client.Log{Key: key, Size: int64(len(body)), LastModified: int64(2 - i), DownloadURL: link.URL})
+	}
+	cache := t.TempDir()
+	api := searchAnswering(t, logs...)
+	r := fleetctl(t, clienttest.None, []string{"FLEETCTL_ENDPOINT=" + api.URL, "FLEETCTL_CACHE_DIR=" + cache}, "logs", "fetch", "--request", "r", "-j", "1")
+	r.want(t, exitSomeLogs)
+	if lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "fleetctl: r/2026/11/a/b") {
+		t.Errorf("got stderr %q, want one of the two named, and the count", r.stderr)
+	}
+	var files []string
+	filepath.WalkDir(cache, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	})
+	if len(files) != 1 || strings.HasSuffix(files[0], partSuffix) {
+		t.Errorf("got files %q, want the one log fetched and no .part", files)
+	}
+}

@@ -240,7 +240,13 @@ func (c *cache) fetch(ctx context.Context, l client.Log, advance func(n int64, r
 	if err := os.Chtimes(part, mtime, mtime); err != nil {
 		return n, err
 	}
-	return n, os.Rename(part, final)
+	if err := os.Rename(part, final); err != nil {
+		// final is a directory: the key is also the folder of another
+		// key (a/b and a/b/c), which a file system cannot hold both of.
+		os.Remove(part)
+		return n, err
+	}
+	return n, nil
 }
 
 // s3Code finds the <Code> of an S3 error body.
