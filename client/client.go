@@ -6,7 +6,11 @@
 // for reads a timeout or a broken connection. A change is sent again after
 // a timeout only because it carries an Idempotency-Key, the same on every
 // attempt, so the service answers a retry of an applied change with the
-// first answer instead of applying it twice.
+// first answer instead of applying it twice. Options.CallTimeout bounds a
+// call with its retries, and Options.OnRetry hears of each retry.
+//
+// An answer that is not the API's JSON (an HTML page, an S3 XML error) is
+// a *NotAPIError. Errors never carry a URL's query string (Redact).
 //
 // Authentication is an Auth: none (make run), a bearer token (Cognito or
 // a Lambda authorizer) or SigV4 signing for execute-api (AWS_IAM).
@@ -50,6 +54,14 @@ type Options struct {
 	// MaxRetryWait caps the wait before a retry, Retry-After included; 0
 	// means 20 seconds.
 	MaxRetryWait time.Duration
+	// CallTimeout bounds one call, its attempts and the waits between
+	// them included; 0 bounds only each attempt. A call cut by it returns
+	// a *TransportError wrapping context.DeadlineExceeded.
+	CallTimeout time.Duration
+	// OnRetry, when set, is told before each retry what failed, which
+	// attempt comes next and how long the client waits for it, so that a
+	// user is not left waiting in silence.
+	OnRetry func(op string, next int, wait time.Duration, err error)
 	// UserAgent is sent as User-Agent; empty means "fleet-go-client".
 	UserAgent string
 	// Strict makes answers with fields this package does not know an
@@ -135,6 +147,11 @@ func (c *Client) do(ctx context.Context, cl call) (*answer, error) {
 	u.RawPath = c.base.EscapedPath() + cl.path
 	u.RawQuery = cl.query.Encode()
 
+	if c.opts.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.CallTimeout)
+		defer cancel()
+	}
 	var last error
 	for attempt := 1; ; attempt++ {
 		a, wait, err := c.attempt(ctx, cl, u.String(), payload)
@@ -148,7 +165,11 @@ func (c *Client) do(ctx context.Context, cl call) (*answer, error) {
 		if wait == 0 {
 			wait = backoff(attempt)
 		}
-		if err := c.sleep(ctx, min(wait, c.opts.MaxRetryWait)); err != nil {
+		wait = min(wait, c.opts.MaxRetryWait)
+		if c.opts.OnRetry != nil {
+			c.opts.OnRetry(cl.op, attempt+1, wait, err)
+		}
+		if err := c.sleep(ctx, wait); err != nil {
 			return nil, last
 		}
 	}
@@ -181,7 +202,7 @@ func (c *Client) attempt(ctx context.Context, cl call, target string, payload []
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		terr := &TransportError{Operation: cl.op, Err: err}
+		terr := &TransportError{Operation: cl.op, Err: Redact(err)}
 		if ctx.Err() != nil || !cl.idempotent {
 			return nil, -1, terr
 		}
@@ -190,14 +211,22 @@ func (c *Client) attempt(ctx context.Context, cl call, target string, payload []
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		terr := &TransportError{Operation: cl.op, Err: err}
+		terr := &TransportError{Operation: cl.op, Err: Redact(err)}
 		if ctx.Err() != nil || !cl.idempotent {
 			return nil, -1, terr
 		}
 		return nil, 0, terr
 	}
 	if resp.StatusCode/100 == 2 {
+		if len(body) > 0 && !json.Valid(body) {
+			return nil, -1, &NotAPIError{Operation: cl.op, Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
+		}
 		return &answer{header: resp.Header, body: body}, 0, nil
+	}
+	if resp.StatusCode < 500 && !json.Valid(body) {
+		// Every error of the API and of API Gateway in front of it is
+		// JSON; an HTML page or an S3 XML error means another server.
+		return nil, -1, &NotAPIError{Operation: cl.op, Status: resp.StatusCode, ContentType: resp.Header.Get("Content-Type")}
 	}
 	apiErr := &Error{Status: resp.StatusCode, Code: resp.StatusCode, Operation: cl.op}
 	var eb errorBody

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 )
 
 // Error is an error answer of the API: its HTTP status and the body's code
@@ -82,4 +83,40 @@ type TruncatedError struct {
 
 func (e *TruncatedError) Error() string {
 	return fmt.Sprintf("%s: the answer holds only the first %d of %d", e.Operation, e.Count, e.Total)
+}
+
+// NotAPIError is an answer that does not come from the fleet API: an HTML
+// page, an S3 XML error, a proxy's text. The endpoint is likely wrong.
+type NotAPIError struct {
+	Operation   string
+	Status      int    // the HTTP status
+	ContentType string // the answer's Content-Type
+}
+
+func (e *NotAPIError) Error() string {
+	what := e.ContentType
+	if what == "" {
+		what = "no content type"
+	}
+	return fmt.Sprintf("%s: the endpoint answered %d with %s, not the fleet API's JSON (is it the fleet API's base URL?)", e.Operation, e.Status, what)
+}
+
+// Redact removes the query string from the URL of a *url.Error (what
+// http.Client returns): the query of a presigned link is its credential,
+// and it must not reach a terminal or a log through an error. Other errors
+// are returned as they are.
+func Redact(err error) error {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return err
+	}
+	u, perr := url.Parse(ue.URL)
+	if perr != nil {
+		return &url.Error{Op: ue.Op, URL: "(a URL)", Err: ue.Err}
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "(query hidden)"
+	}
+	u.User = nil
+	return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}
 }

@@ -40,7 +40,7 @@ func (g *globalFlags) register(root *cobra.Command) {
 	f.StringArrayVarP(&g.headers, "header", "H", nil, `extra request header "Name: value", repeatable (env FLEETCTL_HEADERS, separated by ";")`)
 	f.StringVar(&g.config, "config", "", "config file (env FLEETCTL_CONFIG; default "+displayPath(defaultConfigPath())+")")
 	f.StringVar(&g.cacheDir, "cache-dir", "", "where logs fetch keeps logs (env FLEETCTL_CACHE_DIR; default "+displayPath(defaultCacheDir())+")")
-	f.DurationVar(&g.timeout, "timeout", 0, "time limit of one API request attempt (env FLEETCTL_TIMEOUT; default 30s)")
+	f.DurationVar(&g.timeout, "timeout", 0, "time limit of one API call, its retries included (env FLEETCTL_TIMEOUT; default 30s); also how long a log download may wait for an answer")
 	f.BoolVar(&g.noColor, "no-color", false, "no colour even on a terminal (also NO_COLOR)")
 }
 
@@ -206,7 +206,10 @@ func sortedKeys[V any](m map[string]V) []string {
 // client returns an API client with the settings in effect.
 func (a *app) client(ctx context.Context) (*client.Client, error) {
 	s := a.settings
-	opts := client.Options{Endpoint: s.endpoint, Header: s.headers, AttemptTimeout: s.timeout, UserAgent: "fleetctl/" + version}
+	// Half the call's time per attempt leaves room for at least one retry,
+	// and the user hears of each retry instead of waiting in silence.
+	opts := client.Options{Endpoint: s.endpoint, Header: s.headers, AttemptTimeout: s.timeout / 2, CallTimeout: s.timeout,
+		UserAgent: "fleetctl/" + version, OnRetry: a.retrying}
 	switch s.auth {
 	case "bearer":
 		if s.token == "" {
@@ -225,6 +228,11 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 		return nil, usageError("%v", err)
 	}
 	return c, nil
+}
+
+// retrying tells the user, on stderr, that a call is tried again.
+func (a *app) retrying(op string, next int, wait time.Duration, err error) {
+	fmt.Fprintf(a.stderr, "fleetctl: retrying in %s (attempt %d): %s\n", wait.Round(100*time.Millisecond), next, message(err))
 }
 
 func (a *app) configCommand() *cobra.Command {

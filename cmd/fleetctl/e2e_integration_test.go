@@ -126,11 +126,14 @@ func (r result) want(t *testing.T, code int) result {
 }
 
 // wantError checks a failure: the exit code, and one line on stderr that
-// holds every part of want.
+// holds every part of want (after the notices of retries, if any).
 func (r result) wantError(t *testing.T, code int, want ...string) {
 	t.Helper()
 	r.want(t, code)
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	for len(lines) > 1 && strings.HasPrefix(lines[0], "fleetctl: retrying in ") {
+		lines = lines[1:]
+	}
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "fleetctl: ") {
 		t.Errorf("got stderr %q, want one line starting fleetctl: ", r.stderr)
 	}
@@ -316,7 +319,8 @@ func TestSigV4SigningPassesTheVerifier(t *testing.T) {
 
 func TestEveryCommandHasHelpWithExamplesAndCompletionWorks(t *testing.T) {
 	for _, c := range [][]string{{"list"}, {"show"}, {"freeze"}, {"decommission"}, {"activate"}, {"expiring"}, {"make-permanent"},
-		{"delete"}, {"purge-dead"}, {"config"}, {"logs"}, {"logs", "ls"}, {"logs", "fetch"}, {"logs", "cat"}, {"logs", "grep"}} {
+		{"delete"}, {"purge-dead"}, {"config"}, {"logs"}, {"logs", "ls"}, {"logs", "fetch"}, {"logs", "cat"}, {"logs", "grep"},
+		{"version"}, {"help"}, {"completion"}, {"completion", "bash"}, {"completion", "zsh"}, {"completion", "fish"}, {"completion", "powershell"}} {
 		out := fleetctl(t, clienttest.None, nil, append(c, "--help")...).want(t, 0).stdout
 		if !strings.Contains(out, "Examples:\n  fleetctl ") {
 			t.Errorf("fleetctl %s --help has no examples:\n%s", strings.Join(c, " "), out)
@@ -376,7 +380,7 @@ func TestLogsListFetchCatGrep(t *testing.T) {
 	env := []string{"FLEETCTL_CACHE_DIR=" + cache}
 
 	var listed []client.Log
-	out := fleetctl(t, none, env, "logs", "ls", "--request", "e2elogs", "--since", "7d", "--json").want(t, 0).stdout
+	out := fleetctl(t, none, env, "logs", "ls", "--request", "e2elogs", "--since", "7d", "-o", "json").want(t, 0).stdout
 	if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed) != 6 {
 		t.Fatalf("got %s (%v), want 6 logs", out, err)
 	}
@@ -390,7 +394,7 @@ func TestLogsListFetchCatGrep(t *testing.T) {
 		t.Errorf("got\n%s\nwant a header and deploy d2's 2 logs", table)
 	}
 	var ofTask []client.Log
-	if err := json.Unmarshal([]byte(fleetctl(t, none, env, "logs", "ls", "--task", tasks[2], "--json").want(t, 0).stdout), &ofTask); err != nil || len(ofTask) != 2 {
+	if err := json.Unmarshal([]byte(fleetctl(t, none, env, "logs", "ls", "--task", tasks[2], "-o", "json").want(t, 0).stdout), &ofTask); err != nil || len(ofTask) != 2 {
 		t.Errorf("got %v (%v), want task %s's 2 logs", ofTask, err, tasks[2])
 	}
 	if got := fleetctl(t, none, env, "logs", "ls", "--request", "e2elogs", "--since", "2020-01-01", "--until", "2020-02-01").want(t, 0).stdout; strings.Count(got, "\n") != 1 {

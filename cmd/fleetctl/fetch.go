@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,41 +28,37 @@ import (
 // complete.
 const partSuffix = ".part"
 
-// cache is a directory of downloaded logs: <dir>/<key>. A log is complete
-// when its file has the listed size and modification time; a partial
-// download is <key>.part, resumed with an HTTP Range request.
+// cache is a directory of downloaded logs, each at <dir>/<cacheRel(key)>.
+// A log is complete when its file has the listed size and modification
+// time; a partial download is that path with .part, resumed with an HTTP
+// Range request.
 type cache struct {
 	dir  string
 	http *http.Client
 }
 
-func newCache(dir string) *cache {
+// newCache returns the cache in dir; a download waits at most timeout for
+// the headers of its answer.
+func newCache(dir string, timeout time.Duration) *cache {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 64
 	// Logs are compressed already or compress on the fly nowhere: asking
 	// for gzip would only cost the server CPU and break Range offsets.
 	t.DisableCompression = true
+	t.ResponseHeaderTimeout = timeout
 	return &cache{dir: dir, http: &http.Client{Transport: t}}
 }
 
-// path returns where key is kept; a key that would leave the directory is
-// an error.
-func (c *cache) path(key string) (string, error) {
-	clean := filepath.Clean(filepath.FromSlash(key))
-	if key == "" || filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) || strings.HasSuffix(clean, partSuffix) {
-		return "", fmt.Errorf("log key %q cannot be a file of the cache", key)
-	}
-	return filepath.Join(c.dir, clean), nil
+// path returns where key is kept (see cacheRel).
+func (c *cache) path(key string) string {
+	return filepath.Join(c.dir, cacheRel(key))
 }
 
 // complete reports whether l is in the cache, whole.
 func (c *cache) complete(l client.Log) (string, bool) {
-	p, err := c.path(l.Key)
-	if err != nil {
-		return "", false
-	}
+	p := c.path(l.Key)
 	fi, err := os.Stat(p)
-	return p, err == nil && fi.Size() == l.Size && fi.ModTime().UnixMilli() == l.LastModified
+	return p, err == nil && fi.Mode().IsRegular() && fi.Size() == l.Size && fi.ModTime().UnixMilli() == l.LastModified
 }
 
 type fetchStats struct {
@@ -68,9 +66,17 @@ type fetchStats struct {
 	bytes           int64
 }
 
+// fetchFailure is a log that could not be fetched.
+type fetchFailure struct {
+	key string
+	err error
+}
+
 // fetchAll downloads every log not complete in the cache, jobs at a time,
-// with progress bars on w when progress is set.
-func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.Writer, progress bool) (fetchStats, error) {
+// with progress bars on w when progress is set. One log's failure stops
+// no other download: every failure is returned, by key, in the order of
+// logs. Only ctx ending stops them all, and then its error is returned.
+func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.Writer, progress bool) (fetchStats, []fetchFailure, error) {
 	var stats fetchStats
 	var total int64
 	for _, l := range logs {
@@ -80,17 +86,21 @@ func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.
 	var totalBar *mpb.Bar
 	if progress {
 		bars = mpb.NewWithContext(ctx, mpb.WithOutput(w), mpb.WithWidth(40), mpb.WithAutoRefresh())
+		start := time.Now()
 		totalBar = bars.New(total, mpb.BarStyle(),
 			mpb.PrependDecorators(decor.Name(fmt.Sprintf("total (%d logs)", len(logs)), decor.WC{C: decor.DindentRight | decor.DextraSpace}),
-				decor.Counters(decor.SizeB1000(0), "% .1f / % .1f")),
-			mpb.AppendDecorators(decor.Percentage(decor.WC{W: 5}), decor.Name(" "), decor.AverageSpeed(decor.SizeB1000(0), "% .1f")),
+				counters()),
+			mpb.AppendDecorators(decor.Percentage(decor.WC{W: 5}), decor.Any(func(s decor.Statistics) string {
+				return " " + bytesHuman(int64(float64(s.Current)/max(time.Since(start).Seconds(), 0.001))) + "/s"
+			})),
 			mpb.BarPriority(1<<30))
 	}
 	var fetched, cached atomic.Int64
 	var bytes atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
+	failures := make([]error, len(logs))
+	var g errgroup.Group
 	g.SetLimit(jobs)
-	for _, l := range logs {
+	for i, l := range logs {
 		if _, ok := c.complete(l); ok {
 			cached.Add(1)
 			if totalBar != nil {
@@ -102,11 +112,11 @@ func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.
 			var bar *mpb.Bar
 			if bars != nil {
 				bar = bars.New(l.Size, mpb.BarStyle(),
-					mpb.PrependDecorators(decor.Name(short(filepath.Base(l.Key), 40), decor.WC{W: 41, C: decor.DindentRight})),
-					mpb.AppendDecorators(decor.Counters(decor.SizeB1000(0), "% .1f / % .1f")),
+					mpb.PrependDecorators(decor.Name(short(visible(path.Base(l.Key)), 40), decor.WC{W: 41, C: decor.DindentRight})),
+					mpb.AppendDecorators(counters()),
 					mpb.BarRemoveOnComplete())
 			}
-			n, err := c.fetch(gctx, l, func(done int64, resumed bool) {
+			n, err := c.fetch(ctx, l, func(done int64, resumed bool) {
 				if bar == nil {
 					return
 				}
@@ -125,16 +135,23 @@ func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.
 				}
 			}
 			if err != nil {
-				return err
+				failures[i] = err
+				return nil
 			}
 			fetched.Add(1)
 			bytes.Add(n)
 			return nil
 		})
 	}
-	err := g.Wait()
-	if bars != nil {
+	g.Wait()
+	var failed []fetchFailure
+	for i, err := range failures {
 		if err != nil {
+			failed = append(failed, fetchFailure{logs[i].Key, err})
+		}
+	}
+	if bars != nil {
+		if failed != nil || ctx.Err() != nil {
 			totalBar.Abort(false)
 		} else {
 			totalBar.SetTotal(-1, true)
@@ -142,46 +159,44 @@ func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.
 		bars.Wait()
 	}
 	stats.fetched, stats.cached, stats.bytes = int(fetched.Load()), int(cached.Load()), bytes.Load()
-	return stats, err
+	if ctx.Err() != nil {
+		return stats, nil, ctx.Err()
+	}
+	return stats, failed, nil
+}
+
+// counters is a bar's "done / total" in the units of bytesHuman.
+func counters() decor.Decorator {
+	return decor.Any(func(s decor.Statistics) string {
+		return bytesHuman(s.Current) + " / " + bytesHuman(s.Total)
+	})
 }
 
 // fetch downloads l into the cache, resuming a partial download, and
 // returns the bytes it transferred. It calls advance with the bytes
-// already there (resumed true) and then with every chunk read.
+// already there (resumed true) and then with every chunk read. The .part
+// file is made only once the download answered: a log that cannot be
+// downloaded leaves nothing behind. Its errors do not name the key.
 func (c *cache) fetch(ctx context.Context, l client.Log, advance func(n int64, resumed bool)) (int64, error) {
 	if l.DownloadURL == "" {
-		return 0, fmt.Errorf("%s: the service answered no download link", l.Key)
+		return 0, errors.New("the service answered no download link")
 	}
-	final, err := c.path(l.Key)
-	if err != nil {
-		return 0, err
-	}
+	final := c.path(l.Key)
 	part := final + partSuffix
-	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
-		return 0, err
-	}
-	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	have, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return 0, err
-	}
-	if have > l.Size {
-		have = 0
+	var have int64
+	if fi, err := os.Stat(part); err == nil && fi.Mode().IsRegular() && fi.Size() <= l.Size {
+		have = fi.Size()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DownloadURL, nil)
 	if err != nil {
-		return 0, err
+		return 0, client.Redact(err)
 	}
 	if have > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", l.Key, err)
+		return 0, client.Redact(err)
 	}
 	defer resp.Body.Close()
 	switch {
@@ -191,9 +206,16 @@ func (c *cache) fetch(ctx context.Context, l client.Log, advance func(n int64, r
 	case resp.StatusCode == http.StatusOK:
 		have = 0 // the server sent it whole: start again
 	default:
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		return 0, fmt.Errorf("%s: download answered %s: %s", l.Key, resp.Status, strings.TrimSpace(string(body)))
+		return 0, downloadError(resp)
 	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
 	if err := f.Truncate(have); err != nil {
 		return 0, err
 	}
@@ -205,11 +227,11 @@ func (c *cache) fetch(ctx context.Context, l client.Log, advance func(n int64, r
 	if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable {
 		n, err = io.CopyBuffer(f, &counting{r: resp.Body, advance: advance}, make([]byte, 256<<10))
 		if err != nil {
-			return n, fmt.Errorf("%s: %w", l.Key, err)
+			return n, client.Redact(err)
 		}
 	}
 	if have+n != l.Size {
-		return n, fmt.Errorf("%s: got %d bytes, want %d (the log changed since it was listed?)", l.Key, have+n, l.Size)
+		return n, fmt.Errorf("got %d bytes, want %d (the log changed since it was listed?)", have+n, l.Size)
 	}
 	if err := f.Close(); err != nil {
 		return n, err
@@ -218,7 +240,27 @@ func (c *cache) fetch(ctx context.Context, l client.Log, advance func(n int64, r
 	if err := os.Chtimes(part, mtime, mtime); err != nil {
 		return n, err
 	}
-	return n, os.Rename(part, final)
+	if err := os.Rename(part, final); err != nil {
+		// final is a directory: the key is also the folder of another
+		// key (a/b and a/b/c), which a file system cannot hold both of.
+		os.Remove(part)
+		return n, err
+	}
+	return n, nil
+}
+
+// s3Code finds the <Code> of an S3 error body.
+var s3Code = regexp.MustCompile(`<Code>([A-Za-z0-9]{1,64})</Code>`)
+
+// downloadError words a refused download by its status and S3's error
+// code. The rest of S3's body is left out: it can quote the signed
+// request.
+func downloadError(resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if m := s3Code.FindSubmatch(body); m != nil {
+		return fmt.Errorf("download answered %s (%s)", resp.Status, m[1])
+	}
+	return fmt.Errorf("download answered %s", resp.Status)
 }
 
 // counting reports every read to advance.
@@ -236,7 +278,8 @@ func (c *counting) Read(p []byte) (int, error) {
 }
 
 // open returns l's content, from the cache when it is complete there, else
-// streamed through its link, gunzipped when it is gzip data.
+// streamed through its link, gunzipped when it is gzip data. Its errors do
+// not name the key.
 func (c *cache) open(ctx context.Context, l client.Log) (io.ReadCloser, error) {
 	var raw io.ReadCloser
 	if p, ok := c.complete(l); ok {
@@ -247,19 +290,19 @@ func (c *cache) open(ctx context.Context, l client.Log) (io.ReadCloser, error) {
 		raw = f
 	} else {
 		if l.DownloadURL == "" {
-			return nil, fmt.Errorf("%s: the service answered no download link", l.Key)
+			return nil, errors.New("the service answered no download link")
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.DownloadURL, nil)
 		if err != nil {
-			return nil, err
+			return nil, client.Redact(err)
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", l.Key, err)
+			return nil, client.Redact(err)
 		}
 		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("%s: download answered %s", l.Key, resp.Status)
+			defer resp.Body.Close()
+			return nil, downloadError(resp)
 		}
 		raw = resp.Body
 	}
@@ -292,15 +335,13 @@ func gunzipped(r io.ReadCloser) (io.ReadCloser, error) {
 	}{zr, r}, nil
 }
 
-// copyTo writes l's content to w.
+// copyTo writes l's content to w. Its errors do not name the key.
 func (c *cache) copyTo(ctx context.Context, w io.Writer, l client.Log) error {
 	r, err := c.open(ctx, l)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	if _, err := io.Copy(w, r); err != nil {
-		return fmt.Errorf("%s: %w", l.Key, err)
-	}
-	return nil
+	_, err = io.Copy(w, r)
+	return client.Redact(err)
 }

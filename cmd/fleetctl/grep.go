@@ -83,8 +83,9 @@ func lowerASCII(b []byte) {
 }
 
 // grepAll searches every log, jobs at a time, and prints the results in
-// the order of logs. It reports whether any line was selected.
-func grepAll(ctx context.Context, c *cache, logs []client.Log, m *matcher, o grepOptions, jobs int, w io.Writer) (bool, error) {
+// the order of logs. It reports whether any line was selected, and the
+// logs that could not be searched: one log's failure stops no other.
+func grepAll(ctx context.Context, c *cache, logs []client.Log, m *matcher, o grepOptions, jobs int, w io.Writer) (bool, []fetchFailure, error) {
 	if jobs == 0 {
 		jobs = max(runtime.NumCPU(), 4)
 	}
@@ -113,34 +114,32 @@ func grepAll(ctx context.Context, c *cache, logs []client.Log, m *matcher, o gre
 			printErr = err
 		}
 	})
-	g, gctx := errgroup.WithContext(ctx)
+	failures := make([]error, len(logs))
+	var g errgroup.Group
 	g.SetLimit(jobs)
 	for i, l := range logs {
 		g.Go(func() error {
-			res, err := grepOne(gctx, c, l, m, o)
+			res, err := grepOne(ctx, c, l, m, o)
 			if err != nil {
-				return err
+				failures[i] = err
+				res = grepResult{out: &bytes.Buffer{}}
 			}
 			results[i] <- res
 			return nil
 		})
 	}
-	err := g.Wait()
-	if err != nil {
-		// Unblock the printer at the first log that never came.
-		for _, ch := range results {
-			select {
-			case ch <- grepResult{out: &bytes.Buffer{}}:
-			default:
-			}
-			close(ch)
+	g.Wait()
+	printed.Wait()
+	if ctx.Err() != nil {
+		return found, nil, ctx.Err()
+	}
+	var failed []fetchFailure
+	for i, err := range failures {
+		if err != nil {
+			failed = append(failed, fetchFailure{logs[i].Key, err})
 		}
 	}
-	printed.Wait()
-	if err != nil {
-		return found, err
-	}
-	return found, printErr
+	return found, failed, printErr
 }
 
 // grepResult is what one log gave: the lines to print, and how many
@@ -150,7 +149,9 @@ type grepResult struct {
 	selected int
 }
 
-// grepOne searches one log.
+// grepOne searches one log. The key it prints is rendered visible; the
+// lines are the log's own, as grep prints them. Its errors do not name the
+// key.
 func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOptions) (grepResult, error) {
 	r, err := c.open(ctx, l)
 	if err != nil {
@@ -158,10 +159,11 @@ func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOpti
 	}
 	defer r.Close()
 	out := &bytes.Buffer{}
+	name := visible(l.Key)
 	if m.re == nil && !o.invert {
-		selected, err := grepLiteral(r, m, o, l.Key, out)
+		selected, err := grepLiteral(r, m, o, name, out)
 		if err != nil {
-			return grepResult{}, fmt.Errorf("%s: %w", l.Key, err)
+			return grepResult{}, client.Redact(err)
 		}
 		return grepResult{out, selected}, nil
 	}
@@ -169,7 +171,7 @@ func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOpti
 	sc.Buffer(make([]byte, 256<<10), 64<<20)
 	var scratch []byte
 	n, selected := 0, 0
-	prefix := l.Key + ":"
+	prefix := name + ":"
 	for sc.Scan() {
 		n++
 		line := sc.Bytes()
@@ -190,11 +192,11 @@ func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOpti
 		out.WriteByte('\n')
 	}
 	if err := sc.Err(); err != nil {
-		return grepResult{}, fmt.Errorf("%s: %w", l.Key, err)
+		return grepResult{}, client.Redact(err)
 	}
 	switch {
 	case o.filesOnly && selected > 0:
-		out.WriteString(l.Key + "\n")
+		out.WriteString(name + "\n")
 	case o.count:
 		fmt.Fprintf(out, "%s%d\n", prefix, selected)
 	}

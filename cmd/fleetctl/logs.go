@@ -118,26 +118,43 @@ API answers with: fleetctl never needs S3 credentials.`,
   fleetctl logs fetch --request web-api --since 7d -j 8
   fleetctl logs grep --request web-api --since 7d -i 'timeout'`,
 	}
+	cmd.Args = func(cmd *cobra.Command, argv []string) error {
+		if len(argv) > 0 {
+			return usageError("unknown command %q for %q (see %s --help)", argv[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return nil
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	cmd.AddCommand(a.logsLsCommand(), a.logsFetchCommand(), a.logsCatCommand(), a.logsGrepCommand())
 	return cmd
 }
 
 func (a *app) logsLsCommand() *cobra.Command {
 	var sel selection
+	var output string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List the matching logs, oldest first",
+		Long: `Lists the matching logs, oldest first: a table of modification time, size
+and key (control characters in a key shown escaped), or with -o json the
+logs as the API answers them, presigned links included.`,
 		Example: `  fleetctl logs ls --task web-api-v42-1793491200000-0-node17-us_east_1a
   fleetctl logs ls --request web-api --deploy v42 --since 2026-11-01 --until 2026-11-08
-  fleetctl logs ls --request web-api --since 7d --json | jq -r '.[].key'`,
+  fleetctl logs ls --request web-api --since 7d -o json | jq -r '.[].key'`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asJSON {
+				output = "json"
+			}
+			if output != "table" && output != "json" {
+				return usageError("output %q is none of table, json", output)
+			}
 			logs, err := a.find(cmd.Context(), &sel)
 			if err != nil {
 				return err
 			}
-			if asJSON {
+			if output == "json" {
 				if logs == nil {
 					logs = []client.Log{}
 				}
@@ -149,7 +166,7 @@ func (a *app) logsLsCommand() *cobra.Command {
 				rows = append(rows, []string{when(l.LastModified), bytesHuman(l.Size), l.Key})
 				total += l.Size
 			}
-			writeTable(a.stdout, rows, nil)
+			writeTable(a.stdout, visibleRows(rows), nil)
 			if isTerminal(a.stdout) {
 				fmt.Fprintf(a.stdout, "%d logs, %s\n", len(logs), bytesHuman(total))
 			}
@@ -157,24 +174,35 @@ func (a *app) logsLsCommand() *cobra.Command {
 		},
 	}
 	sel.register(cmd.Flags())
-	cmd.Flags().BoolVar(&asJSON, "json", false, "the logs as JSON, with their presigned links")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (the logs with their presigned links)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "the same as -o json")
+	cmd.Flags().MarkHidden("json")
+	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
 func (a *app) logsFetchCommand() *cobra.Command {
 	var sel selection
 	var jobs int
-	var printPaths bool
+	var printPaths, print0 bool
 	cmd := &cobra.Command{
 		Use:   "fetch",
 		Short: "Download the matching logs into the cache directory, in parallel",
 		Long: `Downloads every matching log into the cache directory (--cache-dir), under
 the endpoint's host and the log's key. Logs already complete there are
 skipped; partial downloads resume where they stopped. On a terminal it shows
-one progress bar per file and a total; otherwise it is silent.`,
+one progress bar per file and a total; otherwise it is silent.
+
+Each key maps to its own path inside the directory: a key segment that is
+empty, ".", "..", starts with a dot, or holds bytes other than lower-case
+letters, digits and -_.,+=@ is escaped (%2E, %0A); one with upper-case
+letters or too long for a file name gets a hash appended (%~...).
+
+A log that cannot be fetched is named on stderr, one line each, and the
+others are still fetched; the exit code is then 8.`,
 		Example: `  fleetctl logs fetch --request web-api --since 7d
   fleetctl logs fetch --task web-api-v42-1793491200000-0-node17-us_east_1a -j 16
-  fleetctl logs fetch --request web-api --since 1d --print | xargs zgrep -l panic`,
+  fleetctl logs fetch --request web-api --since 1d --print0 | xargs -0 zgrep -l panic`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if jobs < 1 {
@@ -188,26 +216,42 @@ one progress bar per file and a total; otherwise it is silent.`,
 			if err != nil {
 				return err
 			}
+			// The same key in two buckets is one file of the cache:
+			// fetched once.
+			seen := map[string]bool{}
+			logs = slices.DeleteFunc(logs, func(l client.Log) bool {
+				dup := seen[l.Key]
+				seen[l.Key] = true
+				return dup
+			})
 			progress := isTerminal(a.stderr)
-			stats, err := cache.fetchAll(cmd.Context(), logs, jobs, a.stderr, progress)
+			stats, failed, err := cache.fetchAll(cmd.Context(), logs, jobs, a.stderr, progress)
 			if err != nil {
 				return err
 			}
 			if progress {
-				fmt.Fprintf(a.stderr, "%d logs in %s: %d fetched (%s), %d already there\n", len(logs), displayPath(cache.dir), stats.fetched, bytesHuman(stats.bytes), stats.cached)
+				fmt.Fprintf(a.stderr, "%d logs in %s: %d fetched (%s), %d already there\n", len(logs), visible(displayPath(cache.dir)), stats.fetched, bytesHuman(stats.bytes), stats.cached)
 			}
-			if printPaths {
+			if printPaths || print0 {
 				for _, l := range logs {
-					p, _ := cache.path(l.Key)
-					fmt.Fprintln(a.stdout, p)
+					if slices.ContainsFunc(failed, func(f fetchFailure) bool { return f.key == l.Key }) {
+						continue
+					}
+					if print0 {
+						fmt.Fprint(a.stdout, cache.path(l.Key)+"\x00")
+					} else {
+						fmt.Fprintln(a.stdout, visible(cache.path(l.Key)))
+					}
 				}
 			}
-			return nil
+			return a.failed("fetched", len(logs), failed)
 		},
 	}
 	sel.register(cmd.Flags())
 	cmd.Flags().IntVarP(&jobs, "jobs", "j", 8, "downloads at once")
-	cmd.Flags().BoolVar(&printPaths, "print", false, "print the local path of every log")
+	cmd.Flags().BoolVar(&printPaths, "print", false, "print the local path of every log fetched, one a line (control characters escaped)")
+	cmd.Flags().BoolVar(&print0, "print0", false, "print the local path of every log fetched, each ended by a NUL byte (for xargs -0)")
+	cmd.MarkFlagsMutuallyExclusive("print", "print0")
 	return cmd
 }
 
@@ -228,12 +272,16 @@ func (a *app) logsCatCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var failed []fetchFailure
 			for _, l := range logs {
 				if err := cache.copyTo(cmd.Context(), a.stdout, l); err != nil {
-					return err
+					if cmd.Context().Err() != nil {
+						return err
+					}
+					failed = append(failed, fetchFailure{l.Key, err})
 				}
 			}
-			return nil
+			return a.failed("printed", len(logs), failed)
 		},
 	}
 	sel.register(cmd.Flags())
@@ -272,8 +320,11 @@ fixed string with -F. Exit code 1 when no line matched, as grep.`,
 			if err != nil {
 				return err
 			}
-			found, err := grepAll(cmd.Context(), cache, logs, m, o, jobs, a.stdout)
+			found, failed, err := grepAll(cmd.Context(), cache, logs, m, o, jobs, a.stdout)
 			if err != nil {
+				return err
+			}
+			if err := a.failed("searched", len(logs), failed); err != nil {
 				return err
 			}
 			if !found {
@@ -293,6 +344,18 @@ fixed string with -F. Exit code 1 when no line matched, as grep.`,
 	return cmd
 }
 
+// failed reports the logs that could not be done, one line each with its
+// key, and ends with exit code 8 when there were any.
+func (a *app) failed(done string, total int, failed []fetchFailure) error {
+	if len(failed) == 0 {
+		return nil
+	}
+	for _, f := range failed {
+		fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(f.key), message(f.err))
+	}
+	return exitError{code: exitSomeLogs, msg: fmt.Sprintf("%d of %d logs could not be %s", len(failed), total, done)}
+}
+
 // cache returns the log cache of the endpoint in effect.
 func (a *app) cache() (*cache, error) {
 	u, err := url.Parse(a.settings.endpoint)
@@ -303,5 +366,5 @@ func (a *app) cache() (*cache, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return newCache(dir), nil
+	return newCache(dir, a.settings.timeout), nil
 }

@@ -141,7 +141,7 @@ func (a *app) printSlaves(slaves []client.Slave, output string) error {
 		return writeJSON(a.stdout, slaves)
 	case "name":
 		for _, s := range slaves {
-			fmt.Fprintln(a.stdout, s.ID)
+			fmt.Fprintln(a.stdout, visible(s.ID))
 		}
 		return nil
 	}
@@ -160,7 +160,7 @@ func (a *app) printSlaves(slaves []client.Slave, output string) error {
 			rows = append(rows, []string{s.ID, string(cur.State), when(cur.Timestamp), s.Host, s.RackID, orDash(short(cur.Message, 40))})
 		}
 	}
-	writeTable(a.stdout, rows, a.stateColours(1))
+	writeTable(a.stdout, visibleRows(rows), a.stateColours(1))
 	return nil
 }
 
@@ -230,14 +230,14 @@ func (a *app) showCommand() *cobra.Command {
 					exp.RevertToState, when(exp.DueAt()), when(exp.StartMillis), by(exp.User))})
 			}
 			for _, d := range details {
-				fmt.Fprintf(a.stdout, "%-12s%s\n", d[0], d[1])
+				fmt.Fprintf(a.stdout, "%-12s%s\n", d[0], visible(d[1]))
 			}
 			fmt.Fprintln(a.stdout)
 			rows := [][]string{{"TIME", "STATE", "USER", "MESSAGE"}}
 			for _, h := range history {
 				rows = append(rows, []string{when(h.Timestamp), string(h.State), orDash(h.User), orDash(short(h.Message, 80))})
 			}
-			writeTable(a.stdout, rows, a.stateColours(1))
+			writeTable(a.stdout, visibleRows(rows), a.stateColours(1))
 			return nil
 		},
 	}
@@ -356,14 +356,14 @@ func (a *app) each(ids []string, do func(id string) error, done string) error {
 	first := 0
 	for _, id := range ids {
 		if err := do(id); err != nil {
-			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", id, message(err))
+			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(id), message(err))
 			if first == 0 {
 				first = exitCode(err)
 			}
 			continue
 		}
 		if done != "" {
-			fmt.Fprintf(a.stdout, "%s: %s\n", id, done)
+			fmt.Fprintf(a.stdout, "%s: %s\n", visible(id), done)
 		}
 	}
 	if first != 0 {
@@ -417,7 +417,7 @@ func (a *app) dryRun(cmd *cobra.Command, c *client.Client, name string, target c
 				return &client.Error{Status: status, Code: status, Message: err.Error(), Operation: name}
 			}
 		}
-		fmt.Fprintf(a.stdout, "%s: would %s (%s → %s", id, name, cur, target)
+		fmt.Fprintf(a.stdout, "%s: would %s (%s → %s", visible(id), name, visible(string(cur)), target)
 		if req.DurationMillis > 0 {
 			fmt.Fprintf(a.stdout, ", reverting to %s after %s", req.RevertToState, time.Duration(req.DurationMillis)*time.Millisecond)
 		}
@@ -456,7 +456,7 @@ func (a *app) expiringCommand() *cobra.Command {
 			for _, e := range list {
 				rows = append(rows, []string{e.MachineID, string(e.RevertToState), when(e.DueAt()), when(e.StartMillis), orDash(e.User), orDash(short(e.Request.Message, 40))})
 			}
-			writeTable(a.stdout, rows, a.stateColours(1))
+			writeTable(a.stdout, visibleRows(rows), a.stateColours(1))
 			return nil
 		},
 	}
@@ -468,15 +468,33 @@ func (a *app) makePermanentCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "make-permanent ID...",
 		Short: "Cancel machines' expiring changes: their current state stays",
+		Long: `Cancels the expiring change of each machine: its current state stays and
+no longer reverts. A machine without an expiring change is an error (exit
+code 4), so that a mistyped id does not pass for done.`,
 		Example: `  fleetctl make-permanent node-17
   fleetctl expiring -o json | jq -r '.[].machineId' | xargs fleetctl make-permanent`,
 		Args: args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			c, err := a.client(cmd.Context())
+			ctx := cmd.Context()
+			c, err := a.client(ctx)
 			if err != nil {
 				return err
 			}
-			return a.each(ids, func(id string) error { return c.DeleteExpiring(cmd.Context(), id) }, "no expiring change")
+			expiring, err := c.ListExpiring(ctx)
+			if err = a.partial(err); err != nil {
+				return err
+			}
+			return a.each(ids, func(id string) error {
+				i := slices.IndexFunc(expiring, func(e client.Expiring) bool { return e.MachineID == id })
+				if i < 0 {
+					return exitError{code: exitNotFound, msg: "no expiring change to make permanent (see fleetctl expiring)"}
+				}
+				if err := c.DeleteExpiring(ctx, id); err != nil {
+					return err
+				}
+				fmt.Fprintf(a.stdout, "%s: permanent, no longer reverts to %s\n", visible(id), expiring[i].RevertToState)
+				return nil
+			}, "")
 		},
 	}
 }

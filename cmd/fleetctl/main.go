@@ -9,7 +9,10 @@
 //	4  not found: 404
 //	5  auth: 401 or 403
 //	6  unavailable: 429, 503, 504, or no answer at all
-//	7  any other failure
+//	7  any other failure, and an endpoint that is not the fleet API
+//	8  logs fetch, cat or grep: some logs failed (each named on stderr),
+//	   every other one was done
+//	130  interrupted (SIGINT; 143 for SIGTERM)
 package main
 
 import (
@@ -17,8 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -36,17 +41,30 @@ const (
 	exitAuth        = 5
 	exitUnavailable = 6
 	exitFailure     = 7
+	exitSomeLogs    = 8
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-signals
+		cancel(signalError{sig.(syscall.Signal)})
+		// A second signal ends at once.
+		<-signals
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// signalError is the cause of a run cancelled by a signal.
+type signalError struct{ sig syscall.Signal }
+
+func (e signalError) Error() string { return "interrupted (" + e.sig.String() + ")" }
 
 // app is what every command shares: the streams and the settings in
 // effect, read once the flags are parsed.
@@ -66,13 +84,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	var sig signalError
+	if errors.As(context.Cause(ctx), &sig) {
+		// Whatever the command was doing, it stopped for the signal:
+		// one line, and the shell's code for it.
+		fmt.Fprintln(stderr, "fleetctl: "+sig.Error())
+		return 128 + int(sig.sig)
+	}
 	if err == nil {
 		return exitOK
+	}
+	if strings.HasPrefix(err.Error(), "unknown command ") {
+		// cobra's, with suggestions on further lines.
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		err = usageError("%s (see fleetctl --help)", first)
 	}
 	var ex exitError
 	if errors.As(err, &ex) {
 		if ex.msg != "" {
-			fmt.Fprintln(stderr, "fleetctl: "+ex.msg)
+			fmt.Fprintln(stderr, "fleetctl: "+visible(ex.msg))
 		}
 		return ex.code
 	}
@@ -114,10 +144,18 @@ func exitCode(err error) int {
 	return exitFailure
 }
 
-// message words an error as one line: an API error as its status class
-// and the service's message.
+// message words an error as one line, rendered visible: an API error as
+// its status class and the service's message.
 func message(err error) string {
+	return visible(describe(err))
+}
+
+func describe(err error) string {
 	var apiErr *client.Error
+	var notAPI *client.NotAPIError
+	if errors.As(err, &notAPI) {
+		return fmt.Sprintf("not the fleet API: the endpoint answered %d with %s (check --endpoint)", notAPI.Status, orDash(notAPI.ContentType))
+	}
 	if errors.As(err, &apiErr) {
 		what := map[int]string{400: "refused", 409: "refused", 413: "refused", 401: "not authenticated", 403: "not allowed",
 			404: "not found", 429: "throttled", 503: "unavailable", 504: "timed out"}[apiErr.Status]
@@ -128,9 +166,13 @@ func message(err error) string {
 	}
 	var terr *client.TransportError
 	if errors.As(err, &terr) {
+		var ue *url.Error
+		if errors.Is(terr.Err, context.DeadlineExceeded) && errors.As(terr.Err, &ue) {
+			return fmt.Sprintf("unavailable: %s: no answer from %s in time (--timeout)", terr.Operation, ue.URL)
+		}
 		return fmt.Sprintf("unavailable: %v", terr.Err)
 	}
-	return err.Error()
+	return client.Redact(err).Error()
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -145,7 +187,11 @@ profile of the config file (fleetctl config shows what is in effect).
 
 Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused (400/409),
 4 not found, 5 auth (401/403), 6 unavailable (503, timeout, no answer),
-7 other failure.`,
+7 other failure (an endpoint that is not the fleet API too), 8 some logs
+failed (logs fetch, cat, grep: each named on stderr), 130 interrupted.
+
+Text from the service (messages, hosts, log keys) is shown with control
+characters escaped (\x1b, \n); -o json is exact.`,
 		Example: `  fleetctl list --state frozen
   fleetctl freeze node-17 -m "kernel upgrade" --for 2h
   fleetctl logs grep --request web-api --since 7d -i timeout`,
@@ -169,9 +215,43 @@ Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused (400/409),
 		a.listCommand(), a.showCommand(),
 		a.changeCommand("freeze"), a.changeCommand("decommission"), a.changeCommand("activate"),
 		a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
-		a.logsCommand(), a.configCommand(),
+		a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "help":
+			c.Example = "  fleetctl help logs fetch"
+		case "completion":
+			c.Example = "  fleetctl completion bash > ~/.local/share/bash-completion/completions/fleetctl\n  fleetctl completion zsh > \"${fpath[1]}/_fleetctl\"\n  fleetctl completion fish > ~/.config/fish/completions/fleetctl.fish"
+			for _, shell := range c.Commands() {
+				shell.Example = map[string]string{
+					"bash":       "  fleetctl completion bash > ~/.local/share/bash-completion/completions/fleetctl",
+					"zsh":        "  fleetctl completion zsh > \"${fpath[1]}/_fleetctl\"",
+					"fish":       "  fleetctl completion fish > ~/.config/fish/completions/fleetctl.fish",
+					"powershell": "  fleetctl completion powershell > fleetctl.ps1",
+				}[shell.Name()]
+			}
+		}
+	}
 	return root
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print fleetctl's version",
+		Example: "  fleetctl version",
+		Args:    args(cobra.NoArgs),
+		// No settings are needed, so a broken config file does not
+		// hide the version.
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintln(a.stdout, "fleetctl "+version)
+			return nil
+		},
+	}
 }
 
 // args checks a command's positional arguments as a usage error.

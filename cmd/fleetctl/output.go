@@ -87,7 +87,18 @@ func when(ms int64) string {
 	return time.UnixMilli(ms).Local().Format("2006-01-02 15:04:05")
 }
 
-// short cuts s to n characters, with an ellipsis, on one line.
+// visibleRows renders every cell of a table with visible.
+func visibleRows(rows [][]string) [][]string {
+	for _, r := range rows {
+		for i, cell := range r {
+			r[i] = visible(cell)
+		}
+	}
+	return rows
+}
+
+// short cuts s to n characters, with an ellipsis, on one line. It cuts
+// the text as received: visible renders what is left.
 func short(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if utf8.RuneCountInString(s) <= n {
@@ -112,7 +123,8 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// bytesHuman formats a size as 1.2 MB.
+// bytesHuman formats a size as 1.2 MB, in the units (kB, MB, GB) of every
+// size fleetctl prints.
 func bytesHuman(n int64) string {
 	const unit = 1000
 	if n < unit {
