@@ -83,9 +83,39 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	// An error describes one moment; no cache may answer with it later.
+	writeError(w, status, msg)
+}
+
+// internalError is the body of a 500 whose own encoding failed.
+const internalError = "{\"code\":500,\"message\":\"internal error\"}\n"
+
+// writeError writes the JSON error body of status with msg. It ends with a
+// newline, as a terminal expects of the last line it prints (curl -si), and,
+// since an error describes one moment, forbids any cache to answer with it
+// later.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	body, err := json.Marshal(ErrorBody{Code: status, Message: msg})
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(internalError)
+	} else {
+		body = append(body, '\n')
+	}
 	w.Header().Set("Cache-Control", "no-store")
-	JSON(w, status, ErrorBody{Code: status, Message: msg})
+	jsonHeaders(w.Header())
+	w.WriteHeader(status)
+	if b, ok := w.(*buffer); ok {
+		b.adopt(body)
+		return
+	}
+	w.Write(body)
+}
+
+// jsonHeaders marks an answer as JSON, and as nothing else: nosniff keeps a
+// browser from taking a body that holds caller-supplied text (a machine's
+// message, a log key) for HTML or script.
+func jsonHeaders(h http.Header) {
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 // JSON writes v as the JSON response body with status. Inside Wrap, a
@@ -95,7 +125,7 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 func JSON(w http.ResponseWriter, status int, v any) {
 	if b, ok := w.(*buffer); ok && b.status == 0 && len(b.body) == 0 {
 		if elems, ok := elementsOf(v); ok {
-			w.Header().Set("Content-Type", "application/json")
+			jsonHeaders(w.Header())
 			w.WriteHeader(status)
 			b.elements = elems
 			return
@@ -104,9 +134,9 @@ func JSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		body = []byte(`{"code":500,"message":"internal error"}`)
+		body = []byte(internalError)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	jsonHeaders(w.Header())
 	w.WriteHeader(status)
 	if b, ok := w.(*buffer); ok {
 		b.adopt(body)
@@ -117,7 +147,7 @@ func JSON(w http.ResponseWriter, status int, v any) {
 
 // OK writes the empty 200 response of a successful change.
 func OK(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
+	jsonHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -405,7 +435,7 @@ func (b *buffer) spill() {
 	}
 	body, err := writeAll(b.elements)
 	if err != nil {
-		b.status, body = http.StatusInternalServerError, []byte(`{"code":500,"message":"internal error"}`)
+		b.status, body = http.StatusInternalServerError, []byte(internalError)
 	}
 	b.body, b.elements = body, nil
 }
@@ -457,9 +487,7 @@ func (b *buffer) send(w http.ResponseWriter, r *http.Request, acceptsGzip bool) 
 func tooLarge(w http.ResponseWriter, r *http.Request, size int) {
 	logger(r).ErrorContext(r.Context(), "request failed", "request_id", RequestID(r), "status", http.StatusInternalServerError,
 		"error", fmt.Sprintf("the answer takes %d bytes in Lambda's response, over the %d allowed, and is not a JSON array to cut", size, Budget))
-	w.Header().Set("Cache-Control", "no-store")
-	JSON(w, http.StatusInternalServerError, ErrorBody{Code: http.StatusInternalServerError,
-		Message: payload.TooLargeMessage(RequestID(r))})
+	writeError(w, http.StatusInternalServerError, payload.TooLargeMessage(RequestID(r)))
 }
 
 // cleanPath reports whether every segment of an escaped path is a real
