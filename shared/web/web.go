@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/exactjson"
@@ -153,7 +154,9 @@ func OK(w http.ResponseWriter) {
 
 // DecodeBody reads the optional JSON body into v and reports whether there
 // was one. An empty body, `{}` and `null` mean no body; a body that is not
-// JSON is fault.Invalid; one over MaxBody is fault.TooLarge. Field names
+// JSON, or not valid UTF-8, is fault.Invalid; one over MaxBody is
+// fault.TooLarge. The JSON decoder would replace each invalid byte with
+// U+FFFD, and a message stored so would not be the one sent. Field names
 // match exactly: a key in another case is an unknown field, ignored like
 // any other (see exactjson).
 func DecodeBody(r *http.Request, v any) (bool, error) {
@@ -166,6 +169,9 @@ func DecodeBody(r *http.Request, v any) (bool, error) {
 	}
 	if len(raw) > MaxBody {
 		return false, fault.TooLarge("request body is larger than %d bytes", MaxBody)
+	}
+	if !utf8.Valid(raw) {
+		return false, fault.Invalid("request body is not valid UTF-8")
 	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
