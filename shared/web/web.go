@@ -273,6 +273,13 @@ func Metrics(r *http.Request) *metrics.Emitter {
 	return nil
 }
 
+// LogError logs msg at error level with the request's id and args, for a
+// fault that the answer does not show: a misconfiguration that the caller
+// can neither see nor fix, say. Outside Wrap it logs to slog.Default.
+func LogError(r *http.Request, msg string, args ...any) {
+	logger(r).ErrorContext(r.Context(), msg, append([]any{"request_id", RequestID(r)}, args...)...)
+}
+
 // Outcome names the class of an answer's status for metrics: "ok" (1xx to
 // 3xx), "refused" (4xx: the request was wrong, not the service) or
 // "failed" (5xx).
