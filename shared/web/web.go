@@ -87,7 +87,8 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, status, msg)
 }
 
-// internalError is the body of a 500 whose own encoding failed.
+// internalError is the body of a 500 answered when an answer could not be
+// encoded.
 const internalError = "{\"code\":500,\"message\":\"internal error\"}\n"
 
 // writeError writes the JSON error body of status with msg. It ends with a
@@ -95,12 +96,8 @@ const internalError = "{\"code\":500,\"message\":\"internal error\"}\n"
 // since an error describes one moment, forbids any cache to answer with it
 // later.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	body, err := json.Marshal(ErrorBody{Code: status, Message: msg})
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(internalError)
-	} else {
-		body = append(body, '\n')
-	}
+	body, _ := json.Marshal(ErrorBody{Code: status, Message: msg}) // an int and a string always encode
+	body = append(body, '\n')
 	w.Header().Set("Cache-Control", "no-store")
 	jsonHeaders(w.Header())
 	w.WriteHeader(status)
