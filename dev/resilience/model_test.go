@@ -141,7 +141,7 @@ type refModel struct {
 	cfg      refConfig
 	slaves   map[string]*refSlave
 	expiring map[string]*refExpiring
-	receipts map[string]refReceipt // by slave id and key
+	receipts map[string]refReceipt // by caller and key
 	// limitAt is the time of the last move into or out of the counted
 	// states. Those moves are ordered: each is stamped after the one before
 	// it (unless that one is further ahead than any clock skew can explain),
@@ -256,8 +256,8 @@ type refChange struct {
 	Key      string // Idempotency-Key header
 }
 
-// fingerprint tells two requests apart for the Idempotency-Key: same
-// slave, action, caller and body, or not.
+// fingerprint tells two requests of one caller apart for the
+// Idempotency-Key: same slave, action and body, or not.
 func (c refChange) fingerprint() string {
 	d, r := "-", "-"
 	if c.Duration != nil {
@@ -266,7 +266,7 @@ func (c refChange) fingerprint() string {
 	if c.Revert != nil {
 		r = *c.Revert
 	}
-	return strings.Join([]string{c.Slave, c.Target, c.Caller, c.Message, d, r, c.ActionID, fmt.Sprint(c.Kill)}, "\x00")
+	return strings.Join([]string{c.Slave, c.Target, c.Message, d, r, c.ActionID, fmt.Sprint(c.Kill)}, "\x00")
 }
 
 // refAnswer is an HTTP answer: its status, and its error message when the
@@ -283,7 +283,8 @@ func (m *refModel) Change(now int64, c refChange) refAnswer {
 	if c.Key == "" {
 		return m.decide(now, c)
 	}
-	rk := c.Slave + "\x00" + c.Key
+	// A key names one request of one caller, across slaves and actions.
+	rk := c.Caller + "\x00" + c.Key
 	if r, ok := m.receipts[rk]; ok && now-r.at < m.cfg.idempotencyWindow {
 		if r.fingerprint != c.fingerprint() {
 			return refAnswer{status: 409} // a key reused for another request

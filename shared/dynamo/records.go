@@ -172,7 +172,11 @@ func (r expiringRecord) expiring() machine.Expiring {
 // receiptRecord is one item of the requests table, keyed (slaveId,
 // requestKey): the outcome of a change request, remembered for
 // machine.IdempotencyWindow so that a retry is answered, not applied again.
-// The key is a hash of the client's key, whose length the client chooses.
+// A client's key names one request of that caller whatever slave it is
+// for, so its receipt is keyed by a hash of the caller and the key (whose
+// length the client chooses), under a slaveId of its own that no slave can
+// have (see scopedReceipt). The store's own key of a request without one
+// stays under the slave.
 type receiptRecord struct {
 	SlaveID     string `dynamodbav:"slaveId"`
 	Key         string `dynamodbav:"requestKey"`
@@ -184,15 +188,17 @@ type receiptRecord struct {
 }
 
 func newReceipt(id string, once machine.Idempotency) receiptRecord {
-	key := once.Key
-	if key == "" {
-		// Nobody will retry with this key but the SDK, which repeats a
-		// write whose answer was lost: the receipt tells it the write won.
-		key = machine.NewActionID()
-	}
-	sum := sha256.Sum256([]byte(key))
 	window := machine.IdempotencyWindow.Milliseconds()
-	return receiptRecord{SlaveID: id, Key: hex.EncodeToString(sum[:]), Fingerprint: once.Fingerprint, At: once.At, ExpiresAt: (once.At+window)/1000 + 1}
+	r := receiptRecord{Fingerprint: once.Fingerprint, At: once.At, ExpiresAt: (once.At+window)/1000 + 1}
+	if once.Key != "" {
+		r.SlaveID, r.Key = scopedReceipt(once.Caller, once.Key)
+		return r
+	}
+	// Nobody will retry with this key but the SDK, which repeats a write
+	// whose answer was lost: the receipt tells it the write won.
+	sum := sha256.Sum256([]byte(machine.NewActionID()))
+	r.SlaveID, r.Key = id, hex.EncodeToString(sum[:])
+	return r
 }
 
 // live reports whether the receipt still answers a request made at now.

@@ -371,7 +371,7 @@ func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord)
 		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(limitID)}},
 	}
 	if receipt != nil {
-		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.tables.Requests, Key: receiptKey(id, receipt.Key)}})
+		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.tables.Requests, Key: receiptKey(receipt.SlaveID, receipt.Key)}})
 	}
 	out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
 	if err != nil {

@@ -280,10 +280,11 @@ func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
 	} else if res[0] != '{' {
 		return machine.Observation{}, fmt.Errorf("machine %s: resources must be an object", id)
 	}
-	return machine.Observation{
+	o := machine.Observation{
 		ID: id, Host: m.Host, RackID: m.RackID, Attributes: m.Attributes, Resources: res,
 		Lost: m.Lost, RunningTasks: m.RunningTasks, At: at,
-	}, nil
+	}
+	return o, o.CheckSize()
 }
 
 // entryID reads the id of a machine entry that may be malformed otherwise;

@@ -613,12 +613,36 @@ func TestLiveSearchFieldNamesInAnotherCaseAreUnknown(t *testing.T) {
 	}
 }
 
-func TestLiveMissingBucketIsNotFound(t *testing.T) {
-	h := liveHandler(t, liveStore, settings(bucketA, bucketMissing))
-	want := "S3 bucket " + bucketMissing + " does not exist"
-	serve(t, h, "GET", "/api/logs/task/"+liveTasks[0].id(), "").wantError(t, 404, want)
-	serve(t, h, "GET", "/api/logs/request/pay?start="+liveMillis(liveSince), "").wantError(t, 404, want)
-	serve(t, h, "POST", "/api/logs/search", fmt.Sprintf(`{"taskIds":[%q],"maxPerPage":5}`, liveTasks[0].id())).wantError(t, 404, want)
+// TestLiveMissingBucketLeavesTheOthersAnswering configures a bucket that
+// S3 does not have beside one that it has: lookups answer what the existing
+// bucket holds; with only missing buckets, a 500.
+func TestLiveMissingBucketLeavesTheOthersAnswering(t *testing.T) {
+	h := liveHandler(t, liveStore, settings(bucketMissing, bucketA))
+	inA := func(match func(liveObject) bool) func(liveObject) bool {
+		return func(o liveObject) bool { return o.bucket == bucketA && match(o) }
+	}
+	task := liveTasks[0].id()
+	sameKeys(t, keysOf(liveLookup(t, h, "/api/logs/task/"+task+"?list=true")), liveWant(inA(ofTask(task))))
+	sameKeys(t, keysOf(liveLookup(t, h, "/api/logs/request/pay?list=true&start="+liveMillis(liveSince))), liveWant(inA(ofRequest("pay"))))
+	p := decode[page](t, serve(t, h, "POST", "/api/logs/search", fmt.Sprintf(`{"taskIds":[%q],"maxPerPage":1000,"listOnly":true}`, task)))
+	var found []string
+	for _, e := range p.Results {
+		found = append(found, e.Key)
+	}
+	sameKeys(t, found, liveWant(inA(ofTask(task))))
+	if !p.LastPage {
+		t.Errorf("got lastPage false, want true: a missing bucket has nothing more to list")
+	}
+
+	none := liveHandler(t, liveStore, settings(bucketMissing))
+	for _, r := range []result{
+		serve(t, none, "GET", "/api/logs/task/"+task, ""),
+		serve(t, none, "POST", "/api/logs/search", fmt.Sprintf(`{"taskIds":[%q],"maxPerPage":5}`, task)),
+	} {
+		if r.status != 500 || !strings.HasPrefix(r.body, `{"code":500,"message":"internal error (request `) {
+			t.Errorf("got %d %s, want a 500 when no configured bucket exists", r.status, r.body)
+		}
+	}
 }
 
 // countingAPI counts the S3 calls the store makes.

@@ -23,7 +23,8 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Store is what the lookups need from S3.
+// Store is what the lookups need from S3. All and Page return
+// fault.NotFound when, and only when, the bucket does not exist.
 type Store interface {
 	All(ctx context.Context, bucket, prefix string) ([]logkey.Object, error)
 	Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error)
@@ -174,8 +175,12 @@ func (h *Handler) find(r *http.Request, what string, paged bool, prefixes func(q
 	if err != nil {
 		return nil, err
 	}
-	found, err := h.listAll(r.Context(), what, ps)
+	var gone missingBuckets
+	found, err := h.listAll(r.Context(), what, ps, &gone)
 	if err != nil {
+		return nil, err
+	}
+	if err := gone.report(r, h.cfg.Buckets); err != nil {
 		return nil, err
 	}
 	if q.maxPerPage > 0 {
@@ -196,8 +201,9 @@ func countLookup(r *http.Request, scope string, answered int) {
 }
 
 // listAll lists every prefix in every bucket completely, in parallel, within
-// LOG_LIST_TIMEOUT.
-func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) ([]logkey.Object, error) {
+// LOG_LIST_TIMEOUT. A bucket that does not exist lists nothing and is noted
+// in gone.
+func (h *Handler) listAll(ctx context.Context, what string, prefixes []string, gone *missingBuckets) ([]logkey.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
 	defer cancel()
 	type job struct{ bucket, prefix string }
@@ -209,8 +215,11 @@ func (h *Handler) listAll(ctx context.Context, what string, prefixes []string) (
 	}
 	lists := make([][]logkey.Object, len(jobs))
 	err := each(ctx, len(jobs), listWorkers, func(ctx context.Context, i int) error {
-		var err error
-		lists[i], err = h.store.All(ctx, jobs[i].bucket, jobs[i].prefix)
+		objs, err := h.store.All(ctx, jobs[i].bucket, jobs[i].prefix)
+		if gone.skip(jobs[i].bucket, err) {
+			return nil
+		}
+		lists[i] = objs
 		return err
 	})
 	if err != nil {

@@ -104,6 +104,7 @@ func serve(t *testing.T, h http.Handler, method, path, body string) result {
 func (r result) wantError(t *testing.T, status int, message string) {
 	t.Helper()
 	want, _ := json.Marshal(web.ErrorBody{Code: status, Message: message})
+	want = append(want, '\n') // an error body is one line, ended
 	if r.status != status || r.body != string(want) {
 		t.Errorf("got %d %s, want %d %s", r.status, r.body, status, want)
 	}

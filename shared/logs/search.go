@@ -70,8 +70,12 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 	if err != nil {
 		return none, err
 	}
-	hits, tokens, err := h.page(r.Context(), sources, req)
+	var gone missingBuckets
+	hits, tokens, err := h.page(r.Context(), sources, req, &gone)
 	if err != nil {
+		return none, err
+	}
+	if err := gone.report(r, h.cfg.Buckets); err != nil {
 		return none, err
 	}
 	allow := req.allowlist()
@@ -145,8 +149,9 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 
 // page lists the next page of the search: at most maxPerPage objects over
 // all sources, in the order they were listed (source by source, in key
-// order), and the token of every source.
-func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([]hit, map[string]tokenJSON, error) {
+// order), and the token of every source. A source whose bucket does not
+// exist is final and empty, and the bucket is noted in gone.
+func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, gone *missingBuckets) ([]hit, map[string]tokenJSON, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
 	defer cancel()
 	tokens := make(map[string]tokenJSON, len(sources))
@@ -173,6 +178,10 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON) ([
 		err := each(ctx, len(wave), listWorkers, func(ctx context.Context, i int) error {
 			var err error
 			pages[i], done[i], err = h.store.Page(ctx, wave[i].bucket, wave[i].prefix, tokenValue(tokens[wave[i].key]), room)
+			if gone.skip(wave[i].bucket, err) {
+				pages[i], done[i] = nil, true
+				return nil
+			}
 			return err
 		})
 		if err != nil {

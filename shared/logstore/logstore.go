@@ -12,6 +12,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"path"
 	"strconv"
 	"time"
@@ -93,7 +94,11 @@ func (s *Store) All(ctx context.Context, bucket, prefix string) ([]logkey.Object
 }
 
 func (s *Store) list(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error) {
-	in := &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix}
+	// Keys may hold any character, control characters included, and XML 1.0
+	// cannot carry most of those: without url encoding, one key holding ESC
+	// makes every page that holds it unreadable, and with it every other
+	// object of the prefix.
+	in := &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: &prefix, EncodingType: types.EncodingTypeUrl}
 	if after != "" {
 		in.StartAfter = &after
 	}
@@ -110,9 +115,13 @@ func (s *Store) list(ctx context.Context, bucket, prefix, after string, limit in
 			if len(objs) == limit {
 				return objs, false, nil
 			}
+			key, err := url.QueryUnescape(aws.ToString(o.Key))
+			if err != nil {
+				return nil, false, fmt.Errorf("list s3://%s/%s: key %q is not url-encoded: %w", bucket, prefix, aws.ToString(o.Key), err)
+			}
 			objs = append(objs, logkey.Object{
 				Bucket:       bucket,
-				Key:          aws.ToString(o.Key),
+				Key:          key,
 				LastModified: millis(o.LastModified),
 				Size:         aws.ToInt64(o.Size),
 			})

@@ -25,7 +25,9 @@ import (
 
 // fakeS3 serves ListObjectsV2 and HeadObject from sorted keys. Its pages hold
 // at most pageSize keys whatever MaxKeys asks, as S3 may, and its continuation
-// tokens are opaque to the store.
+// tokens are opaque to the store. Like S3, it url-encodes the keys it lists
+// when asked to; otherwise a page holding a key that XML 1.0 cannot carry
+// fails as the SDK fails to read it.
 type fakeS3 struct {
 	keys     []string
 	pageSize int
@@ -55,16 +57,25 @@ func (f *fakeS3) ListObjectsV2(_ context.Context, in *s3.ListObjectsV2Input, _ .
 		after = key
 	}
 	out := &s3.ListObjectsV2Output{IsTruncated: aws.Bool(false)}
+	last := ""
 	for _, k := range f.keys {
 		if k <= after || !strings.HasPrefix(k, aws.ToString(in.Prefix)) {
 			continue
 		}
 		if len(out.Contents) == limit {
 			out.IsTruncated = aws.Bool(true)
-			out.NextContinuationToken = aws.String("next:" + *out.Contents[limit-1].Key)
+			out.NextContinuationToken = aws.String("next:" + last)
 			break
 		}
-		out.Contents = append(out.Contents, types.Object{Key: aws.String(k), LastModified: &modified, Size: aws.Int64(int64(len(k)))})
+		last = k
+		listed := k
+		switch {
+		case in.EncodingType == types.EncodingTypeUrl:
+			listed = url.QueryEscape(k)
+		case strings.ContainsFunc(k, func(r rune) bool { return r < ' ' && r != '\t' && r != '\n' && r != '\r' }):
+			return nil, fmt.Errorf("deserialization failed: XML syntax error: illegal character code %U", []rune(k)[strings.IndexFunc(k, func(r rune) bool { return r < ' ' })])
+		}
+		out.Contents = append(out.Contents, types.Object{Key: aws.String(listed), LastModified: &modified, Size: aws.Int64(int64(len(k)))})
 	}
 	return out, nil
 }
@@ -88,6 +99,27 @@ func twenty() (all, under []string) {
 	all = slices.Concat([]string{"logs/", "logs/Z.log"}, under, []string{"logs/a0.log", "logs/b/00.log"})
 	slices.Sort(all)
 	return all, under
+}
+
+func TestListingReturnsKeysOfAnyCharacterExactly(t *testing.T) {
+	want := []string{"odd/a b+c%41.log", "odd/bell\a.log", "odd/esc\x1b]0;title\a\x1b[2J.log", "odd/new\nline.log", "odd/plain.log", "odd/журнал.log"}
+	slices.Sort(want)
+	store := logstore.New(&fakeS3{keys: want, pageSize: 2}, nil)
+	got, err := store.All(context.Background(), "b", "odd/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := keysOf(got); !slices.Equal(keys, want) {
+		t.Errorf("got %q, want %q", keys, want)
+	}
+}
+
+func keysOf(objs []logkey.Object) []string {
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.Key)
+	}
+	return keys
 }
 
 func TestPage(t *testing.T) {

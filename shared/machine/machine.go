@@ -99,13 +99,20 @@ func NewActionID() string {
 }
 
 // Idempotency identifies a change request so that a retry of it is answered
-// with the first request's outcome instead of being applied again.
+// with the first request's outcome instead of being applied again. A key
+// names one change request of one caller, whatever slave and action it is
+// for (docs/behaviour.md "User changes"): stores keep one receipt per
+// (Caller, Key), never one per slave.
 type Idempotency struct {
 	// Key is the client's Idempotency-Key header; "" when it sent none (the
 	// adapter then still guards its own retries of the write). A request's
 	// actionId is never a key: clients of the old API reuse one actionId for
 	// related changes, such as a freeze and the activate that ends it.
 	Key string
+	// Caller is the identity id of the caller, the scope of Key: another
+	// caller's same key is another request, never answered with this one's
+	// outcome.
+	Caller string
 	// Fingerprint is the request in canonical form: a key reused for a
 	// different request is refused rather than answered with another's result.
 	Fingerprint string

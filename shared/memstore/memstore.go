@@ -65,7 +65,11 @@ type expiringItem struct {
 	expiresAt int64 // epoch s
 }
 
-type receiptKey struct{ slaveID, key string }
+// receiptKey is the scope of an Idempotency-Key: the caller, across every
+// slave and action.
+type receiptKey struct{ caller, key string }
+
+func scope(once machine.Idempotency) receiptKey { return receiptKey{once.Caller, once.Key} }
 
 // receipt is the first answer to a change request.
 type receipt struct {
@@ -287,7 +291,7 @@ func (s *Store) ApplyOnce(ctx context.Context, id string, once machine.Idempoten
 	}
 	if once.Key != "" && replayed(err) {
 		s.mu.Lock()
-		key := receiptKey{id, once.Key}
+		key := scope(once)
 		if r, ok := s.receipts[key]; !ok || !r.live(once.At) {
 			s.receipts[key] = receipt{fingerprint: once.Fingerprint, at: once.At, outcome: &fault.Error{Kind: fault.KindOf(err), Message: fault.Message(err)}}
 		}
@@ -345,7 +349,7 @@ func (s *Store) read(id string, once *machine.Idempotency) (read, *receipt) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if once != nil && once.Key != "" {
-		if r, ok := s.receipts[receiptKey{id, once.Key}]; ok && r.live(once.At) {
+		if r, ok := s.receipts[scope(*once)]; ok && r.live(once.At) {
 			return read{}, &r
 		}
 	}
@@ -410,9 +414,9 @@ func (s *Store) change(id string, r read, plan *machine.Plan, once *machine.Idem
 	if plan.PutExpiring != nil && s.expiring[id] != nil || plan.DropExpiring && !s.expiringIs(id, r.snap.Expiring) {
 		return errRace
 	}
-	key := receiptKey{id, ""}
+	var key receiptKey
 	if once != nil && once.Key != "" {
-		key.key = once.Key
+		key = scope(*once)
 		if prev, ok := s.receipts[key]; ok && prev.live(once.At) {
 			return errRace
 		}

@@ -72,6 +72,10 @@ const (
 	LogLookups = "LogLookups"
 	LogObjects = "LogObjects"
 	S3Calls    = "S3Calls"
+	// MissingLogBuckets counts, per lookup that met any, the buckets of
+	// LOG_BUCKETS that do not exist: a misconfiguration, answered with
+	// what the other buckets hold. Any is the alarm.
+	MissingLogBuckets = "MissingLogBuckets"
 
 	// The expiry trigger's outcomes per run (docs/behaviour.md "Expiring changes"): records applied,
 	// skipped, dropped, superseded, deferred under the decommission limit,

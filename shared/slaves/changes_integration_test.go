@@ -295,13 +295,16 @@ func TestIdempotentRetries(t *testing.T) {
 			t.Errorf("got %s, want FROZEN", got)
 		}
 	})
-	t.Run("one key on two slaves names two requests", func(t *testing.T) {
+	t.Run("one key on two slaves is a reused key: the second is refused and changes nothing", func(t *testing.T) {
 		ids := seed(t, "idem-two", 2)
-		for _, id := range ids {
-			withKey(t, h, "/api/slaves/slave/"+id+"/freeze", "batch-7", "").want(t, 200, "")
-			if got := state(t, h, id); got != "FROZEN" {
-				t.Errorf("%s: got %s, want FROZEN", id, got)
-			}
+		withKey(t, h, "/api/slaves/slave/"+ids[0]+"/freeze", "batch-7", "").want(t, 200, "")
+		withKey(t, h, "/api/slaves/slave/"+ids[1]+"/freeze", "batch-7", "").
+			wantError(t, 409, "Idempotency key batch-7 was already used for a different request")
+		if got := state(t, h, ids[1]); got != "ACTIVE" {
+			t.Errorf("%s: got %s, want ACTIVE", ids[1], got)
+		}
+		if got := len(history(t, h, ids[1])); got != 1 {
+			t.Errorf("%s: got %d history entries, want the report's only", ids[1], got)
 		}
 	})
 	t.Run("concurrent duplicates apply once and all succeed", func(t *testing.T) {

@@ -47,7 +47,7 @@ func TestHistoryAnswersTheNewestEntriesUpToItsLimit(t *testing.T) {
 	for _, q := range []string{"0", "10001", "-1", "+5", "1.5", "1e3", "", "ten", "99999999999999999999"} {
 		t.Run("limit "+q+" is a 400 naming the parameter and its range", func(t *testing.T) {
 			rec := serve(h, "GET", "/api/slaves/slave/"+activeID+"?limit="+q, "")
-			if want := `{"code":400,"message":"query param limit must be a whole number from 1 to 10000"}`; rec.Code != 400 || rec.Body.String() != want {
+			if want := `{"code":400,"message":"query param limit must be a whole number from 1 to 10000"}` + "\n"; rec.Code != 400 || rec.Body.String() != want {
 				t.Errorf("got %d %s, want 400 %s", rec.Code, rec.Body, want)
 			}
 		})

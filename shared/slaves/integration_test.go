@@ -92,7 +92,7 @@ func (r response) want(t *testing.T, status int, body string) {
 func (r response) wantError(t *testing.T, status int, message string) {
 	t.Helper()
 	want, _ := json.Marshal(web.ErrorBody{Code: status, Message: message})
-	r.want(t, status, string(want))
+	r.want(t, status, string(want)+"\n") // an error body is one line, ended
 }
 
 // seed reports machines up through the inventory handler, as the scheduler

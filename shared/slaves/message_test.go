@@ -67,7 +67,7 @@ func TestChangeMessagesAreAtMost4096Characters(t *testing.T) {
 				}
 				after := entries(t, f, id)
 				if tt.status != 200 {
-					if want := `{"code":400,"message":"message must be at most 4096 characters"}`; rec.Body.String() != want {
+					if want := `{"code":400,"message":"message must be at most 4096 characters"}` + "\n"; rec.Body.String() != want {
 						t.Errorf("got %s, want %s", rec.Body, want)
 					}
 					if len(after) != before {

@@ -214,23 +214,24 @@ func (h *Handler) change(target machine.State) func(r *http.Request) error {
 const maxIdempotencyKey = 255
 
 // idempotency names the request for retries by its Idempotency-Key header,
-// never by its actionId, which is the caller's metadata. The fingerprint
-// covers everything that decides the outcome, so a key reused for another
-// slave, action, body or caller is told apart from a retry.
+// in the caller's scope, never by its actionId, which is the caller's
+// metadata. The fingerprint covers everything else that decides the
+// outcome, so a key reused for another slave, action or body is told apart
+// from a retry.
 func idempotency(r *http.Request, id string, target machine.State, actor access.Identity, req machine.ChangeRequest, now time.Time) (machine.Idempotency, error) {
 	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	if len(key) > maxIdempotencyKey {
 		return machine.Idempotency{}, fault.Invalid("Idempotency-Key must be at most %d characters", maxIdempotencyKey)
 	}
 	canonical, err := json.Marshal(struct {
-		Slave, Action, Caller string
-		Request               machine.ChangeRequest
-	}{id, string(target), actor.ID, req})
+		Slave, Action string
+		Request       machine.ChangeRequest
+	}{id, string(target), req})
 	if err != nil {
 		return machine.Idempotency{}, fmt.Errorf("fingerprint request: %w", err)
 	}
 	sum := sha256.Sum256(canonical)
-	return machine.Idempotency{Key: key, Fingerprint: hex.EncodeToString(sum[:]), At: now.UnixMilli()}, nil
+	return machine.Idempotency{Key: key, Caller: actor.ID, Fingerprint: hex.EncodeToString(sum[:]), At: now.UnixMilli()}, nil
 }
 
 func (h *Handler) delete(r *http.Request) error {

@@ -442,13 +442,51 @@ var cases = []struct {
 			e.t.Errorf("got %v, want the conflict of a slave already FROZEN", err)
 		}
 	}},
-	{name: "a key names a request to one slave", run: func(e *env) {
+	{name: "a key reused for another slave is a conflict and changes nothing", run: func(e *env) {
 		e.report("S1")
 		e.report("S2")
-		once := machine.Idempotency{Key: "k1", Fingerprint: "freeze", At: e.at}
+		once := machine.Idempotency{Key: "k1", Caller: "ops", Fingerprint: "freeze S1", At: e.at}
 		e.must(e.s.ApplyOnce(e.ctx(), "S1", once, machine.UserChange(e.userChange("S1", machine.Frozen, e.at+1), limits)))
-		e.must(e.s.ApplyOnce(e.ctx(), "S2", once, machine.UserChange(e.userChange("S2", machine.Frozen, e.at+1), limits)))
+		other := once
+		other.Fingerprint, other.At = "freeze S2", e.at+1000
+		err := e.s.ApplyOnce(e.ctx(), "S2", other, machine.UserChange(e.userChange("S2", machine.Frozen, e.at+2), limits))
+		if want := machine.ReusedKey("k1"); fault.KindOf(err) != fault.KindConflict || err.Error() != want.Error() {
+			e.t.Errorf("got %v, want %v", err, want)
+		}
+		e.wantIDs(e.inState(machine.Frozen))("S1")
+		if h := e.history("S2", e.at); len(h) != 1 {
+			e.t.Errorf("got %d entries of S2, want its first only", len(h))
+		}
+	}},
+	{name: "a refusal holds its key for every slave", run: func(e *env) {
+		e.report("S2")
+		once := machine.Idempotency{Key: "k1", Caller: "ops", Fingerprint: "freeze S1", At: e.at}
+		if err := e.s.ApplyOnce(e.ctx(), "S1", once, machine.UserChange(e.userChange("S1", machine.Frozen, e.at+1), limits)); fault.KindOf(err) != fault.KindNotFound {
+			e.t.Fatalf("got %v, want S1 not found", err)
+		}
+		other := once
+		other.Fingerprint = "freeze S2"
+		if err := e.s.ApplyOnce(e.ctx(), "S2", other, machine.UserChange(e.userChange("S2", machine.Frozen, e.at+2), limits)); fault.KindOf(err) != fault.KindConflict {
+			e.t.Errorf("got %v, want the conflict of a reused key", err)
+		}
+		e.wantIDs(e.inState(machine.Frozen))()
+	}},
+	{name: "another caller's same key is another request", run: func(e *env) {
+		e.report("S1")
+		e.report("S2")
+		mine := machine.Idempotency{Key: "k1", Caller: "ops", Fingerprint: "freeze S1", At: e.at}
+		e.must(e.s.ApplyOnce(e.ctx(), "S1", mine, machine.UserChange(e.userChange("S1", machine.Frozen, e.at+1), limits)))
+		theirs := machine.Idempotency{Key: "k1", Caller: "dev", Fingerprint: "freeze S2", At: e.at + 1000}
+		e.must(e.s.ApplyOnce(e.ctx(), "S2", theirs, machine.UserChange(e.userChange("S2", machine.Frozen, e.at+2), limits)))
 		e.wantIDs(e.inState(machine.Frozen))("S1", "S2")
+		// The same request as the first caller's is decided for this caller,
+		// never answered with the first caller's success.
+		theirs = machine.Idempotency{Key: "k2", Caller: "dev", Fingerprint: "freeze S1", At: e.at + 2000}
+		mine.Key = "k2"
+		e.must(e.s.ApplyOnce(e.ctx(), "S1", mine, machine.UserChange(e.userChange("S1", machine.Active, e.at+3), limits)))
+		if err := e.s.ApplyOnce(e.ctx(), "S1", theirs, machine.UserChange(e.userChange("S1", machine.Active, e.at+4), limits)); fault.KindOf(err) != fault.KindConflict {
+			e.t.Errorf("got %v, want the conflict of a slave already ACTIVE", err)
+		}
 	}},
 	{name: "a failure that is not a refusal is not remembered", run: func(e *env) {
 		e.report("S1")
@@ -707,6 +745,34 @@ var cases = []struct {
 		}
 		if got := e.history("S1", e.at); len(got) != 2 {
 			e.t.Errorf("got %d entries, want the change once", len(got))
+		}
+	}},
+	{name: "concurrent requests under one key for different slaves apply one and refuse the rest", run: func(e *env) {
+		ids := []string{"S1", "S2", "S3", "S4", "S5", "S6"}
+		for _, id := range ids {
+			e.report(id)
+		}
+		errs := make([]error, len(ids))
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			once := machine.Idempotency{Key: "k1", Caller: "ops", Fingerprint: "freeze " + id, At: e.at}
+			freeze := machine.UserChange(e.userChange(id, machine.Frozen, e.at+1), limits)
+			wg.Go(func() { errs[i] = e.s.ApplyOnce(e.ctx(), id, once, freeze) })
+		}
+		wg.Wait()
+		done := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				done++
+			case fault.KindOf(err) != fault.KindConflict:
+				e.t.Errorf("%s: got %v, want success or the conflict of a reused key", ids[i], err)
+			}
+		}
+		frozen, err := e.inState(machine.Frozen)
+		e.must(err)
+		if done != 1 || len(frozen) != 1 {
+			e.t.Errorf("got %d successes and %d slaves frozen, want one of each", done, len(frozen))
 		}
 	}},
 	{name: "a list whose request ends part way is an error, not a shorter list", run: func(e *env) {

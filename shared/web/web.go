@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/exactjson"
@@ -83,9 +84,36 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	// An error describes one moment; no cache may answer with it later.
+	writeError(w, status, msg)
+}
+
+// internalError is the body of a 500 answered when an answer could not be
+// encoded.
+const internalError = "{\"code\":500,\"message\":\"internal error\"}\n"
+
+// writeError writes the JSON error body of status with msg. It ends with a
+// newline, as a terminal expects of the last line it prints (curl -si), and,
+// since an error describes one moment, forbids any cache to answer with it
+// later.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	body, _ := json.Marshal(ErrorBody{Code: status, Message: msg}) // an int and a string always encode
+	body = append(body, '\n')
 	w.Header().Set("Cache-Control", "no-store")
-	JSON(w, status, ErrorBody{Code: status, Message: msg})
+	jsonHeaders(w.Header())
+	w.WriteHeader(status)
+	if b, ok := w.(*buffer); ok {
+		b.adopt(body)
+		return
+	}
+	w.Write(body)
+}
+
+// jsonHeaders marks an answer as JSON, and as nothing else: nosniff keeps a
+// browser from taking a body that holds caller-supplied text (a machine's
+// message, a log key) for HTML or script.
+func jsonHeaders(h http.Header) {
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 // JSON writes v as the JSON response body with status. Inside Wrap, a
@@ -95,7 +123,7 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 func JSON(w http.ResponseWriter, status int, v any) {
 	if b, ok := w.(*buffer); ok && b.status == 0 && len(b.body) == 0 {
 		if elems, ok := elementsOf(v); ok {
-			w.Header().Set("Content-Type", "application/json")
+			jsonHeaders(w.Header())
 			w.WriteHeader(status)
 			b.elements = elems
 			return
@@ -104,9 +132,9 @@ func JSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		body = []byte(`{"code":500,"message":"internal error"}`)
+		body = []byte(internalError)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	jsonHeaders(w.Header())
 	w.WriteHeader(status)
 	if b, ok := w.(*buffer); ok {
 		b.adopt(body)
@@ -117,13 +145,15 @@ func JSON(w http.ResponseWriter, status int, v any) {
 
 // OK writes the empty 200 response of a successful change.
 func OK(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
+	jsonHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
 }
 
 // DecodeBody reads the optional JSON body into v and reports whether there
 // was one. An empty body, `{}` and `null` mean no body; a body that is not
-// JSON is fault.Invalid; one over MaxBody is fault.TooLarge. Field names
+// JSON, or not valid UTF-8, is fault.Invalid; one over MaxBody is
+// fault.TooLarge. The JSON decoder would replace each invalid byte with
+// U+FFFD, and a message stored so would not be the one sent. Field names
 // match exactly: a key in another case is an unknown field, ignored like
 // any other (see exactjson).
 func DecodeBody(r *http.Request, v any) (bool, error) {
@@ -136,6 +166,9 @@ func DecodeBody(r *http.Request, v any) (bool, error) {
 	}
 	if len(raw) > MaxBody {
 		return false, fault.TooLarge("request body is larger than %d bytes", MaxBody)
+	}
+	if !utf8.Valid(raw) {
+		return false, fault.Invalid("request body is not valid UTF-8")
 	}
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -235,6 +268,13 @@ func Metrics(r *http.Request) *metrics.Emitter {
 		return s.metrics
 	}
 	return nil
+}
+
+// LogError logs msg at error level with the request's id and args, for a
+// fault that the answer does not show: a misconfiguration that the caller
+// can neither see nor fix, say. Outside Wrap it logs to slog.Default.
+func LogError(r *http.Request, msg string, args ...any) {
+	logger(r).ErrorContext(r.Context(), msg, append([]any{"request_id", RequestID(r)}, args...)...)
 }
 
 // Outcome names the class of an answer's status for metrics: "ok" (1xx to
@@ -405,7 +445,7 @@ func (b *buffer) spill() {
 	}
 	body, err := writeAll(b.elements)
 	if err != nil {
-		b.status, body = http.StatusInternalServerError, []byte(`{"code":500,"message":"internal error"}`)
+		b.status, body = http.StatusInternalServerError, []byte(internalError)
 	}
 	b.body, b.elements = body, nil
 }
@@ -457,9 +497,7 @@ func (b *buffer) send(w http.ResponseWriter, r *http.Request, acceptsGzip bool) 
 func tooLarge(w http.ResponseWriter, r *http.Request, size int) {
 	logger(r).ErrorContext(r.Context(), "request failed", "request_id", RequestID(r), "status", http.StatusInternalServerError,
 		"error", fmt.Sprintf("the answer takes %d bytes in Lambda's response, over the %d allowed, and is not a JSON array to cut", size, Budget))
-	w.Header().Set("Cache-Control", "no-store")
-	JSON(w, http.StatusInternalServerError, ErrorBody{Code: http.StatusInternalServerError,
-		Message: payload.TooLargeMessage(RequestID(r))})
+	writeError(w, http.StatusInternalServerError, payload.TooLargeMessage(RequestID(r)))
 }
 
 // cleanPath reports whether every segment of an escaped path is a real

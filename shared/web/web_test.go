@@ -75,6 +75,12 @@ func TestDecodeBody(t *testing.T) {
 			wantStatus: http.StatusBadRequest, wantErrHas: "request body must be a JSON object"},
 		{name: "a string is a 400 that names no Go type", body: `"x"`,
 			wantStatus: http.StatusBadRequest, wantErrHas: "request body must be a JSON object"},
+		{name: "a message with a byte that is not UTF-8 is a 400", body: "{\"message\":\"caf\xe9\"}",
+			wantStatus: http.StatusBadRequest, wantErrHas: "not valid UTF-8"},
+		{name: "an unknown field with a cut UTF-8 sequence is a 400", body: "{\"note\":\"\xf0\x9f\x98\",\"message\":\"hi\"}",
+			wantStatus: http.StatusBadRequest, wantErrHas: "not valid UTF-8"},
+		{name: "an encoded surrogate half is a 400", body: "{\"message\":\"\xed\xa0\x80\"}",
+			wantStatus: http.StatusBadRequest, wantErrHas: "not valid UTF-8"},
 		{name: "a body of exactly 64 KiB is accepted", body: jsonOfSize(t, web.MaxBody),
 			wantPresent: true, wantMessage: strings.Repeat("x", web.MaxBody-len(`{"message":""}`))},
 		{name: "a body of 64 KiB and one byte is a 413", body: jsonOfSize(t, web.MaxBody+1),
@@ -187,6 +193,30 @@ func fixedID(id string) func(*http.Request) string {
 	return func(*http.Request) string { return id }
 }
 
+func TestEveryJSONAnswerForbidsSniffing(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		answer   func(http.ResponseWriter, *http.Request)
+		wantBody string
+	}{
+		{"an object", func(w http.ResponseWriter, _ *http.Request) { web.JSON(w, 200, map[string]string{"a": "<b>"}) }, `{"a":"\u003cb\u003e"}`},
+		{"an array", func(w http.ResponseWriter, _ *http.Request) { web.JSON(w, 200, []string{"<script>"}) }, `["\u003cscript\u003e"]`},
+		{"an empty change answer", func(w http.ResponseWriter, _ *http.Request) { web.OK(w) }, ""},
+		{"an error", func(w http.ResponseWriter, r *http.Request) { web.Error(w, r, fault.Invalid("<html>")) }, `{"code":400,"message":"\u003chtml\u003e"}` + "\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			web.Wrap(http.HandlerFunc(tt.answer), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/slaves", nil))
+			if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("got X-Content-Type-Options %q, want nosniff", got)
+			}
+			if got := rec.Body.String(); got != tt.wantBody {
+				t.Errorf("got body %q, want %q (success bodies as they were, errors ending with a newline)", got, tt.wantBody)
+			}
+		})
+	}
+}
+
 func TestError(t *testing.T) {
 	const secret = "dynamodb: AccessDenied arn:aws:iam::123456789012:role/secret"
 	tests := []struct {
@@ -198,19 +228,19 @@ func TestError(t *testing.T) {
 		wantLogged     bool
 	}{
 		{name: "an internal error says only which request failed", err: errors.New(secret),
-			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}`, wantLogged: true},
+			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}` + "\n", wantLogged: true},
 		{name: "a wrapped internal error says only which request failed", err: fmt.Errorf("freeze S1: %w", errors.New(secret)),
-			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}`, wantLogged: true},
+			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}` + "\n", wantLogged: true},
 		{name: "an internal fault hides its message", err: &fault.Error{Kind: fault.KindInternal, Message: secret},
-			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}`, wantLogged: true},
+			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}` + "\n", wantLogged: true},
 		{name: "unavailable sets Retry-After", err: fault.Unavailable("DynamoDB is throttling"),
-			wantStatus: 503, wantBody: `{"code":503,"message":"DynamoDB is throttling"}`, wantRetryAfter: true, wantLogged: true},
+			wantStatus: 503, wantBody: `{"code":503,"message":"DynamoDB is throttling"}` + "\n", wantRetryAfter: true, wantLogged: true},
 		{name: "timeout keeps its safe message", err: fault.Timeout("Timed out waiting for response from S3 for r1"),
-			wantStatus: 504, wantBody: `{"code":504,"message":"Timed out waiting for response from S3 for r1"}`, wantLogged: true},
+			wantStatus: 504, wantBody: `{"code":504,"message":"Timed out waiting for response from S3 for r1"}` + "\n", wantLogged: true},
 		{name: "not found keeps its message", err: fault.NotFound("Couldn't find dead Slave with id S1"),
-			wantStatus: 404, wantBody: `{"code":404,"message":"Couldn't find dead Slave with id S1"}`},
+			wantStatus: 404, wantBody: `{"code":404,"message":"Couldn't find dead Slave with id S1"}` + "\n"},
 		{name: "invalid keeps its message", err: fault.Invalid("bad"),
-			wantStatus: 400, wantBody: `{"code":400,"message":"bad"}`},
+			wantStatus: 400, wantBody: `{"code":400,"message":"bad"}` + "\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -232,6 +262,9 @@ func TestError(t *testing.T) {
 			}
 			if got := rec.Header().Get("Content-Type"); got != "application/json" {
 				t.Errorf("got Content-Type %q, want application/json", got)
+			}
+			if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
+				t.Errorf("got X-Content-Type-Options %q, want nosniff", got)
 			}
 			if got := rec.Header().Get("Retry-After"); (got != "") != tt.wantRetryAfter {
 				t.Errorf("got Retry-After %q, want present=%v", got, tt.wantRetryAfter)
@@ -310,7 +343,7 @@ func TestWrapRecoversPanic(t *testing.T) {
 	if rec.Code != http.StatusInternalServerError {
 		t.Errorf("got status %d, want 500", rec.Code)
 	}
-	if want := `{"code":500,"message":"internal error (request req-7)"}`; rec.Body.String() != want {
+	if want := `{"code":500,"message":"internal error (request req-7)"}` + "\n"; rec.Body.String() != want {
 		t.Errorf("got body %s, want %s", rec.Body.String(), want)
 	}
 	if got := rec.Header().Get("Content-Type"); got != "application/json" {
@@ -427,7 +460,7 @@ func TestWrapRefusesAMalformedQueryString(t *testing.T) {
 			if called {
 				t.Error("got the route called, want it skipped")
 			}
-			if want := `{"code":400,"message":"malformed query string"}`; rec.Body.String() != want {
+			if want := `{"code":400,"message":"malformed query string"}` + "\n"; rec.Body.String() != want {
 				t.Errorf("got body %s, want %s", rec.Body.String(), want)
 			}
 		})
@@ -930,7 +963,7 @@ func TestWrapAnswersAJSONErrorForABodyThatNeitherFitsNorCanBeCut(t *testing.T) {
 				if rec.Code != http.StatusInternalServerError {
 					t.Fatalf("got status %d, want 500", rec.Code)
 				}
-				want := `{"code":500,"message":"internal error (request req-9): the response is too large to deliver"}`
+				want := `{"code":500,"message":"internal error (request req-9): the response is too large to deliver"}` + "\n"
 				if got := string(plainBody(t, rec)); got != want {
 					t.Errorf("got body %s, want %s", got, want)
 				}
