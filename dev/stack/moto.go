@@ -55,7 +55,7 @@ func StartMoto(ctx context.Context, addr string) (*Moto, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start moto: address %q: %w", addr, err)
 	}
-	if port != "0" && listening(addr) {
+	if port != "0" && Listening(addr) {
 		return running(ctx, addr)
 	}
 
@@ -159,8 +159,10 @@ func running(ctx context.Context, addr string) (*Moto, error) {
 	return &Moto{Endpoint: endpoint}, nil
 }
 
-// listening reports whether something accepts TCP connections on addr.
-func listening(addr string) bool {
+// Listening reports whether something accepts TCP connections on addr: an
+// emulator there may be too busy to answer a request soon, but it still
+// accepts one.
+func Listening(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false

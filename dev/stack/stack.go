@@ -236,7 +236,7 @@ func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Loca
 	if ignored := IgnoredAWS("http://" + addr); len(ignored) > 0 {
 		say("local stack: region %s and the emulator's credentials, whatever the shell says (ignoring %s)", LocalRegion, strings.Join(ignored, ", "))
 	}
-	if _, port, _ := net.SplitHostPort(addr); port != "0" && listening(addr) {
+	if _, port, _ := net.SplitHostPort(addr); port != "0" && Listening(addr) {
 		say("local stack: using the emulator already running on %s", addr)
 	} else {
 		say("local stack: starting moto on %s (python3 dev/motoserver.py)", addr)
