@@ -79,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		template = flags.String("template", stack.TemplateFile, "SAM template")
 		envVars  = flags.String("env-vars", "dev/env.local.json", "environment overrides, in sam local invoke's --env-vars format; empty for none")
 		params   = flags.String("parameter-overrides", "", `template parameter values, as sam's --parameter-overrides: "LogUrlTtl=2h MaxDecommissioningSlaves=0"`)
-		motoAddr = flags.String("moto", stack.Addr(), "address of the emulator (EMULATOR_ADDR); started there when nothing answers")
+		motoAddr = flags.String("moto", stack.Addr(), "address of the emulator (EMULATOR_ADDR); started there when nothing listens there")
 	)
 	if err := flags.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

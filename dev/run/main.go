@@ -1,7 +1,7 @@
 // Command run serves the whole API on http://127.0.0.1:3000 (PORT
 // overrides) against local emulated AWS, with the same handlers the Lambda
-// functions use: it uses whatever answers on 127.0.0.1:4566 (EMULATOR_ADDR
-// overrides) or starts moto_server there, creates the tables and log buckets
+// functions use: it uses the emulator running on 127.0.0.1:4566 (EMULATOR_ADDR
+// overrides) or starts moto there, creates the tables and log buckets
 // of template.yaml if absent, and stops what it started on Ctrl-C: moto holds
 // its data in memory, so the data goes with it. A second make run on
 // another PORT shares the running emulator, says so, and says when that
