@@ -1,12 +1,13 @@
-# Fleet: build, run, test and lint. GNU make.
+# Fleet: build, run, test and lint. GNU make. make help prints this list.
 #
+#   make help                                this list
 #   make build                               every function into bin/<LogicalId>/bootstrap, and bin/fleetctl
 #   make fleetctl                            the fleetctl command line for this machine, into bin/fleetctl
 #   make release                             fleetctl for linux, darwin and windows on amd64 and arm64, into bin/release
 #   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
-#   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3
+#   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3, held in memory
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
-#   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, locally, as sam local invoke
+#   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
 #   make test                                unit tests, then integration tests (they start moto and MinIO)
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
@@ -14,6 +15,10 @@
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #   make deploy-local                        the stack on moto's CloudFormation, then the handlers on its tables
 #   make deploy                              sam build and sam deploy (samconfig.toml), to an AWS account
+#   make deps                                moto for python3 (pip), when it lacks it; make run and the tests do this first
+#   make deps-deploy                         the SAM translator for python3 (pip), for make deploy-local
+#   make deps-browser                        Chromium (apt), for the console's tests and figures
+#   make clean                               removes bin, .aws-sam and coverage files
 #
 # sam build calls build-<LogicalId> (BuildMethod: makefile) with ARTIFACTS_DIR.
 #
@@ -27,7 +32,9 @@ SHELL := bash
 
 FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction ConsoleFunction
 
-# Lambda runs the functions on arm64 (template.yaml, Architectures).
+# Lambda runs the functions on Linux, arm64 (template.yaml, Architectures);
+# make invoke builds them for this machine instead.
+LAMBDA_GOOS ?= linux
 LAMBDA_GOARCH ?= arm64
 
 STATICCHECK_VERSION := v0.8.2
@@ -48,10 +55,14 @@ comma := ,
 
 # lambda_build,<dir>: the one build line of every function.
 define lambda_build
-GOOS=linux GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
+GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs invoke test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs invoke test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
+
+# The header of this file is the list: one place to keep it.
+help:
+	@awk 'NR > 2 && /^#$$/ { exit } NR > 2 { sub(/^# /, ""); print }' $(firstword $(MAKEFILE_LIST))
 
 build: $(addprefix build-,$(FUNCTIONS)) fleetctl
 
@@ -100,13 +111,15 @@ run: deps
 seed-logs:
 	@go run ./dev/seedlogs
 
-# The function is built for this machine's architecture, so it runs here
-# without a container (Linux only: GOOS=linux). ENV_VARS and
+# The function is built for this machine (GOOS and GOARCH of go env: Linux,
+# macOS, ...), so it runs here as a plain process, without a container: the
+# Lambda Runtime API it talks to is plain HTTP (dev/lambdarun). ENV_VARS and
 # PARAMETER_OVERRIDES are sam local invoke's --env-vars and
 # --parameter-overrides; a variable the function declares also takes its
 # value from the caller's environment (LOG_URL_TTL=2h make invoke ...).
 ENV_VARS ?= dev/env.local.json
 PARAMETER_OVERRIDES ?=
+HOST_GOOS = $(shell go env GOOS)
 HOST_GOARCH = $(shell go env GOARCH)
 
 invoke: deps
@@ -115,7 +128,7 @@ invoke: deps
 	@case ' $(FUNCTIONS) ' in *' $(FN) '*) ;; *) \
 		echo 'make invoke: FN=$(FN) is not a function of template.yaml; FN is one of: $(FUNCTIONS)' >&2; exit 2;; esac
 	@echo 'make invoke: building $(FN) for this machine (bin/local/$(FN)) and the runner (bin/dev/invoke)' >&2
-	@$(MAKE) --no-print-directory -s build-$(FN) ARTIFACTS_DIR=$(CURDIR)/bin/local/$(FN) LAMBDA_GOARCH=$(HOST_GOARCH) >&2
+	@$(MAKE) --no-print-directory -s build-$(FN) ARTIFACTS_DIR=$(CURDIR)/bin/local/$(FN) LAMBDA_GOOS=$(HOST_GOOS) LAMBDA_GOARCH=$(HOST_GOARCH) >&2
 	@go build -o bin/dev/invoke ./dev/invoke
 	@bin/dev/invoke -function '$(FN)' -event '$(EVENT)' -binary bin/local/$(FN)/bootstrap \
 		-env-vars '$(ENV_VARS)' -parameter-overrides '$(PARAMETER_OVERRIDES)'

@@ -12,10 +12,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,9 +55,10 @@ const (
 
 // TestEveryAnswerFitsLambdasResponse stores, in the emulators, data that
 // makes each route's answer far larger than Lambda can return, and calls
-// every route through the real SlavesFunction and LogsFunction binaries,
-// run by a local Lambda Runtime API that refuses a response over Lambda's
-// limit as Lambda does, with and without Accept-Encoding gzip. Every
+// every route through the real SlavesFunction and LogsFunction binaries
+// (with patient backend deadlines: patientBuild), run by a local Lambda
+// Runtime API that refuses a response over Lambda's limit as Lambda does,
+// with and without Accept-Encoding gzip. Every
 // answer must be delivered, be JSON, match openapi.yaml, and carry the
 // truncation headers exactly when it holds fewer elements than there were.
 func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
@@ -78,8 +84,11 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := apidoc.MustLoad(t)
-	// The memory size the template gives each function is enforced; the
-	// timeout is longer than the template's, for a loaded test machine.
+	// The memory size the template gives each function is enforced. The
+	// deadlines are not the production ones: this test is about the size of
+	// the answers, and the emulators, moto above all (it serves one request
+	// at a time), take seconds over these tables on a loaded machine (see
+	// patientBuild); the production deadlines have their own test.
 	memory := func(function string) int {
 		cfg, err := local.Template.FunctionConfig(function)
 		if err != nil {
@@ -87,12 +96,13 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		}
 		return cfg.MemorySize
 	}
-	slavesFn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: memory("SlavesFunction"),
-		Env: functionEnv(t, local, "SlavesFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
-	logsFn := lambdarun.Function{Binary: build(t, local.Root, "logs"), Name: "LogsFunction", MemorySize: memory("LogsFunction"),
-		Env: functionEnv(t, local, "LogsFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
+	slavesFn := lambdarun.Function{Binary: patientBuild(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: memory("SlavesFunction"),
+		Env: functionEnv(t, local, "SlavesFunction"), Timeout: patience, Logs: io.Discard}
+	logsFn := lambdarun.Function{Binary: patientBuild(t, local.Root, "logs"), Name: "LogsFunction", MemorySize: memory("LogsFunction"),
+		Env: functionEnv(t, local, "LogsFunction"), Timeout: patience, Logs: io.Discard}
 	logsFn.Env["AWS_ENDPOINT_URL_S3"] = minio.Endpoint
 	logsFn.Env["AWS_ACCESS_KEY_ID"], logsFn.Env["AWS_SECRET_ACCESS_KEY"] = minio.AccessKey, minio.SecretKey
+	logsFn.Env["LOG_LIST_TIMEOUT"], logsFn.Env["LOG_LINK_TIMEOUT"] = patience.String(), patience.String()
 
 	started := time.Now()
 	var keys []string
@@ -186,6 +196,112 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		})
 	}
 	t.Logf("all in %v", time.Since(started).Round(time.Millisecond))
+}
+
+// patience is how long the bounds test lets a function and each of its
+// backend calls take: on a machine busy with other work, moto takes
+// seconds per page of the test's largest tables.
+const patience = 2 * time.Minute
+
+// patientBuild compiles a function for this machine as build does, with
+// every SDK attempt timeout of shared/sdkconfig (DynamoDB's second, S3's
+// two) replaced by patience, through go build's -overlay: the production
+// source is compiled as it is, but for those constants. A store that
+// answered after a second would otherwise turn a test of response sizes
+// into a 504 of the emulator's speed.
+func patientBuild(t *testing.T, root, dir string) string {
+	t.Helper()
+	src := filepath.Join(root, "shared", "sdkconfig", "sdkconfig.go")
+	code, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempt := regexp.MustCompile(`(?m)^(\t(?:DynamoDBAttemptTimeout|S3AttemptTimeout)\s*=) .+$`)
+	if n := len(attempt.FindAll(code, -1)); n != 2 {
+		t.Fatalf("%s declares %d of DynamoDBAttemptTimeout and S3AttemptTimeout, want both, one a line", src, n)
+	}
+	dir2 := t.TempDir()
+	patched := filepath.Join(dir2, "sdkconfig.go")
+	if err := os.WriteFile(patched, attempt.ReplaceAll(code, []byte(fmt.Sprintf("$1 %d", patience))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{src: patched}})
+	overlayFile := filepath.Join(dir2, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir2, "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-overlay", overlayFile, "-o", out, "./functions/"+dir)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build %s with patient attempts: %v\n%s", dir, err, msg)
+	}
+	return out
+}
+
+// In production a DynamoDB that does not answer costs a request the
+// attempts the README's Resilience section documents, 3 cut off after 1 s
+// each, and then a JSON 504, well inside the function's timeout: the real
+// SlavesFunction binary, built as Lambda runs it, with the template's
+// timeout and memory, against a DynamoDB that takes every request and never
+// answers.
+func TestAStalledDynamoDBIsA504AfterItsAttempts(t *testing.T) {
+	const attemptTimeout, maxAttempts = time.Second, 3
+	var mu sync.Mutex
+	var attempts []time.Duration
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		began := time.Now()
+		_, _ = io.Copy(io.Discard, r.Body) // then net/http notices the client leaving
+		select {
+		case <-r.Context().Done(): // the client gave up on the attempt
+		case <-time.After(time.Minute):
+		}
+		mu.Lock()
+		attempts = append(attempts, time.Since(began))
+		mu.Unlock()
+	}))
+	defer stalled.Close()
+
+	root, err := stack.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := stack.LoadTemplate(filepath.Join(root, stack.TemplateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := tpl.FunctionConfig("SlavesFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := tpl.InvokeEnv("SlavesFunction", func(string) (string, bool) { return "", false }, filepath.Join(root, "dev", "env.local.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(env, map[string]string{"AWS_REGION": stack.LocalRegion, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_ENDPOINT_URL": stalled.URL})
+	fn := lambdarun.Function{Binary: build(t, root, "slaves"), Name: "SlavesFunction", MemorySize: cfg.MemorySize, Timeout: cfg.Timeout, Env: env, Logs: io.Discard}
+
+	began := time.Now()
+	a := invokeRoute(t, fn, apidoc.MustLoad(t), "GET", "/api/slaves/expiring", "", false)
+	took := time.Since(began)
+	a.wantStatus(t, http.StatusGatewayTimeout)
+	var e web.ErrorBody
+	if err := json.Unmarshal(a.body, &e); err != nil || e.Message != "Timed out waiting for DynamoDB" {
+		t.Errorf("got %s, want the message Timed out waiting for DynamoDB", a.body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attempts) != maxAttempts {
+		t.Errorf("got %d attempts, want %d", len(attempts), maxAttempts)
+	}
+	for i, d := range attempts {
+		// A loaded machine may notice a cut-off late, never early.
+		if d < attemptTimeout-50*time.Millisecond || d > attemptTimeout+time.Second {
+			t.Errorf("attempt %d was cut off after %v, want %v", i+1, d.Round(time.Millisecond), attemptTimeout)
+		}
+	}
+	t.Logf("504 after %v, attempts %v, function timeout %v", took.Round(time.Millisecond), attempts, cfg.Timeout)
 }
 
 // fleetSize is the largest fleet the slave list is sized for.
@@ -402,7 +518,7 @@ func invokeRoute(t *testing.T, fn lambdarun.Function, doc *apidoc.Doc, method, t
 		"requestContext": map[string]any{"requestId": fmt.Sprintf("bounds-%d", time.Now().UnixNano()), "domainName": "api.example.com",
 			"identity": map[string]any{"sourceIp": "203.0.113.7"}},
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience+time.Minute)
 	defer cancel()
 	res, err := fn.Invoke(ctx, event)
 	if err != nil {

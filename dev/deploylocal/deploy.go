@@ -92,9 +92,10 @@ func buildFunctions(ctx context.Context, root string, functions []string) (map[s
 	out := map[string]string{}
 	for _, fn := range functions {
 		dir := filepath.Join(root, "bin", "deploy-local", fn)
-		cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-s", "build-"+fn, "ARTIFACTS_DIR="+dir, "LAMBDA_GOARCH="+runtime.GOARCH)
+		cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-s", "build-"+fn, "ARTIFACTS_DIR="+dir,
+			"LAMBDA_GOOS="+runtime.GOOS, "LAMBDA_GOARCH="+runtime.GOARCH)
 		cmd.Dir = root
-		cmd.Env = withoutMake(os.Environ())
+		cmd.Env = withoutMake(stack.ProcessEnv(nil))
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build %s: %v\n%s", fn, err, msg)
 		}
@@ -131,8 +132,7 @@ func deploy(ctx context.Context, root, endpoint, name string, code map[string]st
 	cmd.Dir = root
 	// The translator reads its region from boto3's environment, and nothing
 	// of the developer's AWS setup may reach it.
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "AWS_") })
-	cmd.Env = append(env, "AWS_DEFAULT_REGION="+stack.LocalRegion, "AWS_CONFIG_FILE="+os.DevNull, "AWS_SHARED_CREDENTIALS_FILE="+os.DevNull)
+	cmd.Env = stack.ProcessEnv(nil)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

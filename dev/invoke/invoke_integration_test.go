@@ -6,11 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -109,6 +115,16 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 			t.Errorf("got links valid %s s, want 10800 (LogUrlTtl=3h)", got)
 		}
 	})
+	t.Run("a binary built for another system says so", func(t *testing.T) {
+		other := filepath.Join(t.TempDir(), "bootstrap")
+		if err := os.WriteFile(other, []byte("\xcf\xfa\xed\xfe not a program of this machine"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := invoke(t, "SlavesFunction", "slaves-list.json", "-binary", other)
+		if err == nil || !strings.Contains(err.Error(), "is not a program of this machine") || !strings.Contains(err.Error(), "make invoke builds it for this one") {
+			t.Errorf("got %v, want it to say the binary is for another system", err)
+		}
+	})
 	t.Run("an event the function does not handle fails it", func(t *testing.T) {
 		stdout, _, err := invoke(t, "InventoryFunction", "slaves-list.json")
 		var ferr *lambdarun.FunctionError
@@ -119,6 +135,43 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 			t.Errorf("got stdout %q, want nothing", stdout)
 		}
 	})
+}
+
+// An emulator busy with a large report is slow to answer even the probe
+// make invoke sends before anything else; it must be used, not taken for
+// absent (a second one started on its port fails with "Address already in
+// use"). Here every GET, the probe, waits longer than a probe's second.
+func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
+	moto, err := stack.StartMoto(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = moto.Stop() })
+	target, err := url.Parse(moto.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(busy.Close)
+
+	var stdout, stderr strings.Builder
+	err = run([]string{
+		"-function", "InventoryFunction", "-event", filepath.Join("..", "..", "events", "inventory-machine-report.json"),
+		"-binary", build(t, t.TempDir(), "InventoryFunction"), "-template", filepath.Join("..", "..", "template.yaml"),
+		"-env-vars", filepath.Join("..", "env.local.json"), "-moto", strings.TrimPrefix(busy.URL, "http://"),
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("got %v, want the busy emulator used\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "started moto") || !strings.Contains(stdout.String(), `"machines": 3`) {
+		t.Errorf("got stdout %q, stderr %q, want 3 machines applied on the running emulator", stdout.String(), stderr.String())
+	}
 }
 
 // build compiles function for this machine into dir, with the Lambda

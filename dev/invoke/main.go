@@ -5,15 +5,16 @@
 //	    -binary bin/local/SlavesFunction/bootstrap
 //
 // (make invoke FN=SlavesFunction EVENT=events/slaves-list.json builds the
-// binary and runs this.) The function gets the environment the template gives
-// it, with -parameter-overrides in place of the parameters' defaults and
-// tables named after their logical ids; a variable the function declares
+// binary for this machine, Linux or macOS, and runs this.) The function gets
+// the environment the template gives it, with -parameter-overrides in place
+// of the parameters' defaults and tables named after their logical ids; a variable the function declares
 // takes the value of this process's environment when set there, and the
 // -env-vars file (sam local invoke's format) wins over both, as with SAM.
 // Its AWS settings always point at the emulator at -moto, in the emulator's
-// one region, whatever the shell's AWS variables say; the emulator is
-// started if nothing answers there and then keeps its data only as long as
-// this command runs. The template's tables and log buckets are created there
+// one region, whatever the shell's AWS variables say; an emulator that
+// listens there is used however long it takes to answer (a busy one is
+// slow), and one is started only if nothing listens there, and then keeps
+// its data only as long as this command runs. The template's tables and log buckets are created there
 // when missing, as make run does.
 //
 // The response is the only thing on stdout. The function's logs go to
@@ -34,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -77,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		template = flags.String("template", stack.TemplateFile, "SAM template")
 		envVars  = flags.String("env-vars", "dev/env.local.json", "environment overrides, in sam local invoke's --env-vars format; empty for none")
 		params   = flags.String("parameter-overrides", "", `template parameter values, as sam's --parameter-overrides: "LogUrlTtl=2h MaxDecommissioningSlaves=0"`)
-		motoAddr = flags.String("moto", stack.Addr(), "address of the emulator (EMULATOR_ADDR); started there when nothing answers")
+		motoAddr = flags.String("moto", stack.Addr(), "address of the emulator (EMULATOR_ADDR); started there when nothing listens there")
 	)
 	if err := flags.Parse(args); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -153,6 +155,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}.Invoke(ctx, payload)
 	if res.RequestID != "" && res.Init > 0 {
 		fmt.Fprintf(stderr, "END RequestId: %s\n%s\n", res.RequestID, res.Report(cfg.MemorySize))
+	}
+	if errors.Is(err, syscall.ENOEXEC) {
+		return fmt.Errorf("%w: %s is not a program of this machine (%s/%s); make invoke builds it for this one, sam build for Lambda", err, *binary, runtime.GOOS, runtime.GOARCH)
 	}
 	if err != nil {
 		return err

@@ -1,8 +1,11 @@
 // Command run serves the whole API on http://127.0.0.1:3000 (PORT
 // overrides) against local emulated AWS, with the same handlers the Lambda
-// functions use: it uses whatever answers on 127.0.0.1:4566 (EMULATOR_ADDR
-// overrides) or starts moto_server there, creates the tables and log buckets
-// of template.yaml if absent, and stops what it started on Ctrl-C. It takes
+// functions use: it uses the emulator running on 127.0.0.1:4566 (EMULATOR_ADDR
+// overrides) or starts moto there, creates the tables and log buckets
+// of template.yaml if absent, and stops what it started on Ctrl-C: moto holds
+// its data in memory, so the data goes with it. A second make run on
+// another PORT shares the running emulator, says so, and says when that
+// emulator stops (emulator.go). It takes
 // its port before anything else, and says who holds it when it cannot. The
 // emulator always runs in one region with its own credentials, whatever AWS
 // variables the shell has (stack.LocalAWS). It also serves the API's
@@ -22,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -71,8 +75,22 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	emulator := strings.TrimPrefix(local.Moto.Endpoint, "http://")
+	fmt.Fprintln(os.Stderr, emulatorNotice(local.Moto.Started, emulator, port))
+	if !local.Moto.Started {
+		go watchEmulator(ctx, emulator, 2*time.Second, os.Stderr, func(ctx context.Context) error {
+			if err := local.Template.CreateTables(ctx, local.DynamoDB, stack.LocalName); err != nil {
+				return err
+			}
+			return stack.CreateBuckets(ctx, local.S3, local.LogBuckets...)
+		})
+	}
 	fmt.Fprintf(os.Stderr, "make run: serving the API and the console on http://%s/ (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, logsCfg.Buckets)
-	return serve(ctx, ln, h)
+	err = serve(ctx, ln, h)
+	if local.Moto.Started {
+		fmt.Fprintf(os.Stderr, "make run: stopping moto on %s, and with it its tables and log buckets\n", emulator)
+	}
+	return err
 }
 
 // api returns the whole API over the emulator of local, with the handlers

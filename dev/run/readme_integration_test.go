@@ -24,9 +24,10 @@ import (
 )
 
 // The README is run as a new user runs it: its ```sh blocks, top to bottom,
-// with bash, against make run started the way the README says, from a shell
-// whose AWS variables belong to a real account in another region. A README
-// that rots fails here.
+// with bash, against make run started the way the README says, from an
+// ordinary AWS shell of another machine: a profile that does not exist
+// here, config and credentials files that hold other profiles or none, no
+// region, an endpoint variable. A README that rots fails here.
 //
 // How the README is read:
 //
@@ -37,7 +38,8 @@ import (
 //   - A command whose first words are in skipped is not run: make run itself
 //     (the test started it already, and it would not return), the test
 //     suites, and what needs an AWS account, the SAM CLI, Docker or
-//     LocalStack. Each skip is logged.
+//     LocalStack. Each skip is logged. go install installs into a directory
+//     of the test's (GOBIN).
 //   - localhost:3000 is the README's server: the test serves on a free port
 //     and rewrites the address. The emulator runs on a free port too
 //     (EMULATOR_ADDR), so that make invoke and make seed-logs find it.
@@ -52,7 +54,6 @@ import (
 var skipped = []string{
 	"make run", "make test", "make test-resilience", "make bench", "make lint", "make deploy", "make deploy-local",
 	"sam", "samlocal", "aws", "awslocal", "docker", "localstack",
-	"go install", // of the published module; the README builds fleetctl here as well
 }
 
 // command is one shell command of the README, continuation lines joined.
@@ -175,8 +176,9 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	for _, want := range []string{
 		"make run: building the local server",
 		"local stack: starting moto on " + emulator,
-		"local stack: region us-east-1 and the emulator's credentials, whatever the shell says (ignoring AWS_ACCESS_KEY_ID, AWS_CONFIG_FILE, AWS_DEFAULT_REGION, AWS_ENDPOINT_URL_DYNAMODB, AWS_PROFILE, AWS_REGION, AWS_SECRET_ACCESS_KEY, AWS_SHARED_CREDENTIALS_FILE)",
+		"local stack: region us-east-1 and the emulator's credentials, whatever the shell says (ignoring AWS_CONFIG_FILE, AWS_ENDPOINT_URL_DYNAMODB, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE)",
 		"local stack: creating the tables",
+		"make run: moto on " + emulator + " holds the tables and log buckets in memory only",
 		"make run: serving the API and the console on http://127.0.0.1:" + port,
 	} {
 		if !strings.Contains(logs, want) {
@@ -362,23 +364,21 @@ func contains(have, want any, path string) error {
 	return nil
 }
 
-// readmeEnv is the environment of a new user whose shell is set up for a
-// real AWS account in eu-west-1: a profile, keys, a region and an endpoint
-// variable, none of which may reach the local stack.
+// readmeEnv is the environment of a new user whose shell is set up for an
+// AWS account on their own machine: AWS_PROFILE=prod, a profile that exists
+// in no file here (the config file holds another, the credentials file does
+// not exist), no region, and an endpoint variable. None of it may reach the
+// local stack: boto3, under moto, fails on a profile it cannot find.
 func readmeEnv(t *testing.T, dir, port, emulator string) []string {
 	t.Helper()
 	config := filepath.Join(dir, "aws-config")
-	credentials := filepath.Join(dir, "aws-credentials")
-	if err := os.WriteFile(config, []byte("[profile fleet-readme]\nregion = eu-west-1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(credentials, []byte("[fleet-readme]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte("[profile someone-else]\nregion = eu-west-1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "FLEETCTL_") || strings.HasPrefix(k, "XDG_") || k == "PORT" || k == "EMULATOR_ADDR" || strings.HasPrefix(k, "MAKE") || k == "MFLAGS" {
+		if strings.HasPrefix(k, "AWS_") || strings.HasPrefix(k, "FLEETCTL_") || strings.HasPrefix(k, "XDG_") || k == "PORT" || k == "EMULATOR_ADDR" || k == "GOBIN" || strings.HasPrefix(k, "MAKE") || k == "MFLAGS" {
 			continue
 		}
 		env = append(env, kv)
@@ -386,14 +386,11 @@ func readmeEnv(t *testing.T, dir, port, emulator string) []string {
 	return append(env,
 		"PORT="+port,
 		"EMULATOR_ADDR="+emulator,
-		"AWS_PROFILE=fleet-readme",
+		"AWS_PROFILE=prod",
 		"AWS_CONFIG_FILE="+config,
-		"AWS_SHARED_CREDENTIALS_FILE="+credentials,
-		"AWS_REGION=eu-west-1",
-		"AWS_DEFAULT_REGION=eu-west-1",
-		"AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE",
-		"AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+		"AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "no-such-aws-credentials"),
 		"AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:9",
+		"GOBIN="+filepath.Join(dir, "gobin"),
 		// fleetctl's default endpoint is make run's usual port; its
 		// profiles and log cache stay out of the user's own.
 		"FLEETCTL_ENDPOINT=http://127.0.0.1:"+port,

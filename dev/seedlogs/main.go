@@ -46,7 +46,7 @@ func run(ctx context.Context) error {
 	}
 	defer local.Close()
 	if local.Moto.Started {
-		return fmt.Errorf("nothing answers on %s: start the local stack first (make run)", local.Moto.Endpoint)
+		return fmt.Errorf("nothing runs on %s: start the local stack first (make run)", local.Moto.Endpoint)
 	}
 	env, err := local.Template.FunctionEnv("LogsFunction", stack.LocalName)
 	if err != nil {

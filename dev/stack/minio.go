@@ -61,7 +61,8 @@ type MinIO struct {
 
 // StartMinIO starts binary (a MinIO server, see MinIOBinary) on a free
 // loopback port, over a new temporary data directory, with the root
-// credentials in AccessKey and SecretKey and without its web console. It waits
+// credentials in AccessKey and SecretKey and without its web console, with
+// none of the caller's AWS variables (ProcessEnv). It waits
 // until the server is ready, at most MinIOStartTimeout; ctx bounds only that
 // wait, not the server's life: call Stop.
 func StartMinIO(ctx context.Context, binary string) (*MinIO, error) {
@@ -77,12 +78,12 @@ func StartMinIO(ctx context.Context, binary string) (*MinIO, error) {
 		return nil, fmt.Errorf("start minio: %w", err)
 	}
 	cmd := exec.Command(binary, "server", "--address", addr, "--quiet", dir)
-	cmd.Env = append(os.Environ(),
-		"MINIO_ROOT_USER="+minIOAccessKey,
-		"MINIO_ROOT_PASSWORD="+minIOSecretKey,
-		"MINIO_BROWSER=off",
-		"MINIO_UPDATE=off",
-	)
+	cmd.Env = ProcessEnv(map[string]string{
+		"MINIO_ROOT_USER":     minIOAccessKey,
+		"MINIO_ROOT_PASSWORD": minIOSecretKey,
+		"MINIO_BROWSER":       "off",
+		"MINIO_UPDATE":        "off",
+	})
 	setProcessGroup(cmd)
 	m := &MinIO{
 		Endpoint:  "http://" + addr,

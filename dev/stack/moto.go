@@ -36,11 +36,18 @@ type Moto struct {
 	stopErr  error
 }
 
-// StartMoto returns the emulator answering at addr ("127.0.0.1:4566"), or
-// starts python3 dev/motoserver.py there when nothing answers. Port 0
+// StartMoto returns the emulator at addr ("127.0.0.1:4566"), or starts
+// python3 dev/motoserver.py there when nothing listens there. Port 0
 // ("127.0.0.1:0") always starts a new server on a free port, as tests do. It
 // waits until the server answers, at most MotoStartTimeout; ctx bounds only
-// that wait, not the server's life: call Stop.
+// that wait, not the server's life: call Stop. The server runs with
+// ProcessEnv: none of the caller's AWS variables.
+//
+// A server that listens but is slow to answer is busy, not absent: moto
+// serves one request at a time (dev/motoserver.py), and a large machine
+// report keeps it for seconds. It is waited for, as long as a new one
+// would be, rather than taken for none and a second one started on its
+// port, which could only fail.
 //
 // MOTO_PYTHON names the Python interpreter to use instead of python3.
 func StartMoto(ctx context.Context, addr string) (*Moto, error) {
@@ -48,8 +55,8 @@ func StartMoto(ctx context.Context, addr string) (*Moto, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start moto: address %q: %w", addr, err)
 	}
-	if port != "0" && answers(ctx, "http://"+addr) {
-		return &Moto{Endpoint: "http://" + addr}, nil
+	if port != "0" && Listening(addr) {
+		return running(ctx, addr)
 	}
 
 	root, err := RepoRoot()
@@ -63,6 +70,7 @@ func StartMoto(ctx context.Context, addr string) (*Moto, error) {
 	script := filepath.Join(root, "dev", "motoserver.py")
 	cmd := exec.Command(python, script, "--host", host, "--port", port, "--quiet")
 	cmd.Dir = root
+	cmd.Env = ProcessEnv(nil)
 	setProcessGroup(cmd)
 	m := &Moto{cmd: cmd, Started: true, exited: make(chan struct{}), output: &tail{max: 8 << 10}}
 	cmd.Stderr = m.output
@@ -132,6 +140,37 @@ func (m *Moto) Stop() error {
 	return m.stopErr
 }
 
+// running returns the server that listens on addr once it answers, within
+// MotoStartTimeout: one request, however long it takes in that time.
+func running(ctx context.Context, addr string) (*Moto, error) {
+	endpoint := "http://" + addr
+	ctx, cancel := context.WithTimeout(ctx, MotoStartTimeout)
+	defer cancel()
+	for statusWithin(ctx, endpoint, MotoStartTimeout) == 0 {
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return nil, fmt.Errorf("start moto: something listens on %s but gives no HTTP answer within %v; stop it, or run the local stack elsewhere with EMULATOR_ADDR", addr, MotoStartTimeout)
+			}
+			return nil, fmt.Errorf("start moto: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return &Moto{Endpoint: endpoint}, nil
+}
+
+// Listening reports whether something accepts TCP connections on addr: an
+// emulator there may be too busy to answer a request soon, but it still
+// accepts one.
+func Listening(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
 // answers reports whether an HTTP server answers at url.
 func answers(ctx context.Context, url string) bool {
 	return status(ctx, url) != 0
@@ -140,7 +179,12 @@ func answers(ctx context.Context, url string) bool {
 // status returns the HTTP status url answers with, or 0 when nothing answers
 // within a second.
 func status(ctx context.Context, url string) int {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	return statusWithin(ctx, url, time.Second)
+}
+
+// statusWithin is status, waiting at most timeout for the answer.
+func statusWithin(ctx context.Context, url string, timeout time.Duration) int {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -94,34 +95,89 @@ var callerAWS = []string{
 // AWS_SECRET_ACCESS_KEY and AWS_ENDPOINT_URL, and clears the rest of
 // callerAWS and every service's AWS_ENDPOINT_URL_<SERVICE>. It returns the
 // variables a child process needs and the names of the caller's variables
-// it replaced or cleared (for one line telling so).
+// it replaced or cleared (for one line telling so). The processes the local
+// stack starts get none of the caller's variables either (ProcessEnv).
 func LocalAWS(endpoint string) (env map[string]string, ignored []string) {
-	env = map[string]string{
-		"AWS_REGION":            LocalRegion,
-		"AWS_DEFAULT_REGION":    LocalRegion,
-		"AWS_ACCESS_KEY_ID":     localAccessKey,
-		"AWS_SECRET_ACCESS_KEY": localSecretKey,
-		"AWS_ENDPOINT_URL":      endpoint,
-	}
-	names := slices.Clone(callerAWS)
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_ENDPOINT_URL_") {
-			names = append(names, k)
-		}
-	}
-	for _, k := range names {
-		v, set := os.LookupEnv(k)
-		if set && v != env[k] {
-			ignored = append(ignored, k)
-		}
+	env = localAWSEnv(endpoint)
+	ignored = ignoredAWS(env)
+	for _, k := range callerAWSNames() {
 		if want, ok := env[k]; ok {
 			_ = os.Setenv(k, want)
 		} else {
 			_ = os.Unsetenv(k)
 		}
 	}
-	slices.Sort(ignored)
 	return env, ignored
+}
+
+// IgnoredAWS returns the names of the caller's AWS variables that LocalAWS
+// would replace or clear for an emulator at endpoint, without changing
+// anything: the local stack says so before it starts a process.
+func IgnoredAWS(endpoint string) []string {
+	return ignoredAWS(localAWSEnv(endpoint))
+}
+
+func localAWSEnv(endpoint string) map[string]string {
+	return map[string]string{
+		"AWS_REGION":            LocalRegion,
+		"AWS_DEFAULT_REGION":    LocalRegion,
+		"AWS_ACCESS_KEY_ID":     localAccessKey,
+		"AWS_SECRET_ACCESS_KEY": localSecretKey,
+		"AWS_ENDPOINT_URL":      endpoint,
+	}
+}
+
+// callerAWSNames is callerAWS and the AWS_ENDPOINT_URL_<SERVICE> variables
+// this process has.
+func callerAWSNames() []string {
+	names := slices.Clone(callerAWS)
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_ENDPOINT_URL_") {
+			names = append(names, k)
+		}
+	}
+	return names
+}
+
+func ignoredAWS(env map[string]string) []string {
+	var ignored []string
+	for _, k := range callerAWSNames() {
+		if v, set := os.LookupEnv(k); set && v != env[k] {
+			ignored = append(ignored, k)
+		}
+	}
+	slices.Sort(ignored)
+	return ignored
+}
+
+// ProcessEnv returns the environment of a process the local stack starts
+// (the emulator, MinIO, dev/deploylocal.py, a build): this process's
+// environment without a single AWS_ variable, then AWS_REGION and
+// AWS_DEFAULT_REGION set to LocalRegion, AWS_CONFIG_FILE and
+// AWS_SHARED_CREDENTIALS_FILE naming an empty file (os.DevNull), then set.
+// A developer's shell set up for an account reaches none of them: boto3,
+// which moto and the SAM translator run on, fails on a profile it cannot
+// find (ProfileNotFound), and moto then answers every request with an HTML
+// 500; a profile that does exist, or ~/.aws/config's default one, could
+// hold an SSO session or a credential process. The function binaries get
+// no variable of this process at all (lambdarun).
+func ProcessEnv(set map[string]string) []string {
+	local := map[string]string{
+		"AWS_REGION":                  LocalRegion,
+		"AWS_DEFAULT_REGION":          LocalRegion,
+		"AWS_CONFIG_FILE":             os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+	}
+	maps.Copy(local, set)
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		_, replaced := local[k]
+		return strings.HasPrefix(k, "AWS_") || replaced
+	})
+	for _, k := range slices.Sorted(maps.Keys(local)) {
+		env = append(env, k+"="+local[k])
+	}
+	return env
 }
 
 // DynamoDBClient returns a client for the emulator at endpoint. It reads no
@@ -176,8 +232,12 @@ func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Loca
 		return nil, err
 	}
 	began := time.Now()
-	if _, port, _ := net.SplitHostPort(addr); port != "0" && answers(ctx, "http://"+addr) {
-		say("local stack: using the emulator that answers on %s", addr)
+	// Said before anything starts: the emulator starts without them.
+	if ignored := IgnoredAWS("http://" + addr); len(ignored) > 0 {
+		say("local stack: region %s and the emulator's credentials, whatever the shell says (ignoring %s)", LocalRegion, strings.Join(ignored, ", "))
+	}
+	if _, port, _ := net.SplitHostPort(addr); port != "0" && Listening(addr) {
+		say("local stack: using the emulator already running on %s", addr)
 	} else {
 		say("local stack: starting moto on %s (python3 dev/motoserver.py)", addr)
 	}
@@ -189,9 +249,6 @@ func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Loca
 		say("local stack: moto answers on %s (%.1fs)", moto.Endpoint, time.Since(began).Seconds())
 	}
 	env, ignored := LocalAWS(moto.Endpoint)
-	if len(ignored) > 0 {
-		say("local stack: region %s and the emulator's credentials, whatever the shell says (ignoring %s)", LocalRegion, strings.Join(ignored, ", "))
-	}
 	buckets, err := tpl.LogBuckets()
 	if err != nil {
 		_ = moto.Stop()

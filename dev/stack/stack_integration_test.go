@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,4 +245,41 @@ Resources:
       AttributeDefinitions: [{AttributeName: pk, AttributeType: S}]
       KeySchema: [{AttributeName: pk, KeyType: HASH}]
 `
+}
+
+// A shell set up for a real account, as a developer's is: a profile that
+// exists on their machine but not here, config and credentials files that
+// hold other profiles or none, no region. The emulator started from it must
+// answer, and the local stack must say what it ignores before it starts
+// anything.
+func TestUpWorksFromAShellWithAProfileThatDoesNotExistHere(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config")
+	if err := os.WriteFile(config, []byte("[profile someone-else]\nregion = eu-west-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_PROFILE", "prod")
+	t.Setenv("AWS_CONFIG_FILE", config)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "no-such-credentials"))
+	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL"} {
+		t.Setenv(k, "") // restored after the test
+		os.Unsetenv(k)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	local, err := UpWithProgress(ctx, "127.0.0.1:0", &progress)
+	if err != nil {
+		t.Fatalf("got %v, want the tables created\n%s", err, progress.String())
+	}
+	t.Cleanup(func() { local.Close() })
+	if _, err := local.S3.ListBuckets(ctx, nil); err != nil {
+		t.Errorf("S3 of the emulator: %v", err)
+	}
+	out := progress.String()
+	ignoring, starting := strings.Index(out, "(ignoring AWS_CONFIG_FILE, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE)"), strings.Index(out, "local stack: starting moto")
+	if ignoring < 0 || starting < 0 || ignoring > starting {
+		t.Errorf("got\n%s\nwant the ignored variables named before moto starts", out)
+	}
 }
