@@ -785,9 +785,10 @@ func num(v int64) types.AttributeValue {
 
 // Open builds a store on a DynamoDB client configured by sdkconfig (region,
 // credentials and AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL from the
-// environment).
-func Open(ctx context.Context, tables Tables, historyRetention time.Duration) (*Store, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, sdkconfig.DynamoDBAttemptTimeout)
+// environment), each attempt of a call cut off after attemptTimeout
+// (sdkconfig.DynamoDBAttemptTimeout in a deployment, config.Slaves).
+func Open(ctx context.Context, tables Tables, historyRetention, attemptTimeout time.Duration) (*Store, error) {
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, attemptTimeout)
 	if err != nil {
 		return nil, err
 	}
