@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -223,36 +222,7 @@ func proxyGet(path, acceptEncoding string) json.RawMessage {
 	return raw
 }
 
-// putItems writes items to table, 25 to a BatchWriteItem, 8 batches at a
-// time.
+// putItems writes items to table in the emulator (fleettable.Put).
 func putItems(ctx context.Context, e *env, table string, items []map[string]types.AttributeValue) error {
-	work := make(chan []map[string]types.AttributeValue)
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			for batch := range work {
-				var reqs []types.WriteRequest
-				for _, item := range batch {
-					reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
-				}
-				pending := map[string][]types.WriteRequest{table: reqs}
-				for len(pending) > 0 {
-					out, err := e.local.DynamoDB.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-					if err != nil {
-						errs <- err
-						return
-					}
-					pending = out.UnprocessedItems
-				}
-			}
-		})
-	}
-	for i := 0; i < len(items); i += 25 {
-		work <- items[i:min(i+25, len(items))]
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return fleettable.Put(ctx, e.local.DynamoDB, table, items)
 }

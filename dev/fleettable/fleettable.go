@@ -9,6 +9,7 @@ package fleettable
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -18,7 +19,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 )
 
 // Items returns size slave items as the store writes them, frozen of them
@@ -170,4 +173,35 @@ func wireValue(v types.AttributeValue) map[string]any {
 		return map[string]any{"M": wireItem(v.Value)}
 	}
 	panic(fmt.Sprintf("fleettable: no wire form for %T", v))
+}
+
+// Writer is the part of the DynamoDB client Put uses.
+type Writer interface {
+	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+}
+
+// Put writes items to table, 25 to a BatchWriteItem, 8 batches at a time,
+// sending again what a batch leaves unprocessed.
+func Put(ctx context.Context, db Writer, table string, items []map[string]types.AttributeValue) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := 0; i < len(items); i += 25 {
+		batch := items[i:min(i+25, len(items))]
+		g.Go(func() error {
+			reqs := make([]types.WriteRequest, len(batch))
+			for j, item := range batch {
+				reqs[j] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
+			}
+			pending := map[string][]types.WriteRequest{table: reqs}
+			for len(pending) > 0 {
+				out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+				if err != nil {
+					return fmt.Errorf("write slaves to %s: %w", table, err)
+				}
+				pending = out.UnprocessedItems
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
