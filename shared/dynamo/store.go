@@ -689,21 +689,6 @@ func pause(ctx context.Context, attempt int) error {
 	}
 }
 
-func decodeSlave(item map[string]types.AttributeValue) (*machine.Slave, error) {
-	if len(item) == 0 {
-		return nil, nil
-	}
-	var r slaveRecord
-	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-		return nil, fmt.Errorf("decode slave: %w", err)
-	}
-	if r.State == "" {
-		return nil, nil // the decommissioning set, not a slave
-	}
-	s := r.slave()
-	return &s, nil
-}
-
 // decodeSlaves decodes a page of the slaves table, leaving out the item
 // that is not a slave.
 func decodeSlaves(items []map[string]types.AttributeValue) ([]machine.Slave, error) {
