@@ -174,19 +174,10 @@ func document(contentType string, body []byte) http.HandlerFunc {
 	}
 }
 
-// localDynamoDBAttemptTimeout is DYNAMODB_ATTEMPT_TIMEOUT on the local
-// stack. The emulator takes about a second for a 1 MB page of a large
-// fleet, where DynamoDB takes milliseconds, and answers one request at a
-// time, so the eight segments of a list take turns there: an attempt of one
-// page can wait several seconds. The production second would end every list
-// of a few thousand slaves in a 504 (and retry, keeping the emulator busy
-// with answers nobody waits for).
-const localDynamoDBAttemptTimeout = "30s"
-
 // localEnv returns the getenv of function run locally: this process's
 // environment first, then the function's environment in the template, with
 // auth off, S3 buckets in the path (the emulator has no bucket host names),
-// DynamoDB attempts that wait for the emulator (localDynamoDBAttemptTimeout)
+// DynamoDB attempts that wait for the emulator (stack.DynamoDBAttemptTimeout)
 // and longer log lookup deadlines: the emulator answers one request at a
 // time (dev/motoserver.py), so the HEADs a lookup sends S3 at once take
 // turns there, and a lookup of a few hundred logs would end in a 504 that
@@ -198,7 +189,7 @@ func localEnv(local *stack.Local, function string) (func(string) string, error) 
 	}
 	env["AUTH_MODE"] = "none"
 	env["S3_FORCE_PATH_STYLE"] = "true"
-	env["DYNAMODB_ATTEMPT_TIMEOUT"] = localDynamoDBAttemptTimeout
+	env["DYNAMODB_ATTEMPT_TIMEOUT"] = stack.DynamoDBAttemptTimeout.String()
 	if _, ok := env["LOG_LIST_TIMEOUT"]; ok {
 		env["LOG_LIST_TIMEOUT"], env["LOG_LINK_TIMEOUT"] = "30s", "30s"
 	}
