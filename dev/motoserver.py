@@ -20,7 +20,10 @@ the answer's shape value by value: about 1.5 ms for each item a Query or Scan
 returns, seconds for a 1 MB page, so that a page of a large fleet outlasted
 the service's per-attempt timeout. This launcher writes the items of those
 two answers as plain JSON instead (the DynamoDB JSON protocol is the
-answer's own shape), a hundred times faster, the same JSON values.
+answer's own shape), a hundred times faster, the same JSON values. Its table walk
+compares key values through DynamoType's generic comparisons, which convert
+each value on every comparison; string keys are compared as strings here,
+with the same outcome, in half the walk's time.
 
 Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
 
@@ -32,6 +35,7 @@ import argparse
 import base64
 import copy
 import json
+import operator
 import logging
 import os
 import signal
@@ -139,6 +143,25 @@ def plain_item_pages():
     DynamoResult.execute_result = execute_result
 
 
+def string_comparisons():
+    """Compare two string DynamoTypes as their strings.
+
+    DynamoType's comparisons go through cast_value, which checks the type
+    five ways before it returns a string's own value; a Query walks every
+    item of the table comparing its key that way, and sorts them too.
+    """
+    for name, op in (("__eq__", operator.eq), ("__ne__", operator.ne), ("__lt__", operator.lt),
+                     ("__le__", operator.le), ("__gt__", operator.gt), ("__ge__", operator.ge)):
+        generic = getattr(DynamoType, name)
+
+        def compare(self, other, generic=generic, op=op):
+            if self.type == "S" and type(other) is DynamoType and other.type == "S":
+                return op(self.value, other.value)
+            return generic(self, other)
+
+        setattr(DynamoType, name, compare)
+
+
 def binary(value):
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
@@ -166,6 +189,7 @@ def main(argv=None):
     # builds, minus the reloader; unlike run_simple it tells which port it bound.
     item_rollback()
     plain_item_pages()
+    string_comparisons()
     app = serialized(DomainDispatcherApplication(create_backend_app))
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]

@@ -91,9 +91,9 @@ func cost(n int, d time.Duration, memory int) float64 {
 // at the template's memory size and environment, as API Gateway calls it
 // (its Lambda response with and without gzip, its latency in pages, its
 // peak memory as Lambda reports it, its CPU and the duration that makes at
-// the memory size), and the state query on the emulator holding the same
-// fleet, with the local stack's deadlines: the items it reads, and whether
-// it answers within the function's timeout.
+// the memory size), and a state query of 20,000 slaves on the emulator,
+// with the local stack's deadlines: the items it reads, and whether it
+// answers within the function's timeout.
 func fleet(ctx context.Context, e *env) ([]row, error) {
 	size := 100_000
 	if e.quick {
@@ -106,9 +106,15 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 
-	// The state query, against the emulator holding the same fleet.
+	// The state query, against the emulator holding make run's fleet:
+	// 20,000 slaves in the state asked, of 25,000. (Over 100,000 its pages
+	// take seconds each: moto walks the whole table for every page.)
+	localSize, active := 25_000, 20_000
+	if e.quick {
+		localSize, active = 2_500, 2_000
+	}
 	loadStart := time.Now()
-	if err := putItems(ctx, e, stack.Tables.Slaves, items); err != nil {
+	if err := putItems(ctx, e, stack.Tables.Slaves, fleettable.Items(localSize, localSize-active)); err != nil {
 		return nil, err
 	}
 	loaded := time.Since(loadStart)
@@ -128,35 +134,32 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 	qctx, cancel := context.WithTimeout(ctx, fn.Timeout)
 	defer cancel()
 	began := time.Now()
-	out, err := moto(qctx, proxyGet("/api/slaves?state=FROZEN", ""))
+	out, err := moto(qctx, proxyGet("/api/slaves?state=ACTIVE", "gzip"))
 	took := time.Since(began)
 	if err != nil {
 		return nil, err
 	}
-	byOp, frozenText := c.take()
-	var frozenList struct {
-		StatusCode int    `json:"statusCode"`
-		Body       string `json:"body"`
-	}
-	var got []json.RawMessage
-	if err := json.Unmarshal(out, &frozenList); err != nil {
+	byOp, activeText := c.take()
+	status, body, err := proxyBody(out)
+	if err != nil {
 		return nil, err
 	}
-	if frozenList.StatusCode != 200 {
-		return nil, fmt.Errorf("list FROZEN on the emulator: status %d after %v: %.200s", frozenList.StatusCode, took, frozenList.Body)
+	if status != 200 {
+		return nil, fmt.Errorf("list ACTIVE on the emulator: status %d after %v: %.200s", status, took, body)
 	}
-	if err := json.Unmarshal([]byte(frozenList.Body), &got); err != nil || len(got) != frozen {
-		return nil, fmt.Errorf("list FROZEN: got %d slaves (%v), want %d", len(got), err, frozen)
+	var got []json.RawMessage
+	if err := json.Unmarshal(body, &got); err != nil || len(got) != active {
+		return nil, fmt.Errorf("list ACTIVE: got %d slaves (%v), want %d", len(got), err, active)
 	}
 	readRatio := float64(c.scanned.Load()) / float64(len(got))
 	pages := byOp["Query"]
 	return append(rows,
-		row{figure: fmt.Sprintf("GET /api/slaves?state=FROZEN (%d of %d) on the emulator, attempts of %v (make run's): latency ÷ Query pages", frozen, size, stack.DynamoDBAttemptTimeout),
+		row{figure: fmt.Sprintf("GET /api/slaves?state=ACTIVE (%d of %d) on the emulator, attempts of %v (make run's): latency ÷ Query pages", active, localSize, stack.DynamoDBAttemptTimeout),
 			value:  fmt.Sprintf("200 in %.1f s, %d pages: %.2f s a page", took.Seconds(), pages, took.Seconds()/float64(max(pages, 1))),
 			target: fmt.Sprintf("200 within the function's %v", fn.Timeout), met: verdict(took < fn.Timeout)},
-		row{figure: fmt.Sprintf("GET /api/slaves?state=FROZEN (%d of %d): items read ÷ returned", frozen, size), value: fmt.Sprintf("%.2f (%d read, %d returned; %s)", readRatio, c.scanned.Load(), len(got), frozenText),
+		row{figure: fmt.Sprintf("GET /api/slaves?state=ACTIVE (%d of %d) on the emulator: items read ÷ returned", active, localSize), value: fmt.Sprintf("%.2f (%d read, %d returned; %s)", readRatio, c.scanned.Load(), len(got), activeText),
 			target: "≤ 1.1", met: verdict(readRatio <= 1.1)},
-		row{figure: fmt.Sprintf("fleet of %d slaves written to the emulator (BatchWriteItem)", size), value: fmt.Sprintf("%.1f s", loaded.Seconds())},
+		row{figure: fmt.Sprintf("fleet of %d slaves written to the emulator (BatchWriteItem)", localSize), value: fmt.Sprintf("%.1f s", loaded.Seconds())},
 	), nil
 }
 
@@ -242,7 +245,16 @@ func fullList(ctx context.Context, e *env, items []map[string]types.AttributeVal
 		return nil, err
 	}
 	queryPages := table.Queries()
-	size, frozen := len(items), strings.Count(string(query.body), `"FROZEN"`)
+	size, frozen := len(items), 0
+	for _, item := range items {
+		if s, _ := item["state"].(*types.AttributeValueMemberS); s != nil && s.Value == "FROZEN" {
+			frozen++
+		}
+	}
+	var got []json.RawMessage
+	if err := json.Unmarshal(query.body, &got); err != nil || len(got) != frozen || query.count != "" {
+		return nil, fmt.Errorf("GET /api/slaves?state=FROZEN: got %d slaves (%v, cut to %q), want all %d", len(got), err, query.count, frozen)
+	}
 	took, peak := zipped.res.Handler(), zipped.res.MaxMemory
 	share := min(1, float64(fn.MemorySize)/lambdaVCPU)
 	cpu := zipped.res.CPU
@@ -281,6 +293,37 @@ func fullList(ctx context.Context, e *env, items []map[string]types.AttributeVal
 				query.res.CPU.Seconds(), qEst.Seconds(), fn.MemorySize),
 			target: fmt.Sprintf("200 within the function's %v", cfg.Timeout), met: verdict(qEst < cfg.Timeout)},
 	}, nil
+}
+
+// proxyBody returns the status and the body of an API Gateway proxy
+// response, decoded from base64 and gzip.
+func proxyBody(response []byte) (int, []byte, error) {
+	var out struct {
+		StatusCode int               `json:"statusCode"`
+		Headers    map[string]string `json:"headers"`
+		Body       string            `json:"body"`
+		Base64     bool              `json:"isBase64Encoded"`
+	}
+	if err := json.Unmarshal(response, &out); err != nil {
+		return 0, nil, err
+	}
+	body := []byte(out.Body)
+	if out.Base64 {
+		var err error
+		if body, err = base64.StdEncoding.DecodeString(out.Body); err != nil {
+			return 0, nil, err
+		}
+	}
+	if out.Headers["Content-Encoding"] == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return 0, nil, err
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			return 0, nil, err
+		}
+	}
+	return out.StatusCode, body, nil
 }
 
 func mb(n int) float64 { return float64(n) / (1 << 20) }
