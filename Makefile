@@ -7,6 +7,7 @@
 #   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
 #   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3, held in memory
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
+#   make seed-fleet [N=20000]                N slaves into the local slaves table, then the list and a state query timed (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
 #   make test                                unit tests, then integration tests (they start moto and MinIO)
@@ -22,7 +23,7 @@
 #
 # sam build calls build-<LogicalId> (BuildMethod: makefile) with ARTIFACTS_DIR.
 #
-# make run, make invoke and make seed-logs print their progress on stderr and
+# make run, make invoke, make seed-logs and make seed-fleet print their progress on stderr and
 # keep stdout for what they answer (make invoke ... | jq works), so their
 # recipes are silent (@) and say what they do themselves.
 
@@ -58,7 +59,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs invoke test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs seed-fleet invoke test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -110,6 +111,11 @@ run: deps
 
 seed-logs:
 	@go run ./dev/seedlogs
+
+N ?= 20000
+
+seed-fleet:
+	@go run ./dev/seedfleet -n $(N)
 
 # The function is built for this machine (GOOS and GOARCH of go env: Linux,
 # macOS, ...), so it runs here as a plain process, without a container: the

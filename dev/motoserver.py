@@ -15,6 +15,16 @@ much as the tables are large. Because requests are processed alone here, the
 launcher snapshots only the items a transaction names and restores those
 instead; the outcome is the same, at a cost that does not grow with the tables.
 
+moto writes every answer through its model-driven serializer, which walks
+the answer's shape value by value: about 1.5 ms for each item a Query or Scan
+returns, seconds for a 1 MB page, so that a page of a large fleet outlasted
+the service's per-attempt timeout. This launcher writes the items of those
+two answers as plain JSON instead (the DynamoDB JSON protocol is the
+answer's own shape), a hundred times faster, the same JSON values. Its table walk
+compares key values through DynamoType's generic comparisons, which convert
+each value on every comparison; string keys are compared as strings here,
+with the same outcome, in half the walk's time.
+
 Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
 
 --port 0 picks a free port. Once listening, the server prints one line,
@@ -22,7 +32,10 @@ Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
 """
 
 import argparse
+import base64
 import copy
+import json
+import operator
 import logging
 import os
 import signal
@@ -32,6 +45,7 @@ import types
 
 try:
     import moto.dynamodb.models as dynamodb_models
+    from moto.dynamodb.responses import DynamoResult
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -107,6 +121,53 @@ def item_rollback():
     dynamodb_models.DynamoDBBackend.transact_write_items = transact_write_items
 
 
+def plain_item_pages():
+    """Write the items of Query and Scan answers as plain JSON.
+
+    The serializer still writes the answer without its items, so status and
+    headers are its own; the items, DynamoDB JSON already ({"S": ...}, binary
+    values as bytes), are then put back by json.dumps, bytes in base64 as
+    the serializer writes them.
+    """
+    original = DynamoResult.execute_result
+
+    def execute_result(self, context):
+        result = self.result
+        if context.operation_model.name not in ("Query", "Scan") or "Items" not in result:
+            return original(self, context)
+        status, headers, body = original(DynamoResult({k: v for k, v in result.items() if k != "Items"}), context)
+        if status != 200:
+            return status, headers, body
+        return status, headers, json.dumps(result, separators=(",", ":"), default=binary)
+
+    DynamoResult.execute_result = execute_result
+
+
+def string_comparisons():
+    """Compare two string DynamoTypes as their strings.
+
+    DynamoType's comparisons go through cast_value, which checks the type
+    five ways before it returns a string's own value; a Query walks every
+    item of the table comparing its key that way, and sorts them too.
+    """
+    for name, op in (("__eq__", operator.eq), ("__ne__", operator.ne), ("__lt__", operator.lt),
+                     ("__le__", operator.le), ("__gt__", operator.gt), ("__ge__", operator.ge)):
+        generic = getattr(DynamoType, name)
+
+        def compare(self, other, generic=generic, op=op):
+            if self.type == "S" and type(other) is DynamoType and other.type == "S":
+                return op(self.value, other.value)
+            return generic(self, other)
+
+        setattr(DynamoType, name, compare)
+
+
+def binary(value):
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    raise TypeError(f"no JSON form for {type(value).__name__}")
+
+
 def stop(signum, frame):
     sys.exit(0)
 
@@ -127,6 +188,8 @@ def main(argv=None):
     # make_server is what werkzeug's run_simple(host, port, app, threaded=True)
     # builds, minus the reloader; unlike run_simple it tells which port it bound.
     item_rollback()
+    plain_item_pages()
+    string_comparisons()
     app = serialized(DomainDispatcherApplication(create_backend_app))
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]

@@ -1,6 +1,7 @@
 // Package fleettable serves a large fleet's slaves table from memory over
-// DynamoDB's HTTP API, answering Scan only, in pages of at most 1 MB of a
-// segment's items after a fixed latency, as DynamoDB pages a parallel scan.
+// DynamoDB's HTTP API, answering Scan and the ByState index's Query only, in
+// pages of at most 1 MB after a fixed latency, as DynamoDB pages a parallel
+// scan (a segment's items) and a query (one state's items in id order).
 // The emulator walks its whole table for every page and takes seconds per
 // page on 100,000 slaves; the full list's figures (make bench) and its
 // memory bound (the functions' bounds test) are measured over this instead,
@@ -9,6 +10,7 @@ package fleettable
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -18,7 +20,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 )
 
 // Items returns size slave items as the store writes them, frozen of them
@@ -50,16 +54,18 @@ func Items(size, frozen int) []map[string]types.AttributeValue {
 	return items
 }
 
-// Table answers DynamoDB Scan requests over items held in DynamoDB's JSON.
-// Item i belongs to segment i % TotalSegments, and an item's id must be
-// fleet- and its index (as Items makes them), which is how a page's
-// LastEvaluatedKey finds where the next page starts.
+// Table answers DynamoDB Scan and ByState Query requests over items held in
+// DynamoDB's JSON. Item i belongs to segment i % TotalSegments, and an
+// item's id must be fleet- and its index (as Items makes them), which is how
+// a page's LastEvaluatedKey finds where the next page starts.
 type Table struct {
 	wire    [][]byte // each item in DynamoDB's JSON
+	states  []string // each item's state
 	latency time.Duration
 	mu      sync.Mutex
 	seen    map[int32]bool // the segments asked for
 	scans   int
+	queries int
 }
 
 // New returns a table of items that answers each page after latency.
@@ -71,6 +77,11 @@ func New(items []map[string]types.AttributeValue, latency time.Duration) (*Table
 			return nil, err
 		}
 		t.wire = append(t.wire, raw)
+		state, _ := item["state"].(*types.AttributeValueMemberS)
+		if state == nil {
+			return nil, fmt.Errorf("fleettable: item %d has no state", len(t.states))
+		}
+		t.states = append(t.states, state.Value)
 	}
 	return t, nil
 }
@@ -89,26 +100,51 @@ func (t *Table) Scans() int {
 	return t.scans
 }
 
-// ServeHTTP answers one Scan.
+// Queries returns how many Query pages were answered.
+func (t *Table) Queries() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.queries
+}
+
+// ServeHTTP answers one Scan, or one Query of the ByState index.
 func (t *Table) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var in struct {
-		Segment           int32
-		TotalSegments     int32
-		ExclusiveStartKey map[string]map[string]string
+		Segment                   int32
+		TotalSegments             int32
+		IndexName                 string
+		KeyConditionExpression    string
+		ExpressionAttributeValues map[string]map[string]string
+		ExclusiveStartKey         map[string]map[string]string
 	}
-	if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".Scan") {
-		http.Error(w, "the in-memory table answers Scan only, not "+r.Header.Get("X-Amz-Target"), http.StatusBadRequest)
+	target := r.Header.Get("X-Amz-Target")
+	query := strings.HasSuffix(target, ".Query")
+	if !query && !strings.HasSuffix(target, ".Scan") {
+		http.Error(w, "the in-memory table answers Scan and Query only, not "+target, http.StatusBadRequest)
 		return
 	}
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	// A Scan's segment, or a Query's state.
+	belongs := func(i int) bool { return int32(i)%max(in.TotalSegments, 1) == in.Segment }
+	if query {
+		if in.IndexName != "ByState" || in.KeyConditionExpression != "#s = :s" {
+			http.Error(w, "the in-memory table answers a Query of ByState by state only", http.StatusBadRequest)
+			return
+		}
+		state := in.ExpressionAttributeValues[":s"]["S"]
+		belongs = func(i int) bool { return t.states[i] == state }
+	}
 	t.mu.Lock()
-	t.seen[in.Segment] = true
-	t.scans++
+	if query {
+		t.queries++
+	} else {
+		t.seen[in.Segment] = true
+		t.scans++
+	}
 	t.mu.Unlock()
-	total := max(in.TotalSegments, 1)
 	after := -1
 	if k, ok := in.ExclusiveStartKey["id"]; ok {
 		after, _ = strconv.Atoi(strings.TrimPrefix(k["S"], "fleet-"))
@@ -117,7 +153,7 @@ func (t *Table) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body.WriteString(`{"Items":[`)
 	count, size, last := 0, 0, -1
 	for i := after + 1; i < len(t.wire); i++ {
-		if int32(i)%total != in.Segment {
+		if !belongs(i) {
 			continue
 		}
 		if size+len(t.wire[i]) > 1<<20 {
@@ -130,8 +166,13 @@ func (t *Table) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		count, size, last = count+1, size+len(t.wire[i]), i
 	}
 	fmt.Fprintf(&body, `],"Count":%d,"ScannedCount":%d`, count, count)
-	if last >= 0 && t.more(last, total, in.Segment) {
-		fmt.Fprintf(&body, `,"LastEvaluatedKey":{"id":{"S":"fleet-%06d"}}`, last)
+	if last >= 0 && t.more(last, belongs) {
+		// An index's key holds the table's key and the index's own.
+		if query {
+			fmt.Fprintf(&body, `,"LastEvaluatedKey":{"id":{"S":"fleet-%06d"},"state":{"S":%q}}`, last, t.states[last])
+		} else {
+			fmt.Fprintf(&body, `,"LastEvaluatedKey":{"id":{"S":"fleet-%06d"}}`, last)
+		}
 	}
 	body.WriteByte('}')
 	time.Sleep(t.latency)
@@ -141,10 +182,10 @@ func (t *Table) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body.Bytes())
 }
 
-// more reports whether segment has items after index last.
-func (t *Table) more(last int, total, segment int32) bool {
+// more reports whether an item after index last belongs to the answer.
+func (t *Table) more(last int, belongs func(int) bool) bool {
 	for i := last + 1; i < len(t.wire); i++ {
-		if int32(i)%total == segment {
+		if belongs(i) {
 			return true
 		}
 	}
@@ -170,4 +211,35 @@ func wireValue(v types.AttributeValue) map[string]any {
 		return map[string]any{"M": wireItem(v.Value)}
 	}
 	panic(fmt.Sprintf("fleettable: no wire form for %T", v))
+}
+
+// Writer is the part of the DynamoDB client Put uses.
+type Writer interface {
+	BatchWriteItem(context.Context, *dynamodb.BatchWriteItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+}
+
+// Put writes items to table, 25 to a BatchWriteItem, 8 batches at a time,
+// sending again what a batch leaves unprocessed.
+func Put(ctx context.Context, db Writer, table string, items []map[string]types.AttributeValue) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := 0; i < len(items); i += 25 {
+		batch := items[i:min(i+25, len(items))]
+		g.Go(func() error {
+			reqs := make([]types.WriteRequest, len(batch))
+			for j, item := range batch {
+				reqs[j] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
+			}
+			pending := map[string][]types.WriteRequest{table: reqs}
+			for len(pending) > 0 {
+				out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+				if err != nil {
+					return fmt.Errorf("write slaves to %s: %w", table, err)
+				}
+				pending = out.UnprocessedItems
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }

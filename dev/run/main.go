@@ -107,7 +107,7 @@ func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handle
 	if err != nil {
 		return nil, config.Logs{}, err
 	}
-	store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention)
+	store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention, cfg.DynamoDBAttemptTimeout)
 	if err != nil {
 		return nil, config.Logs{}, err
 	}
@@ -194,7 +194,8 @@ func document(contentType string, body []byte) http.HandlerFunc {
 
 // localEnv returns the getenv of function run locally: this process's
 // environment first, then the function's environment in the template, with
-// auth off, S3 buckets in the path (the emulator has no bucket host names)
+// auth off, S3 buckets in the path (the emulator has no bucket host names),
+// DynamoDB attempts that wait for the emulator (stack.DynamoDBAttemptTimeout)
 // and longer log lookup deadlines: the emulator answers one request at a
 // time (dev/motoserver.py), so the HEADs a lookup sends S3 at once take
 // turns there, and a lookup of a few hundred logs would end in a 504 that
@@ -206,6 +207,7 @@ func localEnv(local *stack.Local, function string) (func(string) string, error) 
 	}
 	env["AUTH_MODE"] = "none"
 	env["S3_FORCE_PATH_STYLE"] = "true"
+	env["DYNAMODB_ATTEMPT_TIMEOUT"] = stack.DynamoDBAttemptTimeout.String()
 	if _, ok := env["LOG_LIST_TIMEOUT"]; ok {
 		env["LOG_LIST_TIMEOUT"], env["LOG_LINK_TIMEOUT"] = "30s", "30s"
 	}

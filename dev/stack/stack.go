@@ -64,6 +64,16 @@ const (
 	localSecretKey = "test"
 )
 
+// DynamoDBAttemptTimeout is DYNAMODB_ATTEMPT_TIMEOUT on the emulator (make
+// run sets it). The emulator takes about a second for a 1 MB page of a large
+// fleet, where DynamoDB takes milliseconds, and answers one request at a
+// time, so the eight segments of a list take turns there: one page's
+// attempt can wait several seconds. The production second would end every
+// list of a few thousand slaves in a 504, and its retries would keep the
+// emulator busy with answers nobody waits for (docs/decisions.md,
+// "Deadlines of the local stack").
+const DynamoDBAttemptTimeout = 30 * time.Second
+
 // DefaultAddr is where make run, make invoke and make seed-logs find the
 // emulator, or start it: LocalStack's port. EMULATOR_ADDR moves it.
 const DefaultAddr = "127.0.0.1:4566"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -281,5 +282,71 @@ func TestUpWorksFromAShellWithAProfileThatDoesNotExistHere(t *testing.T) {
 	ignoring, starting := strings.Index(out, "(ignoring AWS_CONFIG_FILE, AWS_PROFILE, AWS_SHARED_CREDENTIALS_FILE)"), strings.Index(out, "local stack: starting moto")
 	if ignoring < 0 || starting < 0 || ignoring > starting {
 		t.Errorf("got\n%s\nwant the ignored variables named before moto starts", out)
+	}
+}
+
+// TestMotoAnswersQueryAndScanWithTheItemsItStores stores items of every
+// attribute type and reads them back with GetItem (moto's own serializer),
+// Query and Scan (whose items the launcher writes as plain JSON), and
+// walks string keys in the order moto's own comparisons give (the
+// launcher compares them itself).
+func TestMotoAnswersQueryAndScanWithTheItemsItStores(t *testing.T) {
+	ctx := context.Background()
+	client := freshEmulator(t)
+	tpl := parse(t, pkTable("T"))
+	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
+		t.Fatal(err)
+	}
+	every := func(pk string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{
+			"pk":   &types.AttributeValueMemberS{Value: pk},
+			"s":    &types.AttributeValueMemberS{Value: "<é 漢 \"q\" \\ \u2028 \x01>"},
+			"n":    &types.AttributeValueMemberN{Value: "-12.5"},
+			"b":    &types.AttributeValueMemberB{Value: []byte{0, 1, 0xff, '"'}},
+			"ss":   &types.AttributeValueMemberSS{Value: []string{"a", "<b>"}},
+			"ns":   &types.AttributeValueMemberNS{Value: []string{"1", "2.5"}},
+			"bs":   &types.AttributeValueMemberBS{Value: [][]byte{{0}, {1, 2}}},
+			"l":    &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberNULL{Value: true}, &types.AttributeValueMemberBOOL{Value: false}}},
+			"m":    &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: "v"}, "e": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}}},
+			"null": &types.AttributeValueMemberNULL{Value: true},
+			"t":    &types.AttributeValueMemberBOOL{Value: true},
+		}
+	}
+	keys := []string{"b", "a", "B", "é", "a0"}
+	for _, k := range keys {
+		if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("T"), Item: every(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String("T"), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := got.Item
+	query, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String("T"), KeyConditionExpression: aws.String("pk = :k"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: "a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(query.Items) != 1 || !reflect.DeepEqual(query.Items[0], want) {
+		t.Errorf("Query: got %#v, want the item GetItem answers, %#v", query.Items, want)
+	}
+	var scanned []string
+	p := dynamodb.NewScanPaginator(client, &dynamodb.ScanInput{TableName: aws.String("T"), Limit: aws.Int32(2)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range page.Items {
+			pk := item["pk"].(*types.AttributeValueMemberS).Value
+			scanned = append(scanned, pk)
+			if pk == "a" && !reflect.DeepEqual(item, want) {
+				t.Errorf("Scan: got %#v, want the item GetItem answers, %#v", item, want)
+			}
+		}
+	}
+	if slices.Sort(keys); !slices.Equal(scanned, keys) {
+		t.Errorf("Scan in pages of 2: got keys %q, want each once, in key order %q", scanned, keys)
 	}
 }

@@ -329,7 +329,7 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 			want = logs
 		case "SlavesFunction":
 			want = maps.Clone(want)
-			want["GOMEMLIMIT"] = "200MiB"
+			want["GOMEMLIMIT"] = "800MiB"
 		case "InventoryFunction":
 			want = maps.Clone(want)
 			want["MAX_LOST_FRACTION"], want["LOST_WINDOW"] = "0.2", "60s"

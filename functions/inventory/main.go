@@ -19,7 +19,7 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention)
+		store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention, cfg.DynamoDBAttemptTimeout)
 		if err != nil {
 			return nil, err
 		}

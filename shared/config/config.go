@@ -25,7 +25,18 @@ type Slaves struct {
 	HistoryRetention   time.Duration     // HISTORY_RETENTION
 	Policy             access.Policy     // AUTH_MODE, ADMIN_GROUPS, READ_GROUPS
 	LossBrake          machine.LossBrake // MAX_LOST_FRACTION, LOST_WINDOW
+	// DynamoDBAttemptTimeout cuts off one attempt of a DynamoDB call
+	// (DYNAMODB_ATTEMPT_TIMEOUT). The template never sets it: a DynamoDB
+	// page answers in milliseconds and the default, one second, suits it.
+	// The local stack sets it (dev/run), because the emulator takes about a
+	// second per 1 MB page and answers one request at a time (docs/decisions.md,
+	// "Deadlines of the local stack").
+	DynamoDBAttemptTimeout time.Duration
 }
+
+// DefaultDynamoDBAttemptTimeout is DYNAMODB_ATTEMPT_TIMEOUT unset: the
+// production deadline of one DynamoDB attempt (sdkconfig.DynamoDBAttemptTimeout).
+const DefaultDynamoDBAttemptTimeout = time.Second
 
 // Tables names the DynamoDB tables; it converts to dynamo.Tables. The config
 // package does not import the DynamoDB adapter, so that the log function,
@@ -56,6 +67,7 @@ func LoadSlaves(getenv func(string) string) (Slaves, error) {
 			MaxFraction: r.fraction("MAX_LOST_FRACTION", machine.DefaultLossBrake.MaxFraction),
 			Window:      r.duration("LOST_WINDOW", machine.DefaultLossBrake.Window),
 		},
+		DynamoDBAttemptTimeout: r.duration("DYNAMODB_ATTEMPT_TIMEOUT", DefaultDynamoDBAttemptTimeout),
 	}
 	return c, r.err
 }

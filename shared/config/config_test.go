@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // env returns a getenv over the required table names plus extra; an extra
@@ -51,6 +52,8 @@ func TestLoadSlavesDefaults(t *testing.T) {
 		{"AUTH_MODE defaults to none", c.Policy.Mode, access.ModeNone},
 		{"ADMIN_GROUPS defaults to none", len(c.Policy.AdminGroups), 0},
 		{"READ_GROUPS defaults to none", len(c.Policy.ReadGroups), 0},
+		{"DYNAMODB_ATTEMPT_TIMEOUT defaults to one second", c.DynamoDBAttemptTimeout, time.Second},
+		{"DYNAMODB_ATTEMPT_TIMEOUT defaults to the SDK configuration's DynamoDB attempt timeout", c.DynamoDBAttemptTimeout, sdkconfig.DynamoDBAttemptTimeout},
 	}
 	for _, tt := range checks {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +79,8 @@ func TestLoadSlavesValues(t *testing.T) {
 			func(c config.Slaves) any { return c.Limits.MaxDecommissioning }, 3},
 		{"a duration in days is read", map[string]string{"MAX_EXPIRING_DURATION": "30d"},
 			func(c config.Slaves) any { return c.Limits.MaxExpiring }, 720 * time.Hour},
+		{"the local stack's DynamoDB attempt timeout is read", map[string]string{"DYNAMODB_ATTEMPT_TIMEOUT": "30s"},
+			func(c config.Slaves) any { return c.DynamoDBAttemptTimeout }, 30 * time.Second},
 		{"a Go duration in minutes is read", map[string]string{"DEAD_SLAVE_RETENTION": "90m"},
 			func(c config.Slaves) any { return c.DeadSlaveRetention }, 90 * time.Minute},
 		{"a Go duration in hours is read", map[string]string{"HISTORY_RETENTION": "48h"},

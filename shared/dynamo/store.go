@@ -689,21 +689,6 @@ func pause(ctx context.Context, attempt int) error {
 	}
 }
 
-func decodeSlave(item map[string]types.AttributeValue) (*machine.Slave, error) {
-	if len(item) == 0 {
-		return nil, nil
-	}
-	var r slaveRecord
-	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
-		return nil, fmt.Errorf("decode slave: %w", err)
-	}
-	if r.State == "" {
-		return nil, nil // the decommissioning set, not a slave
-	}
-	s := r.slave()
-	return &s, nil
-}
-
 // decodeSlaves decodes a page of the slaves table, leaving out the item
 // that is not a slave.
 func decodeSlaves(items []map[string]types.AttributeValue) ([]machine.Slave, error) {
@@ -785,9 +770,10 @@ func num(v int64) types.AttributeValue {
 
 // Open builds a store on a DynamoDB client configured by sdkconfig (region,
 // credentials and AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL from the
-// environment).
-func Open(ctx context.Context, tables Tables, historyRetention time.Duration) (*Store, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, sdkconfig.DynamoDBAttemptTimeout)
+// environment), each attempt of a call cut off after attemptTimeout
+// (sdkconfig.DynamoDBAttemptTimeout in a deployment, config.Slaves).
+func Open(ctx context.Context, tables Tables, historyRetention, attemptTimeout time.Duration) (*Store, error) {
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, attemptTimeout)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,177 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/dev/fleettable"
+	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/edge"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// localFleet is the fleet the tests below hold in the emulator: three 1 MB
+// pages of one state, enough to outlast the production deadline there.
+const localFleet, localFrozen = 10_000, 100
+
+// TestTheLocalStackAnswersTheListAndAStateQueryOfALargeFleet stores a
+// fleet in the emulator and asks make run's handlers for all of it and for
+// every ACTIVE slave: both answer whole, within the local stack's DynamoDB
+// deadlines (DYNAMODB_ATTEMPT_TIMEOUT as make run sets it) and within
+// SlavesFunction's timeout, which the request has for its deadline as the
+// edge gives it one in Lambda.
+func TestTheLocalStackAnswersTheListAndAStateQueryOfALargeFleet(t *testing.T) {
+	local := fleetStack(t)
+	h, _, err := api(context.Background(), local, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, err := local.Template.FunctionConfig("SlavesFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = withDeadline(h, fn.Timeout-edge.AnswerMargin)
+	for _, tt := range []struct {
+		target string
+		want   int
+	}{
+		{"/api/slaves?state=ACTIVE", localFleet - localFrozen},
+		{"/api/slaves", localFleet},
+	} {
+		began := time.Now()
+		status, got, body := getList(t, h, tt.target)
+		if status != http.StatusOK || got != tt.want {
+			t.Errorf("GET %s: got %d with %d slaves (%.200s), want 200 with %d", tt.target, status, got, body, tt.want)
+		}
+		t.Logf("GET %s: %d slaves in %v", tt.target, got, time.Since(began).Round(time.Millisecond))
+	}
+}
+
+// TestTheProductionDeadlineGivesUpOnPagesTheLocalStackWaitsFor serves the
+// same emulator through a proxy that answers every DynamoDB call after
+// the production attempt timeout, as the emulator does for a page of a
+// large fleet: with the deadline the functions have when nothing sets
+// DYNAMODB_ATTEMPT_TIMEOUT, the state query is a 504; with make run's, the
+// whole answer.
+func TestTheProductionDeadlineGivesUpOnPagesTheLocalStackWaitsFor(t *testing.T) {
+	local := fleetStack(t)
+	target, err := url.Parse(local.Moto.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // the attempts cut off
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(config.DefaultDynamoDBAttemptTimeout + 100*time.Millisecond):
+			proxy.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", slow.URL)
+
+	production, err := local.Template.FunctionEnv("SlavesFunction", stack.LocalName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the shell may say does not count here (t.Setenv restores it).
+	t.Setenv("DYNAMODB_ATTEMPT_TIMEOUT", os.Getenv("DYNAMODB_ATTEMPT_TIMEOUT"))
+	os.Unsetenv("DYNAMODB_ATTEMPT_TIMEOUT")
+	local2, err := localEnv(local, "SlavesFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		getenv func(string) string
+		status int
+	}{
+		{"the template's environment: the production deadline", func(name string) string { return production[name] }, http.StatusGatewayTimeout},
+		{"make run's environment: the local stack's deadline", local2, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := config.LoadSlaves(tt.getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			store, err := dynamo.Open(context.Background(), dynamo.Tables(cfg.Tables), 0, cfg.DynamoDBAttemptTimeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := web.Wrap(slaves.New(store, access.Policy{}, machine.Limits{}), web.Options{Logger: slog.New(slog.DiscardHandler)})
+			began := time.Now()
+			status, got, body := getList(t, h, "/api/slaves?state=ACTIVE")
+			if status != tt.status {
+				t.Fatalf("got %d (%.200s) after %v with DYNAMODB_ATTEMPT_TIMEOUT %v, want %d", status, body, time.Since(began).Round(time.Millisecond), cfg.DynamoDBAttemptTimeout, tt.status)
+			}
+			if status == http.StatusGatewayTimeout {
+				var e web.ErrorBody
+				if err := json.Unmarshal(body, &e); err != nil || e.Message != "Timed out waiting for DynamoDB" {
+					t.Errorf("got %s, want the 504 of a DynamoDB timeout", body)
+				}
+			} else if got != localFleet-localFrozen {
+				t.Errorf("got %d slaves, want %d", got, localFleet-localFrozen)
+			}
+		})
+	}
+}
+
+// withDeadline gives every request of h a deadline after d.
+func withDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// fleetStack returns a local stack of its own holding localFleet slaves,
+// localFrozen of them FROZEN and the rest ACTIVE.
+func fleetStack(t *testing.T) *stack.Local {
+	t.Helper()
+	ctx := context.Background()
+	local, err := stack.Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { local.Close() })
+	began := time.Now()
+	if err := fleettable.Put(ctx, local.DynamoDB, stack.Tables.Slaves, fleettable.Items(localFleet, localFrozen)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d slaves stored in %v", localFleet, time.Since(began).Round(time.Millisecond))
+	return local
+}
+
+// getList GETs target from h and returns the status, how many slaves the
+// answer holds (a 200's) and its body.
+func getList(t *testing.T, h http.Handler, target string) (int, int, []byte) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+	var list []json.RawMessage
+	if rec.Code == http.StatusOK {
+		if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil {
+			t.Fatalf("GET %s: %v", target, err)
+		}
+	}
+	return rec.Code, len(list), rec.Body.Bytes()
+}
