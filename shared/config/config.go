@@ -88,6 +88,20 @@ func LoadS3(getenv func(string) string) (S3, error) {
 	return c, r.err
 }
 
+// Reports is where the inventory function reads the large form of machine
+// reports (docs/behaviour.md "Machine reports").
+type Reports struct {
+	Bucket string // REPORTS_BUCKET; "" when reports come only inline
+	S3     S3     // S3_FORCE_PATH_STYLE
+}
+
+// LoadReports reads the reports bucket's variables from getenv.
+func LoadReports(getenv func(string) string) (Reports, error) {
+	r := reader{getenv: getenv}
+	c := Reports{Bucket: strings.TrimSpace(getenv("REPORTS_BUCKET")), S3: S3{PathStyle: r.boolean("S3_FORCE_PATH_STYLE")}}
+	return c, r.err
+}
+
 // LoadLogs reads the log function's variables from getenv.
 func LoadLogs(getenv func(string) string) (Logs, error) {
 	r := reader{getenv: getenv}

@@ -233,3 +233,16 @@ func TestLoadS3(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadReports(t *testing.T) {
+	c, err := config.LoadReports(env(map[string]string{"REPORTS_BUCKET": " fleet-reportsbucket-1 ", "S3_FORCE_PATH_STYLE": "true"}))
+	if err != nil || c.Bucket != "fleet-reportsbucket-1" || !c.S3.PathStyle {
+		t.Errorf("got (%+v, %v), want the bucket trimmed and path style", c, err)
+	}
+	if c, err := config.LoadReports(env(nil)); err != nil || c.Bucket != "" {
+		t.Errorf("got (%+v, %v), want no bucket: reports come only inline", c, err)
+	}
+	if _, err := config.LoadReports(env(map[string]string{"S3_FORCE_PATH_STYLE": "yes"})); err == nil || !strings.Contains(err.Error(), "S3_FORCE_PATH_STYLE") {
+		t.Errorf("got %v, want an error naming S3_FORCE_PATH_STYLE", err)
+	}
+}

@@ -1,15 +1,16 @@
 // Package inventory applies the scheduler's machine reports (docs/behaviour.md
-// "Machine reports"): it reads an EventBridge "Machine Report" event or its bare
-// detail, and turns each machine into a system transition decided by the machine
-// package.
+// "Machine reports"): it reads an EventBridge "Machine Report" event or its
+// bare detail, or a report object of the reports bucket as a stream when S3
+// announces it, and turns each machine into a system transition decided by
+// the machine package.
 package inventory
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -24,15 +25,18 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// DetailType is the EventBridge detail-type of a machine report.
-const DetailType = "Machine Report"
-
 // Store is what reports need from storage.
 type Store interface {
 	// List calls each with every slave, one at a time, and stops at the
 	// first error, each's included, which it returns.
 	List(ctx context.Context, each func(machine.Slave) error) error
 	Apply(ctx context.Context, id string, decide machine.Decide) error
+}
+
+// Objects reads report objects of the reports bucket.
+type Objects interface {
+	// Open returns the body of the object bucket/key, to be closed.
+	Open(ctx context.Context, bucket, key string) (io.ReadCloser, error)
 }
 
 // Handler applies machine reports.
@@ -45,6 +49,8 @@ type Handler struct {
 	brake   machine.LossBrake
 	log     *slog.Logger
 	metrics *metrics.Emitter
+	bucket  string  // REPORTS_BUCKET
+	objects Objects // nil: no reports bucket
 }
 
 // New returns a report handler that holds mass losses back with brake. m
@@ -52,6 +58,13 @@ type Handler struct {
 // the throttled backend calls of each report; nil means no metrics.
 func New(store Store, brake machine.LossBrake, log *slog.Logger, m *metrics.Emitter) *Handler {
 	return &Handler{store: store, brake: brake, log: log, metrics: m, Now: time.Now}
+}
+
+// ReadsFrom has h read the reports that S3 announces in bucket (REPORTS_BUCKET)
+// through objects, and returns h.
+func (h *Handler) ReadsFrom(bucket string, objects Objects) *Handler {
+	h.bucket, h.objects = bucket, objects
+	return h
 }
 
 // Result counts what a report did.
@@ -63,44 +76,23 @@ type Result struct {
 	Failed   int `json:"failed"`
 }
 
-type envelope struct {
-	DetailType string          `json:"detail-type"`
-	Time       time.Time       `json:"time"`
-	Detail     json.RawMessage `json:"detail"`
-}
-
-type report struct {
-	Complete    bool               `json:"complete"`
-	ConfirmLoss bool               `json:"confirmLoss"`
-	Machines    *[]json.RawMessage `json:"machines"`
-}
-
-type machineJSON struct {
-	ID           string            `json:"id"`
-	SlaveID      string            `json:"slaveId"`
-	Host         string            `json:"host"`
-	RackID       string            `json:"rackId"`
-	Attributes   map[string]string `json:"attributes"`
-	Resources    json.RawMessage   `json:"resources"`
-	Lost         bool              `json:"lost"`
-	RunningTasks *int              `json:"runningTasks"`
-}
-
-// Handle applies one report. A report that is not one (no machines list, an
-// entry without an id) fails whole and changes nothing: EventBridge retries
-// it and then sends it to the dead-letter queue, where an operator sees it.
-// A machine entry with an id that is otherwise unreadable is logged and
-// skipped. A failure to store any machine fails the invocation so that
-// EventBridge retries it, which is safe because reports are idempotent.
+// Handle applies one report, inline or from the reports bucket. A report
+// that is not one (no machines list, an entry without an id) fails whole
+// and changes nothing: EventBridge retries it and then sends it to the
+// dead-letter queue, where an operator sees it. A machine entry with an id
+// that is otherwise unreadable is logged and skipped. A failure to store any
+// machine fails the invocation so that EventBridge retries it, which is safe
+// because reports are idempotent.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
 	h.metrics.Invocation()
 	ctx, calls := callcount.With(ctx)
 	now := h.Now().UnixMilli()
-	rep, at, err := parse(event, now)
+	rep, err := h.read(ctx, event, now)
 	if err != nil {
 		h.log.ErrorContext(ctx, "machine report refused", "error", err.Error())
 		return Result{}, err
 	}
+	at := rep.at
 
 	res := Result{Machines: len(rep.entries)}
 	seen := map[string]bool{} // every id the report names, even in an entry it cannot read
@@ -156,58 +148,48 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 	return res, errors.Join(errs...)
 }
 
-// parsed is a report read: each machine entry once, as an observation at
-// the report's time or, when only its id could be read, that id and why the
-// rest could not.
-type parsed struct {
-	report
-	entries []entry
-}
-
-type entry struct {
-	observation machine.Observation
-	err         error
-}
-
-// parse reads a report, as an EventBridge event or its bare detail, and the
-// time it was made: the event's time, never later than now (a sender's
-// skewed clock must not stamp history in the future, nor make every later
-// report look stale), or now when the event has none. A report with an
-// entry whose id cannot be read is refused whole.
-func parse(event json.RawMessage, now int64) (parsed, int64, error) {
+// read reads the report an event carries or names.
+func (h *Handler) read(ctx context.Context, event json.RawMessage, now int64) (parsed, error) {
 	var env envelope
 	if err := exactjson.Unmarshal(event, &env); err != nil {
-		return parsed{}, 0, fmt.Errorf("machine report is not a JSON object: %w", err)
+		return parsed{}, fmt.Errorf("machine report is not a JSON object: %w", err)
 	}
-	body, at := event, now
-	if env.Detail != nil || env.DetailType != "" {
-		if env.DetailType != DetailType {
-			return parsed{}, 0, fmt.Errorf("event detail-type %q is not %q", env.DetailType, DetailType)
+	switch env.DetailType {
+	case ObjectCreated:
+		return h.readObject(ctx, env, now)
+	case DetailType:
+	case "":
+		if env.Detail == nil {
+			break // the bare detail of an inline report
 		}
-		body = env.Detail
-		if !env.Time.IsZero() {
-			at = min(env.Time.UnixMilli(), now)
-		}
+		fallthrough
+	default:
+		return parsed{}, fmt.Errorf("event detail-type %q is neither %q nor %q", env.DetailType, DetailType, ObjectCreated)
 	}
-	var rep report
-	if err := exactjson.Unmarshal(body, &rep); err != nil {
-		return parsed{}, 0, fmt.Errorf("machine report detail: %w", err)
+	return parseInline(env, event, now)
+}
+
+// readObject reads the report object an "Object Created" event names. Only
+// objects under ReportsPrefix of the reports bucket are reports; the report
+// was made when the object was created.
+func (h *Handler) readObject(ctx context.Context, env envelope, now int64) (parsed, error) {
+	var d objectDetail
+	if err := exactjson.Unmarshal(env.Detail, &d); err != nil {
+		return parsed{}, fmt.Errorf("object created event detail: %w", err)
 	}
-	if rep.Machines == nil {
-		return parsed{}, 0, errors.New(`machine report has no "machines" list`)
+	bucket, key := d.Bucket.Name, d.Object.Key
+	switch {
+	case h.objects == nil:
+		return parsed{}, errors.New("reports from a bucket are not configured (REPORTS_BUCKET)")
+	case bucket != h.bucket || !strings.HasPrefix(key, ReportsPrefix):
+		return parsed{}, fmt.Errorf("object s3://%s/%s is not under s3://%s/%s, where reports are", bucket, key, h.bucket, ReportsPrefix)
 	}
-	p := parsed{report: rep, entries: make([]entry, len(*rep.Machines))}
-	for i, raw := range *rep.Machines {
-		o, err := observation(raw, at)
-		if err != nil {
-			o = machine.Observation{ID: entryID(raw)}
-			if err := machine.ValidateID(o.ID); err != nil {
-				return parsed{}, 0, fmt.Errorf("machine report entry %d: %w", i, err)
-			}
-		}
-		p.entries[i] = entry{observation: o, err: err}
+	body, err := h.objects.Open(ctx, bucket, key)
+	if err != nil {
+		return parsed{}, fmt.Errorf("machine report %s: %w", key, err)
 	}
-	return p, at, nil
+	defer body.Close()
+	return parseObject(key, body, reportTime(env.Time, now))
 }
 
 // known returns every slave, sorted by id.
@@ -260,47 +242,4 @@ func (h *Handler) apply(ctx context.Context, obs []machine.Observation, now int6
 	}
 	g.Wait()
 	return errs
-}
-
-func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
-	var m machineJSON
-	if err := exactjson.Unmarshal(raw, &m); err != nil {
-		return machine.Observation{}, err
-	}
-	id := m.ID
-	if id == "" {
-		id = m.SlaveID
-	}
-	if err := machine.ValidateID(id); err != nil {
-		return machine.Observation{}, err
-	}
-	res := bytes.TrimSpace(m.Resources)
-	if len(res) == 0 || string(res) == "null" {
-		res = nil
-	} else if res[0] != '{' {
-		return machine.Observation{}, fmt.Errorf("machine %s: resources must be an object", id)
-	}
-	return machine.Observation{
-		ID: id, Host: m.Host, RackID: m.RackID, Attributes: m.Attributes, Resources: res,
-		Lost: m.Lost, RunningTasks: m.RunningTasks, At: at,
-	}, nil
-}
-
-// entryID reads the id of a machine entry that may be malformed otherwise;
-// "" when the entry has none (or is not an object).
-func entryID(raw json.RawMessage) string {
-	var m struct {
-		ID      json.RawMessage `json:"id"`
-		SlaveID json.RawMessage `json:"slaveId"`
-	}
-	if exactjson.Unmarshal(raw, &m) != nil {
-		return ""
-	}
-	var id, slaveID string
-	_ = json.Unmarshal(m.ID, &id)
-	_ = json.Unmarshal(m.SlaveID, &slaveID)
-	if id != "" {
-		return id
-	}
-	return slaveID
 }
