@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,6 +54,12 @@ func run(m *testing.M) int {
 // and a handler reading the local reports bucket.
 func emptyFleet(t *testing.T) (*dynamo.Store, *inventory.Handler) {
 	t.Helper()
+	return emptyFleetOn(t, local.DynamoDB)
+}
+
+// emptyFleetOn is emptyFleet with the store and handler calling db.
+func emptyFleetOn(t *testing.T, db dynamo.API) (*dynamo.Store, *inventory.Handler) {
+	t.Helper()
 	ctx := t.Context()
 	for _, id := range local.Template.Tables() {
 		if _, err := local.DynamoDB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(stack.LocalName(id))}); err != nil {
@@ -62,7 +69,7 @@ func emptyFleet(t *testing.T) (*dynamo.Store, *inventory.Handler) {
 	if err := local.Template.CreateTables(ctx, local.DynamoDB, stack.LocalName); err != nil {
 		t.Fatal(err)
 	}
-	store := dynamo.New(local.DynamoDB, stack.Tables, 0)
+	store := dynamo.New(db, stack.Tables, 0)
 	h := inventory.New(store, machine.DefaultLossBrake, quiet, nil).ReadsFrom(local.ReportsBucket, reportstore.New(local.S3))
 	return store, h
 }
@@ -232,4 +239,95 @@ func TestAReportObjectIsMadeWhenItWasCreatedNeverLater(t *testing.T) {
 	if s.Current.Timestamp > time.Now().UnixMilli() || s.Current.Timestamp < before.Truncate(time.Second).UnixMilli() {
 		t.Errorf("got F1 stamped %d, want the receipt time (about %d)", s.Current.Timestamp, before.UnixMilli())
 	}
+}
+
+// counted counts the DynamoDB calls that write, and the reads by kind.
+type counted struct {
+	dynamo.API
+	writes, scans, itemReads atomic.Int64
+}
+
+func (c *counted) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.writes.Add(1)
+	return c.API.TransactWriteItems(ctx, in, o...)
+}
+
+func (c *counted) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c.writes.Add(1)
+	return c.API.UpdateItem(ctx, in, o...)
+}
+
+func (c *counted) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c.writes.Add(1)
+	return c.API.PutItem(ctx, in, o...)
+}
+
+func (c *counted) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	c.writes.Add(1)
+	return c.API.DeleteItem(ctx, in, o...)
+}
+
+func (c *counted) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	c.writes.Add(1)
+	return c.API.BatchWriteItem(ctx, in, o...)
+}
+
+func (c *counted) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c.scans.Add(1)
+	return c.API.Scan(ctx, in, o...)
+}
+
+func (c *counted) TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error) {
+	c.itemReads.Add(1)
+	return c.API.TransactGetItems(ctx, in, o...)
+}
+
+func (c *counted) reset() (writes, scans, itemReads int64) {
+	return c.writes.Swap(0), c.scans.Swap(0), c.itemReads.Swap(0)
+}
+
+func TestAReportCostsWritesInProportionToWhatChanged(t *testing.T) {
+	db := &counted{API: local.DynamoDB}
+	_, h := emptyFleetOn(t, db)
+	fleet := ids("C", 40)
+	now := time.Now().Add(-time.Minute)
+	send := func(t *testing.T, at time.Time, machines []string) inventory.Result {
+		t.Helper()
+		key := "reports/" + at.Format("150405.000") + ".json.gz"
+		upload(t, key, reportBody(true, machines, false), true)
+		res, err := h.Handle(t.Context(), objectEvent(at, local.ReportsBucket, key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	send(t, now, up(fleet...))
+	if writes, _, _ := db.reset(); writes != 40 {
+		t.Fatalf("first report: got %d writes, want 40, one per new machine", writes)
+	}
+
+	t.Run("an unchanged fleet writes nothing and reads no machine on its own", func(t *testing.T) {
+		res := send(t, now.Add(10*time.Second), up(fleet...))
+		writes, scans, itemReads := db.reset()
+		if writes != 0 || itemReads != 0 || res.Changed != 0 {
+			t.Errorf("got %d writes, %d machine reads, %+v, want none", writes, itemReads, res)
+		}
+		if scans == 0 {
+			t.Errorf("got no scan, want the report planned against one")
+		}
+	})
+	changed := up(fleet...)
+	changed[7] = strings.Replace(changed[7], `"cpus":4`, `"cpus":8`, 1)
+	t.Run("one machine changed writes one", func(t *testing.T) {
+		res := send(t, now.Add(20*time.Second), changed)
+		if writes, _, itemReads := db.reset(); writes != 1 || itemReads != 1 || res.Changed != 1 {
+			t.Errorf("got %d writes, %d machine reads, %+v, want one of each", writes, itemReads, res)
+		}
+	})
+	t.Run("one machine lost writes one", func(t *testing.T) {
+		send(t, now.Add(30*time.Second), append(changed[:39], `{"id":"C039","lost":true}`))
+		if writes, _, _ := db.reset(); writes != 1 {
+			t.Errorf("got %d writes, want 1 (C039 DEAD)", writes)
+		}
+	})
 }
