@@ -1,8 +1,10 @@
 // Command report sends a machine report in its large form through the local
 // stack, the way a scheduler sends one to a deployed stack (README, "Sending
 // a large report"): it uploads the file to the template's ReportsBucket under
-// reports/, then hands InventoryFunction the "Object Created" event S3 would
-// have sent through EventBridge (events/inventory-report-object.json is one):
+// reports/, then runs ReportStateMachine (dev/statemachine) on the "Object
+// Created" event S3 would have sent through EventBridge
+// (events/inventory-report-object.json is one), each of its steps an
+// invocation of the real InventoryFunction binary:
 //
 //	go run ./dev/report -file reports/fleet.json.gz -binary bin/local/InventoryFunction/bootstrap
 //
@@ -11,7 +13,8 @@
 // "Machine reports"), gzip-compressed or not. The emulator is the one make
 // run uses, started for this command when nothing answers there (its data
 // then goes when the command ends). The function runs as make invoke runs
-// it; its result goes to stdout, its logs and REPORT line to stderr.
+// it; the execution's output goes to stdout, the function's logs and a
+// REPORT line per invocation to stderr.
 package main
 
 import (
@@ -33,10 +36,14 @@ import (
 
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/dev/statemachine"
 	"github.com/fleetops/fleet/shared/inventory"
 )
 
-const function = "InventoryFunction"
+const (
+	function     = "InventoryFunction"
+	stateMachine = "ReportStateMachine"
+)
 
 func main() {
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
@@ -106,17 +113,37 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res, err := lambdarun.Function{
-		Binary: *binary, Name: function, Env: env, MemorySize: cfg.MemorySize, Timeout: cfg.Timeout, Logs: stderr,
-		BeforeEvent: func(id string) { fmt.Fprintf(stderr, "START RequestId: %s Version: $LATEST\n", id) },
-	}.Invoke(ctx, event)
-	if res.RequestID != "" && res.Init > 0 {
-		fmt.Fprintf(stderr, "END RequestId: %s\n%s\n", res.RequestID, res.Report(cfg.MemorySize))
-	}
+	def, err := statemachine.Load(tpl, stateMachine)
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s\n", res.Response)
+	fn := lambdarun.Function{Binary: *binary, Name: function, Env: env, MemorySize: cfg.MemorySize, Timeout: cfg.Timeout, Logs: stderr}
+	m := &statemachine.Machine{Definition: def,
+		Invoke: func(ctx context.Context, name string, payload json.RawMessage) (json.RawMessage, error) {
+			if name != function {
+				return nil, fmt.Errorf("%s invokes %s, which make report does not run", stateMachine, name)
+			}
+			res, err := fn.Invoke(ctx, payload)
+			if res.RequestID != "" {
+				fmt.Fprintf(stderr, "%s\n", res.Report(cfg.MemorySize))
+			}
+			return res.Response, err
+		},
+		Read: func(ctx context.Context, bucket, key string) ([]byte, error) {
+			out, err := local.S3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+			if err != nil {
+				return nil, err
+			}
+			defer out.Body.Close()
+			return io.ReadAll(out.Body)
+		},
+	}
+	out, err := m.Run(ctx, event)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "report: %s ran %d invocations of %s\n", stateMachine, m.Invocations.Load(), function)
+	_, err = fmt.Fprintf(stdout, "%s\n", out)
 	return err
 }
 

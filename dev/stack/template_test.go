@@ -335,7 +335,7 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		case "InventoryFunction":
 			want = maps.Clone(want)
 			want["MAX_LOST_FRACTION"], want["LOST_WINDOW"] = "0.2", "60s"
-			want["REPORTS_BUCKET"], want["S3_FORCE_PATH_STYLE"] = "reportsbucket", "false"
+			want["REPORTS_BUCKET"], want["S3_FORCE_PATH_STYLE"], want["GOMEMLIMIT"], want["REPORT_PART_SIZE"] = "reportsbucket", "false", "400MiB", "2000"
 		case "ConsoleFunction":
 			want = maps.Clone(want)
 			want["API_AUTHORIZER"], want["COGNITO_DOMAIN"], want["COGNITO_CLIENT_ID"] = "AWS_IAM", "", ""
@@ -396,7 +396,7 @@ func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
 			}
 			for _, st := range got {
 				for _, r := range st.Resources {
-					reports := fn == "InventoryFunction" && r == "arn:aws:s3:::reportsbucket/reports/*"
+					reports := fn == "InventoryFunction" && (r == "arn:aws:s3:::reportsbucket/reports/*" || r == "arn:aws:s3:::reportsbucket/reports-work/*")
 					if !reports && !strings.HasPrefix(r, "arn:aws:dynamodb:us-east-1:123456789012:table/") {
 						t.Errorf("%s: got resource %s, want one of the template's tables (or InventoryFunction's report objects)", fn, r)
 					}
@@ -530,13 +530,12 @@ type policyStatement struct {
 }
 
 // Which functions may use S3, which may not use DynamoDB, and which may
-// only read (everything, or S3). Every function may use DynamoDB and S3
-// only; a new service must be added here deliberately.
+// only read. Every function may use DynamoDB and S3 only; a new service
+// must be added here deliberately.
 var (
 	s3Functions       = map[string]bool{"LogsFunction": true, "InventoryFunction": true}
 	noDynamoDB        = map[string]bool{"LogsFunction": true}
 	readOnlyFunctions = map[string]bool{"LogsFunction": true}
-	readOnlyS3        = map[string]bool{"InventoryFunction": true} // it reads report objects
 )
 
 // policyProblems checks the policies of every function of tpl for least
@@ -642,7 +641,7 @@ func actionProblem(fn, action string) string {
 	default:
 		return "is neither DynamoDB nor S3"
 	}
-	if readOnlyFunctions[fn] || readOnlyS3[fn] && strings.EqualFold(service, "s3") {
+	if readOnlyFunctions[fn] {
 		for _, read := range []string{"Get", "List", "Describe", "Head", "Query", "Scan", "BatchGet"} {
 			if strings.HasPrefix(name, read) {
 				return ""

@@ -1,6 +1,6 @@
 // Command inventory is InventoryFunction: it applies the scheduler's
-// machine reports, from an EventBridge rule (inline reports, and the report
-// objects S3 announces) or a direct invocation.
+// machine reports: inline from an EventBridge rule or a direct invocation,
+// and the report objects S3 announces, as the steps of ReportStateMachine.
 package main
 
 import (
@@ -35,7 +35,7 @@ func main() {
 			if err != nil {
 				return nil, err
 			}
-			h.ReadsFrom(reports.Bucket, objects)
+			h.ReadsFrom(reports.Bucket, objects).FansOut(store, objects, reports.PartSize)
 		}
 		return h.Handle, nil
 	})

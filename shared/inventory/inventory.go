@@ -51,6 +51,10 @@ type Handler struct {
 	metrics *metrics.Emitter
 	bucket  string  // REPORTS_BUCKET
 	objects Objects // nil: no reports bucket
+
+	marks    Marks // nil: reports are not recorded, nor split
+	parts    Parts
+	partSize int
 }
 
 // New returns a report handler that holds mass losses back with brake. m
@@ -67,7 +71,7 @@ func (h *Handler) ReadsFrom(bucket string, objects Objects) *Handler {
 	return h
 }
 
-// Result counts what a report did.
+// Result counts what a report, or a step of one applied in parts, did.
 type Result struct {
 	Machines int `json:"machines"`
 	Invalid  int `json:"invalid"`
@@ -75,26 +79,93 @@ type Result struct {
 	Held     int `json:"held,omitempty"` // losses the mass-loss brake refused
 	Changed  int `json:"changed"`        // machines the report changes, each applied on its own
 	Failed   int `json:"failed"`
+	// Superseded is set when a newer report had started by the time this
+	// one's absences were to be applied, so they were not.
+	Superseded bool `json:"superseded,omitempty"`
+	*Split          // a report the plan step split into parts
 }
 
-// Handle applies one report, inline or from the reports bucket. A report
-// that is not one (no machines list, an entry without an id) fails whole
-// and changes nothing: EventBridge retries it and then sends it to the
-// dead-letter queue, where an operator sees it. A machine entry with an id
-// that is otherwise unreadable is logged and skipped. A failure to store any
-// machine fails the invocation so that EventBridge retries it, which is safe
-// because reports are idempotent.
+// Handle applies one report, inline or from the reports bucket, or one step
+// of a report applied in parts (Step, docs/architecture.md "Reports in
+// parts"). A report that is not one (no machines list, an entry without an
+// id) fails whole and changes nothing: EventBridge retries it and then sends
+// it to the dead-letter queue, where an operator sees it. A machine entry
+// with an id that is otherwise unreadable is logged and skipped. A failure
+// to store any machine fails the invocation so that it is retried, which is
+// safe because reports are idempotent.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
 	h.metrics.Invocation()
 	ctx, calls := callcount.With(ctx)
 	now := h.Now().UnixMilli()
-	rep, err := h.read(ctx, event, now)
+	var res Result
+	var errs []error
+	var st step
+	err := exactjson.Unmarshal(event, &st)
+	switch {
+	case err != nil || st.Step == "":
+		res, errs, err = h.report(ctx, event, now, false)
+	case st.Step == StepPlan:
+		res, errs, err = h.report(ctx, st.Event, now, true)
+	case st.Step == StepApplyPart:
+		res, errs, err = h.applyPart(ctx, st, now)
+	case st.Step == StepFinish:
+		res, errs, err = h.finish(ctx, st, now)
+	default:
+		err = fmt.Errorf("step %q is none of %s, %s, %s", st.Step, StepPlan, StepApplyPart, StepFinish)
+	}
 	if err != nil {
 		h.log.ErrorContext(ctx, "machine report refused", "error", err.Error())
 		return Result{}, err
 	}
-	at := rep.at
+	res.Failed = len(errs)
+	attrs := []slog.Attr{slog.Int("machines", res.Machines), slog.Int("invalid", res.Invalid), slog.Int("absent", res.Absent),
+		slog.Int("held", res.Held), slog.Int("changed", res.Changed), slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
+	if st.Step != "" {
+		attrs = append(attrs, slog.String("step", st.Step))
+	}
+	if res.Split != nil {
+		attrs = append(attrs, slog.String("report", res.Report), slog.Int("parts", res.Parts))
+	}
+	if throttled := calls.Throttled(); throttled > 0 {
+		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
+		h.metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
+	}
+	h.log.LogAttrs(ctx, slog.LevelInfo, "machine report applied", attrs...)
+	return res, errors.Join(errs...)
+}
 
+// report reads and plans a report, then applies it, or, with split and a
+// plan larger than one part, writes it in parts for the state machine to
+// apply. It returns the report's result, the machines it failed to store,
+// and the error that refuses the report whole.
+func (h *Handler) report(ctx context.Context, event json.RawMessage, now int64, split bool) (Result, []error, error) {
+	rep, err := h.read(ctx, event, now)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	res, obs, err := h.plan(ctx, rep, now)
+	if err != nil {
+		return res, nil, err
+	}
+	id := reportID(event)
+	if h.marks != nil {
+		if err := h.marks.StartReport(ctx, rep.at, id); err != nil {
+			return res, nil, err
+		}
+	}
+	if split && h.parts != nil && len(obs) > h.partSize {
+		res.Split, err = h.split(ctx, id, rep.at, obs)
+		return res, nil, err
+	}
+	return res, h.apply(ctx, obs, now), nil
+}
+
+// plan turns a report into the observations that would change the fleet:
+// each machine once, the machines a complete report leaves out as absent,
+// the brake's verdict on the losses of the whole report, and, when the
+// fleet was scanned for it, none that would change nothing.
+func (h *Handler) plan(ctx context.Context, rep parsed, now int64) (Result, []machine.Observation, error) {
+	at := rep.at
 	res := Result{Machines: len(rep.entries)}
 	seen := map[string]bool{} // every id the report names, even in an entry it cannot read
 	index := map[string]int{} // id → its observation in obs
@@ -124,7 +195,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 	if rep.Complete || lost || len(obs) >= ScanFrom {
 		known, err := h.known(ctx)
 		if err != nil {
-			return res, err
+			return res, nil, err
 		}
 		if rep.Complete {
 			for _, s := range known {
@@ -140,16 +211,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		obs = changing(known, obs, now)
 	}
 	res.Changed = len(obs)
-	errs := h.apply(ctx, obs, now)
-	res.Failed = len(errs)
-	attrs := []slog.Attr{slog.Int("machines", res.Machines), slog.Int("invalid", res.Invalid), slog.Int("absent", res.Absent),
-		slog.Int("held", res.Held), slog.Int("changed", res.Changed), slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
-	if throttled := calls.Throttled(); throttled > 0 {
-		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
-		h.metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
-	}
-	h.log.LogAttrs(ctx, slog.LevelInfo, "machine report applied", attrs...)
-	return res, errors.Join(errs...)
+	return res, obs, nil
 }
 
 // read reads the report an event carries or names.

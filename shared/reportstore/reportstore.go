@@ -1,10 +1,11 @@
 // Package reportstore adapts Amazon S3 for the large form of machine
-// reports: it reads a report object of the reports bucket as a stream
-// (docs/behaviour.md "Machine reports"). It translates SDK errors into
-// fault kinds.
+// reports: it reads a report object of the reports bucket as a stream, and
+// writes and reads the parts of a report applied in parts (docs/behaviour.md
+// "Machine reports"). It translates SDK errors into fault kinds.
 package reportstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 // API is the part of the S3 client the store uses.
 type API interface {
 	GetObject(context.Context, *s3.GetObjectInput, ...func(*s3.Options)) (*s3.GetObjectOutput, error)
+	PutObject(context.Context, *s3.PutObjectInput, ...func(*s3.Options)) (*s3.PutObjectOutput, error)
 }
 
 // ReadTimeout bounds one attempt at reading a report object, its body
@@ -60,4 +62,13 @@ func (s *Store) Open(ctx context.Context, bucket, key string) (io.ReadCloser, er
 		return nil, fmt.Errorf("read s3://%s/%s: %w", bucket, key, err)
 	}
 	return out.Body, nil
+}
+
+// Put writes body as the object bucket/key.
+func (s *Store) Put(ctx context.Context, bucket, key string, body []byte) error {
+	_, err := s.api.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(body)})
+	if err != nil {
+		return fmt.Errorf("write s3://%s/%s: %w", bucket, key, err)
+	}
+	return nil
 }
