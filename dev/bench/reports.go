@@ -489,11 +489,15 @@ func emulatorReport(ctx context.Context, e *env, size int) (row, error) {
 	start := time.Now()
 	_, runErr := sm.Run(ctx, json.RawMessage(event))
 	took := time.Since(start)
-	out, err := e.local.DynamoDB.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(stack.Tables.Slaves), Select: types.SelectCount})
-	if err != nil {
-		return row{}, err
+	applied := -1 // the newest-report item is no machine
+	pages := dynamodb.NewScanPaginator(e.local.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(stack.Tables.Slaves), Select: types.SelectCount})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return row{}, err
+		}
+		applied += int(out.Count)
 	}
-	applied := int(out.Count) - 1 // the newest-report item
 	value := fmt.Sprintf("%d of %d applied in %.0f s, %d invocations (parts of %s), longest %.1f s, %d timed out",
 		applied, size, took.Seconds(), sm.Invocations.Load(), emulatorPartSize, longest.Seconds(), timedOut)
 	if runErr != nil {
