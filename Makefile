@@ -10,6 +10,7 @@
 #   make seed-fleet [N=20000]                N slaves into the local slaves table, then the list and a state query timed (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
+#   make report FILE=<report.json[.gz]>      a large machine report through the local reports bucket (README)
 #   make test                                unit tests, then integration tests (they start moto and MinIO)
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
 #   make bench                               the performance figures, with their targets (BENCHMARKS.md)
@@ -59,7 +60,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs seed-fleet invoke test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs seed-fleet invoke report test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -138,6 +139,17 @@ invoke: deps
 	@go build -o bin/dev/invoke ./dev/invoke
 	@bin/dev/invoke -function '$(FN)' -event '$(EVENT)' -binary bin/local/$(FN)/bootstrap \
 		-env-vars '$(ENV_VARS)' -parameter-overrides '$(PARAMETER_OVERRIDES)'
+
+# The large form of a machine report, as a scheduler sends it: FILE is
+# uploaded under reports/ of the local ReportsBucket and InventoryFunction,
+# built for this machine, gets S3's "Object Created" event for it.
+report: deps
+	@if [ -z "$(FILE)" ]; then \
+		echo 'usage: make report FILE=<report.json|.json.gz|.jsonl|.jsonl.gz> [ENV_VARS=<file>]' >&2; exit 2; fi
+	@echo 'make report: building InventoryFunction for this machine (bin/local/InventoryFunction) and the sender (bin/dev/report)' >&2
+	@$(MAKE) --no-print-directory -s build-InventoryFunction ARTIFACTS_DIR=$(CURDIR)/bin/local/InventoryFunction LAMBDA_GOOS=$(HOST_GOOS) LAMBDA_GOARCH=$(HOST_GOARCH) >&2
+	@go build -o bin/dev/report ./dev/report
+	@bin/dev/report -file '$(FILE)' -binary bin/local/InventoryFunction/bootstrap -env-vars '$(ENV_VARS)'
 
 test: deps deps-deploy deps-browser $(MINIO)
 	go test ./...

@@ -7,6 +7,7 @@
 package functions_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -40,6 +41,7 @@ var steps = []struct {
 }{
 	{"inventory-machine-report.json", "InventoryFunction", 0, ""},
 	{"inventory-machine-report-detail.json", "InventoryFunction", 0, ""},
+	{"inventory-report-object.json", "InventoryFunction", 0, ""},
 	{"slaves-list.json", "SlavesFunction", 200, ""},
 	{"slaves-details.json", "SlavesFunction", 200, ""},
 	{"slaves-history.json", "SlavesFunction", 200, ""},
@@ -93,6 +95,18 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	// The log of the sample events' task, where the task uploader puts it.
 	_, err = local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(local.LogBuckets[0]), Key: aws.String(sampleLog),
 		Body: strings.NewReader("started\n"), Metadata: map[string]string{"starttime": "1793491200000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The report object inventory-report-object.json announces: the inline
+	// sample's detail, as a scheduler writes it to the reports bucket.
+	report, err := os.ReadFile(filepath.Join(local.Root, "events", "inventory-machine-report-detail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(local.ReportsBucket),
+		Key: aws.String("reports/2026-11-21T05:15:00Z.json"), Body: bytes.NewReader(report)})
 	if err != nil {
 		t.Fatal(err)
 	}

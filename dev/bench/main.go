@@ -1,8 +1,9 @@
 // Command bench is `make bench`: it measures the service side by side in
 // one run (cold start of the real bootstrap binaries, per-request overhead,
 // backend round trips per operation, the log lookup's critical path, fleet
-// scale, expiry throughput and the console in Chromium) and prints one table of figures, each with
-// its target and whether it is met. Absolute times drift on shared machines;
+// scale, expiry throughput, the console in Chromium and machine reports)
+// and prints one table of figures, each with its target and whether it is
+// met. Absolute times drift on shared machines;
 // the ratios, measured in the same run, hold.
 package main
 
@@ -138,6 +139,7 @@ var sections = []section{
 	{"expiry throughput", expiryThroughput},
 	{"console", consoleFigures},
 	{"fleetctl logs", fleetctlLogs},
+	{"machine reports", reportFigures},
 }
 
 // printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.

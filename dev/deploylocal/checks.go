@@ -24,6 +24,17 @@ import (
 // table's generated name.
 const tableRef = "\x00table:"
 
+// bucketRef returns the logical id of the template's bucket whose local
+// name is v, "" when v names none.
+func bucketRef(tpl *stack.Template, v string) string {
+	for _, id := range tpl.Buckets() {
+		if stack.LocalBucketName(id) == v {
+			return id
+		}
+	}
+	return ""
+}
+
 // checkWiring compares what CloudFormation made of the template with the
 // template: each function's environment (a table reference is the name of
 // this stack's table, every other value the template's with the stack's
@@ -54,6 +65,10 @@ func checkWiring(tpl *stack.Template, s *Stack) []error {
 					problems = append(problems, fmt.Errorf("%s: %s is %q, want %q, the stack's %s", fn, k, got.Environment[k], table.Name, id))
 				}
 				continue
+			}
+			if id := bucketRef(tpl, v); id != "" {
+				// A !Ref of a bucket of the template: this stack's bucket.
+				v = s.Resources[id].Physical
 			}
 			if got.Environment[k] != v {
 				problems = append(problems, fmt.Errorf("%s: %s is %q, want %q", fn, k, got.Environment[k], v))
@@ -282,7 +297,7 @@ func runHandlers(ctx context.Context, root, endpoint string, s *Stack, binaries 
 		}
 	}
 
-	result("InventoryFunction", "inventory-machine-report.json", `"machines":3,"invalid":0,"absent":0,"failed":0`)
+	result("InventoryFunction", "inventory-machine-report.json", `"machines":3,"invalid":0,"absent":0,"changed":3,"failed":0`)
 	answer("SlavesFunction", "slaves-freeze.json", 200, "")
 	answer("SlavesFunction", "slaves-history.json", 200, `"state":"FROZEN","timestamp"`)
 	result("ExpiryFunction", "expiry-run.json", `"job":"expiry"`)

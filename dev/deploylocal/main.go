@@ -173,7 +173,7 @@ func secondStack(ctx context.Context, root, endpoint string, first *Stack, binar
 	if err != nil {
 		return []error{fmt.Errorf("InventoryFunction of the second stack: %w", err)}
 	}
-	if !strings.Contains(string(res.Response), `"machines":3,"invalid":0,"absent":0,"failed":0`) {
+	if !strings.Contains(string(res.Response), `"machines":3,"invalid":0,"absent":0,"changed":3,"failed":0`) {
 		return []error{fmt.Errorf("InventoryFunction of the second stack: got %s, want 3 machines applied", res.Response)}
 	}
 	return nil

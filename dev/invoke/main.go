@@ -14,8 +14,9 @@
 // one region, whatever the shell's AWS variables say; an emulator that
 // listens there is used however long it takes to answer (a busy one is
 // slow), and one is started only if nothing listens there, and then keeps
-// its data only as long as this command runs. The template's tables and log buckets are created there
-// when missing, as make run does.
+// its data only as long as this command runs. The template's tables and
+// buckets, and the log buckets, are created there when missing, as make run
+// does.
 //
 // The response is the only thing on stdout. The function's logs go to
 // stderr between START and END lines, then a REPORT line with its duration,
@@ -132,12 +133,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := tpl.CreateTables(ctx, stack.DynamoDBClient(moto.Endpoint), stack.LocalName); err != nil {
 		return fmt.Errorf("create tables at %s: %w", moto.Endpoint, err)
 	}
-	buckets, err := tpl.LogBuckets()
+	buckets, err := tpl.LocalBuckets()
 	if err == nil {
 		err = stack.CreateBuckets(ctx, stack.LocalS3Client(moto.Endpoint), buckets...)
 	}
 	if err != nil {
-		return fmt.Errorf("create log buckets at %s: %w", moto.Endpoint, err)
+		return fmt.Errorf("create buckets at %s: %w", moto.Endpoint, err)
 	}
 	aws, _ := stack.LocalAWS(moto.Endpoint)
 	for k, v := range aws {

@@ -78,7 +78,7 @@ func TestRepoTemplateAlarmsReadTheMetricsTheFunctionsWrite(t *testing.T) {
 	}
 	slices.Sort(alarms)
 	want := []string{"ApiServerErrorsAlarm", "BackendThrottlesAlarm", "ExpiryErrorsAlarm", "ExpiryFailedRecordsAlarm",
-		"ExpiryLagAlarm", "ExpiryStalledAlarm", "FunctionThrottlesAlarm", "LossesHeldAlarm", "MissingLogBucketsAlarm", "ReportsDeadLetterAlarm"}
+		"ExpiryLagAlarm", "ExpiryStalledAlarm", "FunctionThrottlesAlarm", "LossesHeldAlarm", "MissingLogBucketsAlarm", "ReportExecutionsFailedAlarm", "ReportsDeadLetterAlarm"}
 	if !slices.Equal(alarms, want) {
 		t.Errorf("got alarms %v, want %v", alarms, want)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -43,4 +45,36 @@ func CreateBuckets(ctx context.Context, client *s3.Client, names ...string) erro
 		}
 	}
 	return nil
+}
+
+const s3Bucket = "AWS::S3::Bucket"
+
+// LocalBucketName names a bucket of the template after its logical id, in
+// lower case as bucket names must be ("ReportsBucket" is "reportsbucket"):
+// the local default, also used by dev/env.local.json.
+func LocalBucketName(logicalID string) string { return strings.ToLower(logicalID) }
+
+// Buckets lists the logical ids of the template's S3 buckets, sorted.
+func (t *Template) Buckets() []string {
+	var ids []string
+	for id, r := range t.Resources {
+		if r.Type == s3Bucket {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// LocalBuckets returns every bucket the local stack creates: the template's
+// own (LocalBucketName) and the log buckets LogsFunction reads.
+func (t *Template) LocalBuckets() ([]string, error) {
+	names, err := t.LogBuckets()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range t.Buckets() {
+		names = append(names, LocalBucketName(id))
+	}
+	return names, nil
 }

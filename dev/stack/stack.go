@@ -202,7 +202,8 @@ func DynamoDBClient(endpoint string) *dynamodb.Client {
 	})
 }
 
-// Local is an emulator holding the template's tables and log buckets.
+// Local is an emulator holding the template's tables and buckets, and the
+// log buckets.
 type Local struct {
 	Root       string // repository root
 	Template   *Template
@@ -210,6 +211,9 @@ type Local struct {
 	DynamoDB   *dynamodb.Client
 	S3         *s3.Client
 	LogBuckets []string // created empty if absent
+	// ReportsBucket is the template's ReportsBucket, where the large form
+	// of machine reports goes (created empty if absent).
+	ReportsBucket string
 	// Env is what LocalAWS set: the AWS variables a child process needs.
 	Env map[string]string
 	// Ignored names the caller's AWS variables that LocalAWS replaced or
@@ -218,8 +222,8 @@ type Local struct {
 }
 
 // Up finds the repository, loads template.yaml, starts (or finds) the emulator
-// at addr (see StartMoto), creates the template's tables named by LocalName
-// and LogsFunction's log buckets, and points this process's AWS SDK at the
+// at addr (see StartMoto), creates the template's tables named by LocalName,
+// its buckets named by LocalBucketName and LogsFunction's log buckets, and points this process's AWS SDK at the
 // emulator (LocalAWS). Close stops what it started.
 func Up(ctx context.Context, addr string) (*Local, error) {
 	return UpWithProgress(ctx, addr, nil)
@@ -259,12 +263,12 @@ func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Loca
 		say("local stack: moto answers on %s (%.1fs)", moto.Endpoint, time.Since(began).Seconds())
 	}
 	env, ignored := LocalAWS(moto.Endpoint)
-	buckets, err := tpl.LogBuckets()
+	buckets, err := tpl.LocalBuckets()
 	if err != nil {
 		_ = moto.Stop()
 		return nil, err
 	}
-	say("local stack: creating the tables %s and the log buckets %s where missing", strings.Join(tpl.Tables(), ", "), strings.Join(buckets, ", "))
+	say("local stack: creating the tables %s and the buckets %s where missing", strings.Join(tpl.Tables(), ", "), strings.Join(buckets, ", "))
 	client := DynamoDBClient(moto.Endpoint)
 	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
 		_ = moto.Stop()
@@ -273,17 +277,23 @@ func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Loca
 	s3Client := S3Client(moto.Endpoint, localAccessKey, localSecretKey)
 	if err := CreateBuckets(ctx, s3Client, buckets...); err != nil {
 		_ = moto.Stop()
-		return nil, fmt.Errorf("create log buckets at %s: %w", moto.Endpoint, err)
+		return nil, fmt.Errorf("create buckets at %s: %w", moto.Endpoint, err)
+	}
+	logBuckets, err := tpl.LogBuckets()
+	if err != nil {
+		_ = moto.Stop()
+		return nil, err
 	}
 	return &Local{
-		Root:       root,
-		Template:   tpl,
-		Moto:       moto,
-		DynamoDB:   client,
-		S3:         s3Client,
-		LogBuckets: buckets,
-		Env:        env,
-		Ignored:    ignored,
+		Root:          root,
+		Template:      tpl,
+		Moto:          moto,
+		DynamoDB:      client,
+		S3:            s3Client,
+		LogBuckets:    logBuckets,
+		ReportsBucket: LocalBucketName("ReportsBucket"),
+		Env:           env,
+		Ignored:       ignored,
 	}, nil
 }
 

@@ -218,8 +218,9 @@ func (t *Template) Tables() []string {
 // FunctionEnv returns the environment variables the template gives function:
 // Globals.Function's merged with the function's own (for SAM functions). A !Ref
 // of a parameter becomes its Default, a !Ref of a DynamoDB table becomes
-// name(logicalID), an !If follows its condition (Fn::Equals, Fn::Not,
-// Fn::And, Fn::Or over parameters) and a variable that comes out as
+// name(logicalID), a !Ref of an S3 bucket LocalBucketName(logicalID), an
+// !If follows its condition (Fn::Equals, Fn::Not, Fn::And, Fn::Or over
+// parameters) and a variable that comes out as
 // AWS::NoValue is not set at all, as CloudFormation does; any other
 // intrinsic is an error naming the variable.
 func (t *Template) FunctionEnv(function string, name func(logicalID string) string) (map[string]string, error) {
@@ -380,7 +381,10 @@ func (t *Template) resolveRef(ref any, name func(string) string) (any, error) {
 	if r, ok := t.Resources[id]; ok && r.Type == dynamoDBTable && name != nil {
 		return name(id), nil
 	}
-	return nil, fmt.Errorf("a Ref of %s cannot be resolved locally (only parameters and DynamoDB tables can)", id)
+	if r, ok := t.Resources[id]; ok && r.Type == s3Bucket && name != nil {
+		return LocalBucketName(id), nil
+	}
+	return nil, fmt.Errorf("a Ref of %s cannot be resolved locally (only parameters, DynamoDB tables and S3 buckets can)", id)
 }
 
 // resolveIf resolves [condition, then, else].

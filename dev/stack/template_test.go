@@ -135,6 +135,8 @@ Resources:
     Type: AWS::DynamoDB::Table
   Bucket:
     Type: AWS::S3::Bucket
+  Queue:
+    Type: AWS::SQS::Queue
   Fn:
     Type: AWS::Serverless::Function
     Properties:
@@ -184,7 +186,7 @@ func TestFunctionEnvNamesTheVariableItCannotResolve(t *testing.T) {
 	}{
 		{"!Sub '${Table}-x'", "Fn::Sub"},
 		{"!GetAtt Table.Arn", "Fn::GetAtt"},
-		{"!Ref Bucket", "Bucket"},
+		{"!Ref Queue", "Queue"},
 		{"!Ref Required", "no Default"},
 		{"!Ref Missing", "Missing"},
 		{"[a, b]", "not a scalar"},
@@ -333,6 +335,7 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		case "InventoryFunction":
 			want = maps.Clone(want)
 			want["MAX_LOST_FRACTION"], want["LOST_WINDOW"] = "0.2", "60s"
+			want["REPORTS_BUCKET"], want["S3_FORCE_PATH_STYLE"], want["GOMEMLIMIT"], want["REPORT_PART_SIZE"] = "reportsbucket", "false", "400MiB", "2000"
 		case "ConsoleFunction":
 			want = maps.Clone(want)
 			want["API_AUTHORIZER"], want["COGNITO_DOMAIN"], want["COGNITO_CLIENT_ID"] = "AWS_IAM", "", ""
@@ -385,7 +388,7 @@ func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
 			}
 		})
 	}
-	t.Run("every other function's tables are the template's", func(t *testing.T) {
+	t.Run("every other function's tables are the template's, and InventoryFunction's reports", func(t *testing.T) {
 		for _, fn := range []string{"SlavesFunction", "InventoryFunction", "ExpiryFunction"} {
 			got, problems := functionStatements(tpl, fn, nil)
 			if len(got) == 0 || len(problems) != 0 {
@@ -393,8 +396,9 @@ func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
 			}
 			for _, st := range got {
 				for _, r := range st.Resources {
-					if !strings.HasPrefix(r, "arn:aws:dynamodb:us-east-1:123456789012:table/") {
-						t.Errorf("%s: got resource %s, want one of the template's tables", fn, r)
+					reports := fn == "InventoryFunction" && (r == "arn:aws:s3:::reportsbucket/reports/*" || r == "arn:aws:s3:::reportsbucket/reports-work/*")
+					if !reports && !strings.HasPrefix(r, "arn:aws:dynamodb:us-east-1:123456789012:table/") {
+						t.Errorf("%s: got resource %s, want one of the template's tables (or InventoryFunction's report objects)", fn, r)
 					}
 				}
 			}
@@ -478,7 +482,7 @@ func TestPolicyProblemsReportsEveryOverGrant(t *testing.T) {
 		`SlavesFunction: policy 1 statement 1: Action "dynamodb:*" is a wildcard`,
 		`SlavesFunction: policy 1 statement 1: Resource "*" is every resource`,
 		`SlavesFunction: policy 1 statement TableChildren: Resource "arn:aws:dynamodb:us-east-1:123456789012:table/Table/*" is a wildcard`,
-		`SlavesFunction: policy 1 statement 3: Action "s3:GetObject" is S3, which only LogsFunction may use`,
+		`SlavesFunction: policy 1 statement 3: Action "s3:GetObject" is S3, which only InventoryFunction, LogsFunction may use`,
 		`SlavesFunction: policy 1 statement 4: Action "dynamodb:Get*" is a wildcard`,
 		`SlavesFunction: policy 1 statement 4: Resource "arn:aws:dynamodb:us-east-1:123456789012:table/*" is a wildcard`,
 		`SlavesFunction: policy 1 statement 5: NotAction grants everything it does not name`,
@@ -525,10 +529,12 @@ type policyStatement struct {
 	Resources []string
 }
 
-// Which functions may use S3, and which may only read. Every function may
-// use DynamoDB and S3 only; a new service must be added here deliberately.
+// Which functions may use S3, which may not use DynamoDB, and which may
+// only read. Every function may use DynamoDB and S3 only; a new service
+// must be added here deliberately.
 var (
-	s3Functions       = map[string]bool{"LogsFunction": true}
+	s3Functions       = map[string]bool{"LogsFunction": true, "InventoryFunction": true}
+	noDynamoDB        = map[string]bool{"LogsFunction": true}
 	readOnlyFunctions = map[string]bool{"LogsFunction": true}
 )
 
@@ -625,7 +631,7 @@ func actionProblem(fn, action string) string {
 	service, name, _ := strings.Cut(action, ":")
 	switch strings.ToLower(service) {
 	case "dynamodb":
-		if s3Functions[fn] {
+		if noDynamoDB[fn] {
 			return "is DynamoDB, which " + fn + " does not use"
 		}
 	case "s3":

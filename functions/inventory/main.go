@@ -1,5 +1,6 @@
 // Command inventory is InventoryFunction: it applies the scheduler's
-// machine reports, from an EventBridge rule or a direct invocation.
+// machine reports: inline from an EventBridge rule or a direct invocation,
+// and the report objects S3 announces, as the steps of ReportStateMachine.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/inventory"
+	"github.com/fleetops/fleet/shared/reportstore"
 	"github.com/fleetops/fleet/shared/startup"
 )
 
@@ -19,10 +21,22 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
+		reports, err := config.LoadReports(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
 		store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention, cfg.DynamoDBAttemptTimeout)
 		if err != nil {
 			return nil, err
 		}
-		return inventory.New(store, cfg.LossBrake, s.Log, s.Metrics).Handle, nil
+		h := inventory.New(store, cfg.LossBrake, s.Log, s.Metrics)
+		if reports.Bucket != "" {
+			objects, err := reportstore.Open(ctx, reports.S3)
+			if err != nil {
+				return nil, err
+			}
+			h.ReadsFrom(reports.Bucket, objects).FansOut(store, objects, reports.PartSize)
+		}
+		return h.Handle, nil
 	})
 }

@@ -238,3 +238,21 @@ func TestLoadS3(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadReports(t *testing.T) {
+	c, err := config.LoadReports(env(map[string]string{"REPORTS_BUCKET": " fleet-reportsbucket-1 ", "S3_FORCE_PATH_STYLE": "true"}))
+	if err != nil || c.Bucket != "fleet-reportsbucket-1" || !c.S3.PathStyle {
+		t.Errorf("got (%+v, %v), want the bucket trimmed and path style", c, err)
+	}
+	if c, err := config.LoadReports(env(nil)); err != nil || c.Bucket != "" || c.PartSize != config.DefaultPartSize {
+		t.Errorf("got (%+v, %v), want no bucket (reports come only inline) and the default part size", c, err)
+	}
+	for _, v := range []string{"0", "-1", "many"} {
+		if _, err := config.LoadReports(env(map[string]string{"REPORT_PART_SIZE": v})); err == nil || !strings.Contains(err.Error(), "REPORT_PART_SIZE") {
+			t.Errorf("REPORT_PART_SIZE=%s: got %v, want an error naming it", v, err)
+		}
+	}
+	if _, err := config.LoadReports(env(map[string]string{"S3_FORCE_PATH_STYLE": "yes"})); err == nil || !strings.Contains(err.Error(), "S3_FORCE_PATH_STYLE") {
+		t.Errorf("got %v, want an error naming S3_FORCE_PATH_STYLE", err)
+	}
+}

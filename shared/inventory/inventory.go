@@ -1,15 +1,16 @@
 // Package inventory applies the scheduler's machine reports (docs/behaviour.md
-// "Machine reports"): it reads an EventBridge "Machine Report" event or its bare
-// detail, and turns each machine into a system transition decided by the machine
-// package.
+// "Machine reports"): it reads an EventBridge "Machine Report" event or its
+// bare detail, or a report object of the reports bucket as a stream when S3
+// announces it, and turns each machine into a system transition decided by
+// the machine package.
 package inventory
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -24,15 +25,18 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// DetailType is the EventBridge detail-type of a machine report.
-const DetailType = "Machine Report"
-
 // Store is what reports need from storage.
 type Store interface {
 	// List calls each with every slave, one at a time, and stops at the
 	// first error, each's included, which it returns.
 	List(ctx context.Context, each func(machine.Slave) error) error
 	Apply(ctx context.Context, id string, decide machine.Decide) error
+}
+
+// Objects reads report objects of the reports bucket.
+type Objects interface {
+	// Open returns the body of the object bucket/key, to be closed.
+	Open(ctx context.Context, bucket, key string) (io.ReadCloser, error)
 }
 
 // Handler applies machine reports.
@@ -45,6 +49,12 @@ type Handler struct {
 	brake   machine.LossBrake
 	log     *slog.Logger
 	metrics *metrics.Emitter
+	bucket  string  // REPORTS_BUCKET
+	objects Objects // nil: no reports bucket
+
+	marks    Marks // nil: reports are not recorded, nor split
+	parts    Parts
+	partSize int
 }
 
 // New returns a report handler that holds mass losses back with brake. m
@@ -54,54 +64,108 @@ func New(store Store, brake machine.LossBrake, log *slog.Logger, m *metrics.Emit
 	return &Handler{store: store, brake: brake, log: log, metrics: m, Now: time.Now}
 }
 
-// Result counts what a report did.
+// ReadsFrom has h read the reports that S3 announces in bucket (REPORTS_BUCKET)
+// through objects, and returns h.
+func (h *Handler) ReadsFrom(bucket string, objects Objects) *Handler {
+	h.bucket, h.objects = bucket, objects
+	return h
+}
+
+// Result counts what a report, or a step of one applied in parts, did.
 type Result struct {
 	Machines int `json:"machines"`
 	Invalid  int `json:"invalid"`
 	Absent   int `json:"absent"`
 	Held     int `json:"held,omitempty"` // losses the mass-loss brake refused
+	Changed  int `json:"changed"`        // machines the report changes, each applied on its own
 	Failed   int `json:"failed"`
+	// Superseded is set when a newer report had started by the time this
+	// one's absences were to be applied, so they were not.
+	Superseded bool `json:"superseded,omitempty"`
+	*Split          // a report the plan step split into parts
 }
 
-type envelope struct {
-	DetailType string          `json:"detail-type"`
-	Time       time.Time       `json:"time"`
-	Detail     json.RawMessage `json:"detail"`
-}
-
-type report struct {
-	Complete    bool               `json:"complete"`
-	ConfirmLoss bool               `json:"confirmLoss"`
-	Machines    *[]json.RawMessage `json:"machines"`
-}
-
-type machineJSON struct {
-	ID           string            `json:"id"`
-	SlaveID      string            `json:"slaveId"`
-	Host         string            `json:"host"`
-	RackID       string            `json:"rackId"`
-	Attributes   map[string]string `json:"attributes"`
-	Resources    json.RawMessage   `json:"resources"`
-	Lost         bool              `json:"lost"`
-	RunningTasks *int              `json:"runningTasks"`
-}
-
-// Handle applies one report. A report that is not one (no machines list, an
-// entry without an id) fails whole and changes nothing: EventBridge retries
-// it and then sends it to the dead-letter queue, where an operator sees it.
-// A machine entry with an id that is otherwise unreadable is logged and
-// skipped. A failure to store any machine fails the invocation so that
-// EventBridge retries it, which is safe because reports are idempotent.
+// Handle applies one report, inline or from the reports bucket, or one step
+// of a report applied in parts (Step, docs/architecture.md "Reports in
+// parts"). A report that is not one (no machines list, an entry without an
+// id) fails whole and changes nothing: EventBridge retries it and then sends
+// it to the dead-letter queue, where an operator sees it. A machine entry
+// with an id that is otherwise unreadable is logged and skipped. A failure
+// to store any machine fails the invocation so that it is retried, which is
+// safe because reports are idempotent.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
 	h.metrics.Invocation()
 	ctx, calls := callcount.With(ctx)
 	now := h.Now().UnixMilli()
-	rep, at, err := parse(event, now)
+	var res Result
+	var errs []error
+	var st step
+	err := exactjson.Unmarshal(event, &st)
+	switch {
+	case err != nil || st.Step == "":
+		res, errs, err = h.report(ctx, event, now, false)
+	case st.Step == StepPlan:
+		res, errs, err = h.report(ctx, st.Event, now, true)
+	case st.Step == StepApplyPart:
+		res, errs, err = h.applyPart(ctx, st, now)
+	case st.Step == StepFinish:
+		res, errs, err = h.finish(ctx, st, now)
+	default:
+		err = fmt.Errorf("step %q is none of %s, %s, %s", st.Step, StepPlan, StepApplyPart, StepFinish)
+	}
 	if err != nil {
 		h.log.ErrorContext(ctx, "machine report refused", "error", err.Error())
 		return Result{}, err
 	}
+	res.Failed = len(errs)
+	attrs := []slog.Attr{slog.Int("machines", res.Machines), slog.Int("invalid", res.Invalid), slog.Int("absent", res.Absent),
+		slog.Int("held", res.Held), slog.Int("changed", res.Changed), slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
+	if st.Step != "" {
+		attrs = append(attrs, slog.String("step", st.Step))
+	}
+	if res.Split != nil {
+		attrs = append(attrs, slog.String("report", res.Report), slog.Int("parts", res.Parts))
+	}
+	if throttled := calls.Throttled(); throttled > 0 {
+		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
+		h.metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
+	}
+	h.log.LogAttrs(ctx, slog.LevelInfo, "machine report applied", attrs...)
+	return res, errors.Join(errs...)
+}
 
+// report reads and plans a report, then applies it, or, with split and a
+// plan larger than one part, writes it in parts for the state machine to
+// apply. It returns the report's result, the machines it failed to store,
+// and the error that refuses the report whole.
+func (h *Handler) report(ctx context.Context, event json.RawMessage, now int64, split bool) (Result, []error, error) {
+	rep, err := h.read(ctx, event, now)
+	if err != nil {
+		return Result{}, nil, err
+	}
+	res, obs, err := h.plan(ctx, rep, now)
+	if err != nil {
+		return res, nil, err
+	}
+	id := reportID(event)
+	if h.marks != nil {
+		if err := h.marks.StartReport(ctx, rep.at, id); err != nil {
+			return res, nil, err
+		}
+	}
+	if split && h.parts != nil && len(obs) > h.partSize {
+		res.Split, err = h.split(ctx, id, rep.at, obs)
+		return res, nil, err
+	}
+	return res, h.apply(ctx, obs, now), nil
+}
+
+// plan turns a report into the observations that would change the fleet:
+// each machine once, the machines a complete report leaves out as absent,
+// the brake's verdict on the losses of the whole report, and, when the
+// fleet was scanned for it, none that would change nothing.
+func (h *Handler) plan(ctx context.Context, rep parsed, now int64) (Result, []machine.Observation, error) {
+	at := rep.at
 	res := Result{Machines: len(rep.entries)}
 	seen := map[string]bool{} // every id the report names, even in an entry it cannot read
 	index := map[string]int{} // id → its observation in obs
@@ -127,10 +191,11 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		index[o.ID] = len(obs)
 		obs = append(obs, o)
 	}
-	if rep.Complete || slices.ContainsFunc(obs, func(o machine.Observation) bool { return o.Lost }) {
+	lost := slices.ContainsFunc(obs, func(o machine.Observation) bool { return o.Lost })
+	if rep.Complete || lost || len(obs) >= ScanFrom {
 		known, err := h.known(ctx)
 		if err != nil {
-			return res, err
+			return res, nil, err
 		}
 		if rep.Complete {
 			for _, s := range known {
@@ -143,71 +208,83 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		if !rep.ConfirmLoss {
 			res.Held = h.holdMassLoss(ctx, known, obs, at)
 		}
+		obs = changing(known, obs, now)
 	}
-	errs := h.apply(ctx, obs, now)
-	res.Failed = len(errs)
-	attrs := []slog.Attr{slog.Int("machines", res.Machines), slog.Int("invalid", res.Invalid), slog.Int("absent", res.Absent),
-		slog.Int("held", res.Held), slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
-	if throttled := calls.Throttled(); throttled > 0 {
-		attrs = append(attrs, slog.Int64("throttled_calls", throttled))
-		h.metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
-	}
-	h.log.LogAttrs(ctx, slog.LevelInfo, "machine report applied", attrs...)
-	return res, errors.Join(errs...)
+	res.Changed = len(obs)
+	return res, obs, nil
 }
 
-// parsed is a report read: each machine entry once, as an observation at
-// the report's time or, when only its id could be read, that id and why the
-// rest could not.
-type parsed struct {
-	report
-	entries []entry
-}
-
-type entry struct {
-	observation machine.Observation
-	err         error
-}
-
-// parse reads a report, as an EventBridge event or its bare detail, and the
-// time it was made: the event's time, never later than now (a sender's
-// skewed clock must not stamp history in the future, nor make every later
-// report look stale), or now when the event has none. A report with an
-// entry whose id cannot be read is refused whole.
-func parse(event json.RawMessage, now int64) (parsed, int64, error) {
+// read reads the report an event carries or names.
+func (h *Handler) read(ctx context.Context, event json.RawMessage, now int64) (parsed, error) {
 	var env envelope
 	if err := exactjson.Unmarshal(event, &env); err != nil {
-		return parsed{}, 0, fmt.Errorf("machine report is not a JSON object: %w", err)
+		return parsed{}, fmt.Errorf("machine report is not a JSON object: %w", err)
 	}
-	body, at := event, now
-	if env.Detail != nil || env.DetailType != "" {
-		if env.DetailType != DetailType {
-			return parsed{}, 0, fmt.Errorf("event detail-type %q is not %q", env.DetailType, DetailType)
+	switch env.DetailType {
+	case ObjectCreated:
+		return h.readObject(ctx, env, now)
+	case DetailType:
+	case "":
+		if env.Detail == nil {
+			break // the bare detail of an inline report
 		}
-		body = env.Detail
-		if !env.Time.IsZero() {
-			at = min(env.Time.UnixMilli(), now)
+		fallthrough
+	default:
+		return parsed{}, fmt.Errorf("event detail-type %q is neither %q nor %q", env.DetailType, DetailType, ObjectCreated)
+	}
+	return parseInline(env, event, now)
+}
+
+// readObject reads the report object an "Object Created" event names. Only
+// objects under ReportsPrefix of the reports bucket are reports; the report
+// was made when the object was created.
+func (h *Handler) readObject(ctx context.Context, env envelope, now int64) (parsed, error) {
+	var d objectDetail
+	if err := exactjson.Unmarshal(env.Detail, &d); err != nil {
+		return parsed{}, fmt.Errorf("object created event detail: %w", err)
+	}
+	bucket, key := d.Bucket.Name, d.Object.Key
+	switch {
+	case h.objects == nil:
+		return parsed{}, errors.New("reports from a bucket are not configured (REPORTS_BUCKET)")
+	case bucket != h.bucket || !strings.HasPrefix(key, ReportsPrefix):
+		return parsed{}, fmt.Errorf("object s3://%s/%s is not under s3://%s/%s, where reports are", bucket, key, h.bucket, ReportsPrefix)
+	}
+	body, err := h.objects.Open(ctx, bucket, key)
+	if err != nil {
+		return parsed{}, fmt.Errorf("machine report %s: %w", key, err)
+	}
+	defer body.Close()
+	return parseObject(key, body, reportTime(env.Time, now))
+}
+
+// ScanFrom is the size from which a report is planned against one scan of
+// the fleet even when it is partial and loses no machine. Applying a machine
+// costs a transactional read of three items (6 read units) before any
+// write; a scan reads about 0.05 units a slave. So from a few hundred
+// machines in a fleet of tens of thousands, one scan is the cheaper read, and
+// it spares every write of a machine that did not change.
+const ScanFrom = 1000
+
+// changing keeps the observations that would change the fleet as the scan
+// read it: a machine described as stored, in a state the report does not
+// move, costs nothing more. The store's Apply still reads and decides each
+// kept one on its own snapshot, so the scan only spares work; a change made
+// between the scan and this report's writes is seen by the next report
+// (docs/decisions.md, "Cost in proportion to change").
+func changing(known []machine.Slave, obs []machine.Observation, now int64) []machine.Observation {
+	byID := make(map[string]*machine.Slave, len(known))
+	for i := range known {
+		byID[known[i].ID] = &known[i]
+	}
+	kept := obs[:0]
+	for _, o := range obs {
+		plan, err := machine.Observe(o, now)(machine.Snapshot{Slave: byID[o.ID]})
+		if err != nil || plan != nil {
+			kept = append(kept, o)
 		}
 	}
-	var rep report
-	if err := exactjson.Unmarshal(body, &rep); err != nil {
-		return parsed{}, 0, fmt.Errorf("machine report detail: %w", err)
-	}
-	if rep.Machines == nil {
-		return parsed{}, 0, errors.New(`machine report has no "machines" list`)
-	}
-	p := parsed{report: rep, entries: make([]entry, len(*rep.Machines))}
-	for i, raw := range *rep.Machines {
-		o, err := observation(raw, at)
-		if err != nil {
-			o = machine.Observation{ID: entryID(raw)}
-			if err := machine.ValidateID(o.ID); err != nil {
-				return parsed{}, 0, fmt.Errorf("machine report entry %d: %w", i, err)
-			}
-		}
-		p.entries[i] = entry{observation: o, err: err}
-	}
-	return p, at, nil
+	return kept
 }
 
 // known returns every slave, sorted by id.
@@ -260,48 +337,4 @@ func (h *Handler) apply(ctx context.Context, obs []machine.Observation, now int6
 	}
 	g.Wait()
 	return errs
-}
-
-func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
-	var m machineJSON
-	if err := exactjson.Unmarshal(raw, &m); err != nil {
-		return machine.Observation{}, err
-	}
-	id := m.ID
-	if id == "" {
-		id = m.SlaveID
-	}
-	if err := machine.ValidateID(id); err != nil {
-		return machine.Observation{}, err
-	}
-	res := bytes.TrimSpace(m.Resources)
-	if len(res) == 0 || string(res) == "null" {
-		res = nil
-	} else if res[0] != '{' {
-		return machine.Observation{}, fmt.Errorf("machine %s: resources must be an object", id)
-	}
-	o := machine.Observation{
-		ID: id, Host: m.Host, RackID: m.RackID, Attributes: m.Attributes, Resources: res,
-		Lost: m.Lost, RunningTasks: m.RunningTasks, At: at,
-	}
-	return o, o.CheckSize()
-}
-
-// entryID reads the id of a machine entry that may be malformed otherwise;
-// "" when the entry has none (or is not an object).
-func entryID(raw json.RawMessage) string {
-	var m struct {
-		ID      json.RawMessage `json:"id"`
-		SlaveID json.RawMessage `json:"slaveId"`
-	}
-	if exactjson.Unmarshal(raw, &m) != nil {
-		return ""
-	}
-	var id, slaveID string
-	_ = json.Unmarshal(m.ID, &id)
-	_ = json.Unmarshal(m.SlaveID, &slaveID)
-	if id != "" {
-		return id
-	}
-	return slaveID
 }

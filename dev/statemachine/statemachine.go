@@ -1,0 +1,407 @@
+// Package statemachine runs a Step Functions state machine of template.yaml
+// on this machine, for make report, make run and the tests: there is no
+// Step Functions emulator that can call a Lambda function without Docker.
+// It executes the definition as the template declares it, the same states
+// in the same order, calling the same handlers in process with the
+// payloads Step Functions would send, honouring each Map's MaxConcurrency
+// and ToleratedFailurePercentage and each Task's Retry.
+//
+// It knows what the template's state machines use, and refuses anything
+// else rather than guess: Task states on arn:aws:states:::lambda:invoke,
+// Choice rules with Variable and IsPresent, NumericGreaterThan or And, Map
+// states over a JSON array read from S3 (ItemReader with
+// arn:aws:states:::s3:getObject) with an ItemSelector, Succeed and Fail;
+// Parameters, OutputPath and ResultPath (a path or null); paths of the form
+// $, $.a.b and $$.Map.Item.Value.a.
+package statemachine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fleetops/fleet/dev/stack"
+)
+
+// Invoke calls the function named by its logical id with payload, as
+// lambda:invoke does, and returns its response.
+type Invoke func(ctx context.Context, function string, payload json.RawMessage) (json.RawMessage, error)
+
+// Read returns the object bucket/key, as an ItemReader reads it.
+type Read func(ctx context.Context, bucket, key string) ([]byte, error)
+
+// Machine is a state machine's definition and what its states call.
+type Machine struct {
+	Definition map[string]any
+	Invoke     Invoke
+	Read       Read
+	// Sleep waits before a retry; time.Sleep unless a test sets another.
+	Sleep func(time.Duration)
+	// Invocations counts the Lambda invocations made, retries included.
+	Invocations atomic.Int64
+}
+
+// Load returns the definition of the AWS::Serverless::StateMachine id of
+// tpl, its DefinitionSubstitutions applied: a !GetAtt <Function>.Arn
+// becomes the function's logical id, which Invoke receives.
+func Load(tpl *stack.Template, id string) (map[string]any, error) {
+	r, ok := tpl.Resources[id]
+	if !ok || r.Type != "AWS::Serverless::StateMachine" {
+		return nil, fmt.Errorf("%s is not a state machine of the template", id)
+	}
+	subs := map[string]string{}
+	for k, v := range asMap(r.Properties["DefinitionSubstitutions"]) {
+		att, _ := asMap(v)["Fn::GetAtt"].([]any)
+		if len(att) != 2 || att[1] != "Arn" {
+			return nil, fmt.Errorf("%s: substitution %s is not a !GetAtt of an Arn", id, k)
+		}
+		subs["${"+k+"}"] = fmt.Sprint(att[0])
+	}
+	def, ok := substitute(r.Properties["Definition"], subs).(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s has no inline Definition", id)
+	}
+	return def, nil
+}
+
+func substitute(v any, subs map[string]string) any {
+	switch v := v.(type) {
+	case string:
+		for k, s := range subs {
+			v = strings.ReplaceAll(v, k, s)
+		}
+		return v
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = substitute(x, subs)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = substitute(x, subs)
+		}
+		return out
+	}
+	return v
+}
+
+// Run executes the state machine on input and returns its output.
+func (m *Machine) Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
+	var in any
+	if err := json.Unmarshal(input, &in); err != nil {
+		return nil, fmt.Errorf("execution input: %w", err)
+	}
+	out, err := m.run(ctx, m.Definition, in, nil)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// run executes the states of def (the machine, or a Map's ItemProcessor)
+// from its StartAt; item is the Map item of an item processor's context.
+func (m *Machine) run(ctx context.Context, def map[string]any, input any, item map[string]any) (any, error) {
+	states := asMap(def["States"])
+	name, _ := def["StartAt"].(string)
+	for {
+		state := asMap(states[name])
+		if state == nil {
+			return nil, fmt.Errorf("no state %q", name)
+		}
+		var out any
+		var err error
+		switch t := state["Type"]; t {
+		case "Task":
+			out, err = m.task(ctx, state, input, item)
+		case "Map":
+			out, err = m.mapState(ctx, state, input)
+		case "Choice":
+			name, err = choose(state, input)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			continue
+		case "Succeed":
+			return input, nil
+		case "Fail":
+			return nil, fmt.Errorf("state %s failed: %v", name, state["Error"])
+		default:
+			return nil, fmt.Errorf("state %s: type %v is not supported locally", name, t)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("state %s: %w", name, err)
+		}
+		if input, err = resultPath(state, input, out); err != nil {
+			return nil, fmt.Errorf("state %s: %w", name, err)
+		}
+		if end, _ := state["End"].(bool); end {
+			return input, nil
+		}
+		name, _ = state["Next"].(string)
+	}
+}
+
+// task invokes the state's function with its Parameters, retrying as its
+// Retry says, and returns its OutputPath of {"Payload": response}.
+func (m *Machine) task(ctx context.Context, state map[string]any, input any, item map[string]any) (any, error) {
+	if r := state["Resource"]; r != "arn:aws:states:::lambda:invoke" {
+		return nil, fmt.Errorf("resource %v is not supported locally", r)
+	}
+	params, err := parameters(state["Parameters"], input, item)
+	if err != nil {
+		return nil, err
+	}
+	p := asMap(params)
+	function, _ := p["FunctionName"].(string)
+	payload, err := json.Marshal(p["Payload"])
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		m.Invocations.Add(1)
+		resp, err := m.Invoke(ctx, function, payload)
+		if err == nil {
+			var out any
+			if err := json.Unmarshal(resp, &out); err != nil {
+				return nil, fmt.Errorf("response of %s: %w", function, err)
+			}
+			return path(state["OutputPath"], map[string]any{"Payload": out}, nil)
+		}
+		wait, again := retry(state, attempt)
+		if !again || ctx.Err() != nil {
+			return nil, fmt.Errorf("%s after %d attempts: %w", function, attempt+1, err)
+		}
+		m.sleep(wait)
+	}
+}
+
+// retry returns how long to wait before retry number attempt+1 of a task
+// that failed, and whether its Retry allows one. Every error of a local
+// invocation is a States.TaskFailed.
+func retry(state map[string]any, attempt int) (time.Duration, bool) {
+	for _, r := range asList(state["Retry"]) {
+		rule := asMap(r)
+		matches := false
+		for _, e := range asList(rule["ErrorEquals"]) {
+			matches = matches || e == "States.ALL" || e == "States.TaskFailed"
+		}
+		if !matches {
+			continue
+		}
+		max := number(rule["MaxAttempts"], 3)
+		if float64(attempt) >= max {
+			return 0, false
+		}
+		interval, backoff := number(rule["IntervalSeconds"], 1), number(rule["BackoffRate"], 2)
+		return time.Duration(interval * math.Pow(backoff, float64(attempt)) * float64(time.Second)), true
+	}
+	return 0, false
+}
+
+func (m *Machine) sleep(d time.Duration) {
+	if m.Sleep != nil {
+		m.Sleep(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// mapState reads the items, runs the ItemProcessor on each with at most
+// MaxConcurrency at once, and fails when more items fail than
+// ToleratedFailurePercentage allows. Its result is the items' outputs.
+func (m *Machine) mapState(ctx context.Context, state map[string]any, input any) (any, error) {
+	reader := asMap(state["ItemReader"])
+	if r := reader["Resource"]; r != "arn:aws:states:::s3:getObject" || asMap(reader["ReaderConfig"])["InputType"] != "JSON" {
+		return nil, fmt.Errorf("item reader %v is not supported locally", r)
+	}
+	where, err := parameters(reader["Parameters"], input, nil)
+	if err != nil {
+		return nil, err
+	}
+	bucket, _ := asMap(where)["Bucket"].(string)
+	key, _ := asMap(where)["Key"].(string)
+	raw, err := m.Read(ctx, bucket, key)
+	if err != nil {
+		return nil, fmt.Errorf("item reader: %w", err)
+	}
+	var items []any
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("item reader: s3://%s/%s is not a JSON array: %w", bucket, key, err)
+	}
+	processor := asMap(state["ItemProcessor"])
+	outputs := make([]any, len(items))
+	errs := make([]error, len(items))
+	var g errgroup.Group
+	if limit := int(number(state["MaxConcurrency"], 0)); limit > 0 {
+		g.SetLimit(limit)
+	}
+	for i, value := range items {
+		g.Go(func() error {
+			item := map[string]any{"Index": float64(i), "Value": value}
+			in := any(value)
+			if sel, ok := state["ItemSelector"]; ok {
+				if in, errs[i] = parameters(sel, input, item); errs[i] != nil {
+					return nil
+				}
+			}
+			outputs[i], errs[i] = m.run(ctx, processor, in, item)
+			return nil
+		})
+	}
+	g.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if tolerated := number(state["ToleratedFailurePercentage"], 0); failed > 0 && float64(failed)*100 > tolerated*float64(len(items)) {
+		return nil, fmt.Errorf("%d of %d items failed: %w", failed, len(items), errors.Join(errs...))
+	}
+	return outputs, nil
+}
+
+// choose returns the Next of the first rule input matches, or Default.
+func choose(state map[string]any, input any) (string, error) {
+	for _, c := range asList(state["Choices"]) {
+		ok, err := matches(asMap(c), input)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			next, _ := asMap(c)["Next"].(string)
+			return next, nil
+		}
+	}
+	if d, ok := state["Default"].(string); ok {
+		return d, nil
+	}
+	return "", errors.New("no choice matched and there is no Default")
+}
+
+func matches(rule map[string]any, input any) (bool, error) {
+	if all, ok := rule["And"]; ok {
+		for _, r := range asList(all) {
+			if ok, err := matches(asMap(r), input); err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	v, err := path(rule["Variable"], input, nil)
+	present := err == nil
+	switch {
+	case rule["IsPresent"] != nil:
+		return present == rule["IsPresent"], nil
+	case rule["NumericGreaterThan"] != nil:
+		n, ok := v.(float64)
+		return present && ok && n > number(rule["NumericGreaterThan"], 0), nil
+	}
+	return false, fmt.Errorf("choice rule %v is not supported locally", rule)
+}
+
+// resultPath places a state's result into its input: ResultPath null keeps
+// the input, "$" or none replaces it.
+func resultPath(state map[string]any, input, result any) (any, error) {
+	rp, set := state["ResultPath"]
+	switch {
+	case set && rp == nil:
+		return input, nil
+	case !set, rp == "$":
+		return result, nil
+	}
+	return nil, fmt.Errorf("ResultPath %v is not supported locally", rp)
+}
+
+// parameters resolves a Parameters (or ItemSelector) template: a key
+// ending in .$ takes the value of its path, others are kept as they are.
+func parameters(tpl any, input any, item map[string]any) (any, error) {
+	switch t := tpl.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, v := range t {
+			if name, ok := strings.CutSuffix(k, ".$"); ok {
+				x, err := path(v, input, item)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", k, err)
+				}
+				out[name] = x
+				continue
+			}
+			x, err := parameters(v, input, item)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(t))
+		for i, v := range t {
+			x, err := parameters(v, input, item)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	}
+	return tpl, nil
+}
+
+// path evaluates $, $.a.b against input, or $$.Map.Item.<...> against the
+// Map item; no path (nil) is $.
+func path(p any, input any, item map[string]any) (any, error) {
+	if p == nil {
+		return input, nil
+	}
+	s, ok := p.(string)
+	if !ok {
+		return nil, fmt.Errorf("path %v is not a string", p)
+	}
+	var v any
+	var rest string
+	switch {
+	case s == "$" || strings.HasPrefix(s, "$."):
+		v, rest = input, strings.TrimPrefix(s, "$")
+	case strings.HasPrefix(s, "$$.Map.Item.") && item != nil:
+		v, rest = item, strings.TrimPrefix(s, "$$.Map.Item")
+	default:
+		return nil, fmt.Errorf("path %s is not supported locally", s)
+	}
+	for _, field := range strings.Split(strings.TrimPrefix(rest, "."), ".") {
+		if field == "" {
+			continue
+		}
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("path %s: no field %s", s, field)
+		}
+		if v, ok = obj[field]; !ok {
+			return nil, fmt.Errorf("path %s: no field %s", s, field)
+		}
+	}
+	return v, nil
+}
+
+func asMap(v any) map[string]any { m, _ := v.(map[string]any); return m }
+func asList(v any) []any         { l, _ := v.([]any); return l }
+
+func number(v any, def float64) float64 {
+	switch n := v.(type) {
+	case float64:
+		return n
+	case int:
+		return float64(n)
+	}
+	return def
+}

@@ -1,0 +1,332 @@
+package inventory
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/fleetops/fleet/shared/exactjson"
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// The two forms of a report (docs/behaviour.md "Machine reports"): inline,
+// as the detail of a "Machine Report" event, or large, as an object of the
+// reports bucket whose creation S3 announces with an "Object Created" event.
+const (
+	// DetailType is the EventBridge detail-type of an inline machine report.
+	DetailType = "Machine Report"
+	// ObjectCreated is the detail-type of S3's event for a new object.
+	ObjectCreated = "Object Created"
+	// ReportsPrefix is where reports are written in the reports bucket; the
+	// bucket's lifecycle rule expires them.
+	ReportsPrefix = "reports/"
+)
+
+type envelope struct {
+	DetailType string          `json:"detail-type"`
+	Time       time.Time       `json:"time"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// header is what a report says besides its machines.
+type header struct {
+	Complete    bool `json:"complete"`
+	ConfirmLoss bool `json:"confirmLoss"`
+}
+
+type inline struct {
+	header
+	Machines *[]json.RawMessage `json:"machines"`
+}
+
+// objectDetail is the part of an "Object Created" event's detail that names
+// the object. S3 gives the key as stored, not URL-encoded.
+type objectDetail struct {
+	Bucket struct {
+		Name string `json:"name"`
+	} `json:"bucket"`
+	Object struct {
+		Key string `json:"key"`
+	} `json:"object"`
+}
+
+type machineJSON struct {
+	ID           string            `json:"id"`
+	SlaveID      string            `json:"slaveId"`
+	Host         string            `json:"host"`
+	RackID       string            `json:"rackId"`
+	Attributes   map[string]string `json:"attributes"`
+	Resources    json.RawMessage   `json:"resources"`
+	Lost         bool              `json:"lost"`
+	RunningTasks *int              `json:"runningTasks"`
+}
+
+// parsed is a report read: each machine entry once, as an observation at
+// the report's time or, when only its id could be read, that id and why the
+// rest could not.
+type parsed struct {
+	header
+	at      int64
+	entries []entry
+}
+
+type entry struct {
+	observation machine.Observation
+	err         error
+}
+
+// add reads the report's next machine entry. Both forms read every entry
+// here, so they validate alike: an entry whose id cannot be read refuses
+// the whole report; one with a valid id and an unreadable description is
+// kept as that id and its error.
+func (p *parsed) add(raw json.RawMessage) error {
+	o, err := observation(raw, p.at)
+	if err != nil {
+		o = machine.Observation{ID: entryID(raw)}
+		if err := machine.ValidateID(o.ID); err != nil {
+			return fmt.Errorf("machine report entry %d: %w", len(p.entries), err)
+		}
+	}
+	p.entries = append(p.entries, entry{observation: o, err: err})
+	return nil
+}
+
+// reportTime is when a report was made: the event's time, never later than
+// now (a sender's skewed clock must not stamp history in the future, nor
+// make every later report look stale), or now when the event has none.
+func reportTime(t time.Time, now int64) int64 {
+	if t.IsZero() {
+		return now
+	}
+	return min(t.UnixMilli(), now)
+}
+
+// parseInline reads an inline report, as a "Machine Report" event or its
+// bare detail.
+func parseInline(env envelope, event json.RawMessage, now int64) (parsed, error) {
+	body, at := event, now
+	if env.Detail != nil || env.DetailType != "" {
+		body, at = env.Detail, reportTime(env.Time, now)
+	}
+	var rep inline
+	if err := exactjson.Unmarshal(body, &rep); err != nil {
+		return parsed{}, fmt.Errorf("machine report detail: %w", err)
+	}
+	if rep.Machines == nil {
+		return parsed{}, errors.New(`machine report has no "machines" list`)
+	}
+	p := parsed{header: rep.header, at: at, entries: make([]entry, 0, len(*rep.Machines))}
+	for _, raw := range *rep.Machines {
+		if err := p.add(raw); err != nil {
+			return parsed{}, err
+		}
+	}
+	return p, nil
+}
+
+// JSONLinesSuffixes are the object names of the JSON Lines form; any other
+// name is read as one JSON object. Either may be gzip-compressed.
+var JSONLinesSuffixes = []string{".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"}
+
+// gzipMagic starts every gzip stream.
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// parseObject reads the report object named key from body as a stream, one
+// entry at a time: the object is never held whole, only what each entry
+// becomes. It is gzip-compressed when it starts as gzip does, whatever its
+// name or Content-Encoding say.
+func parseObject(key string, body io.Reader, at int64) (parsed, error) {
+	r := bufio.NewReaderSize(body, 64<<10)
+	var in io.Reader = r
+	if magic, _ := r.Peek(len(gzipMagic)); bytes.Equal(magic, gzipMagic) {
+		z, err := gzip.NewReader(r)
+		if err != nil {
+			return parsed{}, fmt.Errorf("machine report %s: %w", key, err)
+		}
+		defer z.Close()
+		in = z
+	}
+	dec := json.NewDecoder(in)
+	p := parsed{at: at}
+	var err error
+	if hasSuffix(key, JSONLinesSuffixes) {
+		err = p.readLines(dec)
+	} else {
+		err = p.readObject(dec)
+	}
+	if err != nil {
+		return parsed{}, fmt.Errorf("machine report %s: %w", key, err)
+	}
+	return p, nil
+}
+
+func hasSuffix(key string, suffixes []string) bool {
+	for _, s := range suffixes {
+		if strings.HasSuffix(key, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// readObject reads the JSON form: the inline report's detail,
+// {"complete":…,"confirmLoss":…,"machines":[…]}, its members in any order.
+// Keys match exactly, as exactjson reads the inline form; other members are
+// skipped.
+func (p *parsed) readObject(dec *json.Decoder) error {
+	if err := expect(dec, json.Delim('{')); err != nil {
+		return err
+	}
+	machines := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch key, _ := tok.(string); key {
+		case "complete":
+			err = dec.Decode(&p.Complete)
+		case "confirmLoss":
+			err = dec.Decode(&p.ConfirmLoss)
+		case "machines":
+			if machines {
+				return errors.New(`"machines" appears twice`)
+			}
+			machines = true
+			err = p.readEntries(dec)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := expect(dec, json.Delim('}')); err != nil {
+		return err
+	}
+	if !machines {
+		return errors.New(`machine report has no "machines" list`)
+	}
+	return end(dec)
+}
+
+// readEntries reads the machines array, one entry at a time.
+func (p *parsed) readEntries(dec *json.Decoder) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != json.Delim('[') {
+		return errors.New(`machine report has no "machines" list`)
+	}
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		if err := p.add(raw); err != nil {
+			return err
+		}
+	}
+	return expect(dec, json.Delim(']'))
+}
+
+// readLines reads the JSON Lines form: a header object ({"complete":…,
+// "confirmLoss":…}, no machines) and then one machine entry per line.
+func (p *parsed) readLines(dec *json.Decoder) error {
+	var first json.RawMessage
+	if err := dec.Decode(&first); err != nil {
+		return fmt.Errorf("header line: %w", err)
+	}
+	var h struct {
+		header
+		Machines json.RawMessage `json:"machines"`
+	}
+	if err := exactjson.Unmarshal(first, &h); err != nil {
+		return fmt.Errorf("header line: %w", err)
+	}
+	if h.Machines != nil {
+		return errors.New(`the header line of a JSON Lines report holds no "machines": one machine follows per line`)
+	}
+	p.header = h.header
+	for dec.More() {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return err
+		}
+		if err := p.add(raw); err != nil {
+			return err
+		}
+	}
+	return end(dec)
+}
+
+func expect(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != want {
+		return fmt.Errorf("got %v, want %v", tok, want)
+	}
+	return nil
+}
+
+// end checks that nothing but space follows the report.
+func end(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("the report is followed by more data")
+	}
+	return nil
+}
+
+func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
+	var m machineJSON
+	if err := exactjson.Unmarshal(raw, &m); err != nil {
+		return machine.Observation{}, err
+	}
+	id := m.ID
+	if id == "" {
+		id = m.SlaveID
+	}
+	if err := machine.ValidateID(id); err != nil {
+		return machine.Observation{}, err
+	}
+	res := bytes.TrimSpace(m.Resources)
+	if len(res) == 0 || string(res) == "null" {
+		res = nil
+	} else if res[0] != '{' {
+		return machine.Observation{}, fmt.Errorf("machine %s: resources must be an object", id)
+	}
+	o := machine.Observation{
+		ID: id, Host: m.Host, RackID: m.RackID, Attributes: m.Attributes, Resources: res,
+		Lost: m.Lost, RunningTasks: m.RunningTasks, At: at,
+	}
+	return o, o.CheckSize()
+}
+
+// entryID reads the id of a machine entry that may be malformed otherwise;
+// "" when the entry has none (or is not an object).
+func entryID(raw json.RawMessage) string {
+	var m struct {
+		ID      json.RawMessage `json:"id"`
+		SlaveID json.RawMessage `json:"slaveId"`
+	}
+	if exactjson.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	var id, slaveID string
+	_ = json.Unmarshal(m.ID, &id)
+	_ = json.Unmarshal(m.SlaveID, &slaveID)
+	if id != "" {
+		return id
+	}
+	return slaveID
+}
