@@ -20,6 +20,7 @@ import (
 type selection struct {
 	tasks, requests, deploys []string
 	since, until             string
+	filter                   logFilter
 }
 
 func (s *selection) register(f *pflag.FlagSet) {
@@ -28,6 +29,7 @@ func (s *selection) register(f *pflag.FlagSet) {
 	f.StringArrayVar(&s.deploys, "deploy", nil, "with one --request: only this deploy's tasks (repeatable)")
 	f.StringVar(&s.since, "since", "", "from this long ago (7d, 36h) or this date (2026-11-21, RFC 3339); default the service's (30 days for requests)")
 	f.StringVar(&s.until, "until", "", "up to this long ago or this date (exclusive); default now")
+	s.filter.register(f)
 }
 
 // parseWhen reads --since and --until: a duration before now, or a date
@@ -86,6 +88,9 @@ func (s *selection) request(now time.Time) (client.SearchRequest, error) {
 // find returns the selected logs, oldest first (ties by key), so that cat
 // and grep read them in the order they were written.
 func (a *app) find(ctx context.Context, s *selection) ([]client.Log, error) {
+	if err := s.filter.check(); err != nil {
+		return nil, err
+	}
 	req, err := s.request(time.Now())
 	if err != nil {
 		return nil, err
@@ -98,6 +103,7 @@ func (a *app) find(ctx context.Context, s *selection) ([]client.Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	logs = slices.DeleteFunc(logs, func(l client.Log) bool { return !s.filter.keeps(l) })
 	slices.SortFunc(logs, func(x, y client.Log) int {
 		if x.LastModified != y.LastModified {
 			return int(x.LastModified - y.LastModified)
@@ -112,7 +118,8 @@ func (a *app) logsCommand() *cobra.Command {
 		Use:   "logs",
 		Short: "List, fetch, print and search task logs",
 		Long: `Task logs are found by task, request, or request and deploy, in a window
-(--since, --until). They are downloaded through the presigned links the
+(--since, --until), and kept by file name and task host (--file, --host
+globs). They are downloaded through the presigned links the
 API answers with: fleetctl never needs S3 credentials.`,
 		Example: `  fleetctl logs ls --request web-api --since 7d
   fleetctl logs fetch --request web-api --since 7d -j 8
@@ -125,7 +132,7 @@ API answers with: fleetctl never needs S3 credentials.`,
 		return nil
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	cmd.AddCommand(a.logsLsCommand(), a.logsFetchCommand(), a.logsCatCommand(), a.logsGrepCommand())
+	cmd.AddCommand(a.logsLsCommand(), a.logsFetchCommand(), a.logsCatCommand(), a.logsGrepCommand(), a.logsFollowCommand())
 	return cmd
 }
 
