@@ -298,14 +298,15 @@ func (a *app) logsCatCommand() *cobra.Command {
 func (a *app) logsGrepCommand() *cobra.Command {
 	var sel selection
 	var o grepOptions
-	var jobs int
+	var jobs, around int
 	cmd := &cobra.Command{
 		Use:   "grep PATTERN",
 		Short: "Search the matching logs in parallel; prints key:line:text",
 		Long: `Searches every matching log (from the cache when it is complete there,
 streamed through its presigned link otherwise), several at once, gunzipping
 .gz, and prints key:line:text for each line that matches, in the order of
-logs ls. PATTERN is a regular expression (Go syntax, as grep -E), or a
+logs ls. With -A, -B or -C, lines of context are printed as key-line-text
+and groups apart are separated by a -- line, as grep does. PATTERN is a regular expression (Go syntax, as grep -E), or a
 fixed string with -F. Exit code 1 when no line matched, as grep.`,
 		Example: `  fleetctl logs grep --request web-api --since 7d 'status=5[0-9][0-9]'
   fleetctl logs grep --task web-api-v42-1793491200000-0-node17-us_east_1a -i -c timeout
@@ -314,6 +315,15 @@ fixed string with -F. Exit code 1 when no line matched, as grep.`,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if jobs < 0 {
 				return usageError("-j %d: at least 1", jobs)
+			}
+			if o.before < 0 || o.after < 0 || around < 0 {
+				return usageError("-A, -B, -C: a number of lines, 0 or more")
+			}
+			if !cmd.Flags().Changed("before-context") {
+				o.before = around
+			}
+			if !cmd.Flags().Changed("after-context") {
+				o.after = around
 			}
 			m, err := newMatcher(argv[0], o)
 			if err != nil {
@@ -347,6 +357,9 @@ fixed string with -F. Exit code 1 when no line matched, as grep.`,
 	f.BoolVarP(&o.count, "count", "c", false, "print key:count of selected lines per log")
 	f.BoolVarP(&o.filesOnly, "files-with-matches", "l", false, "print only the keys of logs with a selected line")
 	f.BoolVarP(&o.fixed, "fixed-strings", "F", false, "PATTERN is a fixed string")
+	f.IntVarP(&o.after, "after-context", "A", 0, "print this many lines after each selected line (key-line-text), -- between groups")
+	f.IntVarP(&o.before, "before-context", "B", 0, "print this many lines before each selected line")
+	f.IntVarP(&around, "context", "C", 0, "print this many lines before and after each selected line")
 	f.IntVarP(&jobs, "jobs", "j", 0, "logs searched at once (default: the number of CPUs, at least 4)")
 	return cmd
 }
