@@ -340,8 +340,12 @@ decommission limit still applies: its refusal is reported per machine.`,
 			if jobs < 1 {
 				return usageError("-j %d: at least 1", jobs)
 			}
-			if err := wf.check(); err != nil {
-				return err
+			if wait {
+				if err := wf.check(); err != nil {
+					return err
+				}
+			} else if f := cmd.Flags().Lookup("wait-timeout"); f != nil && f.Changed {
+				return usageError("--wait-timeout needs --wait")
 			}
 			selected, err := a.selectMachines(ctx, c, ids, sel, maxUnavailable != "" || wait)
 			if err != nil {
@@ -384,7 +388,14 @@ decommission limit still applies: its refusal is reported per machine.`,
 			if forDur > 0 {
 				done += fmt.Sprintf(" for %s, then %s", forText, req.RevertToState)
 			}
-			do := func(ctx context.Context, s client.Slave) error { return send(ctx, s.ID) }
+			do := func(ctx context.Context, s client.Slave) error {
+				// Only a machine read from the list has a state: one named by
+				// id alone gets the service's own answer.
+				if s.CurrentState.State == act.target {
+					return alreadyError{act.target}
+				}
+				return send(ctx, s.ID)
+			}
 			var p *progress
 			if wait {
 				wctx, cancel := wf.context(ctx)

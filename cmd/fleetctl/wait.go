@@ -281,6 +281,11 @@ func (a *app) apply(ctx context.Context, slaves []client.Slave, jobs int, do fun
 		if p != nil {
 			p.done()
 		}
+		var at alreadyError
+		if errors.As(err, &at) {
+			fmt.Fprintf(a.stdout, "%s: already %s\n", visible(s.ID), visible(string(at.state)))
+			continue
+		}
 		if err != nil {
 			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(s.ID), message(err))
 			if first == 0 {
@@ -297,6 +302,12 @@ func (a *app) apply(ctx context.Context, slaves []client.Slave, jobs int, do fun
 	}
 	return nil
 }
+
+// alreadyError is a selected machine that a change leaves as it is: it
+// is in the target state already. It is no failure.
+type alreadyError struct{ state client.State }
+
+func (e alreadyError) Error() string { return "already " + string(e.state) }
 
 // sortByID orders a selection as list does.
 func sortByID(slaves []client.Slave) {
