@@ -165,6 +165,9 @@ func TestDecommissionWaitFollowsTheDrainThatReportsDrive(t *testing.T) {
 	// Waiting again on a finished drain ends at once: a restarted client
 	// resumes by running wait.
 	fleetctl(t, clienttest.None, nil, "wait", "drn-1", "--for", "state=decommissioned").want(t, 0)
+	if got := fleetctl(t, clienttest.None, nil, "decommission", "drn-1", "--wait").want(t, 0).stdout; got != "drn-1: DECOMMISSIONED\n" {
+		t.Errorf("got %q, want the drain run again to find it done", got)
+	}
 }
 
 func TestAWaitEndsWithItsOwnCodeOnATimeoutOrAMachineGoneElsewhere(t *testing.T) {

@@ -405,9 +405,9 @@ decommission limit still applies: its refusal is reported per machine.`,
 				defer p.done()
 				done = string(client.Decommissioned)
 				do = func(ctx context.Context, s client.Slave) error {
-					// A drain already under way is only waited for: running
+					// A drain under way or done is only waited for: running
 					// the same command again resumes it.
-					if !draining(s.CurrentState.State) {
+					if st := s.CurrentState.State; !draining(st) && st != client.Decommissioned {
 						if err := send(ctx, s.ID); err != nil {
 							return err
 						}
