@@ -138,6 +138,7 @@ var sections = []section{
 	{"expiry throughput", expiryThroughput},
 	{"console", consoleFigures},
 	{"fleetctl logs", fleetctlLogs},
+	{"fleetctl selector", fleetctlSelector},
 }
 
 // printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.
