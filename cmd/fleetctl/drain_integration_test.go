@@ -404,3 +404,17 @@ func TestGrepContextIsWhatGrepPrints(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestTheServiceLimitStaysTheHardStopReportedPerMachine(t *testing.T) {
+	settleDrains(t)
+	poolMachines(t, "lim", 3)
+	res := fleetctl(t, clienttest.None, nil, "decommission", "-l", "pool=lim", "-j", "1", "--yes")
+	res.want(t, exitRefused)
+	if !strings.HasSuffix(res.stdout, "lim-00: STARTING_DECOMMISSION\nlim-01: STARTING_DECOMMISSION\n") {
+		t.Errorf("got stdout\n%s\nwant the first two started", res.stdout)
+	}
+	if !strings.Contains(res.stderr, "fleetctl: lim-02: refused (400): 2 slaves are already decommissioning state (2 allowed at once)") {
+		t.Errorf("got stderr\n%s\nwant the service's refusal of the third, in its words", res.stderr)
+	}
+	settleDrains(t)
+}

@@ -150,7 +150,9 @@ func planChange(sel []client.Slave, target client.State, budget, jobs int, wait 
 		return p
 	}
 	for _, s := range sel {
-		if s.CurrentState.State != client.Active {
+		// An id the list did not hold has no state: its change will
+		// answer 404, and it takes no part of the budget.
+		if st := s.CurrentState.State; st != "" && st != client.Active {
 			p.out++
 		}
 	}

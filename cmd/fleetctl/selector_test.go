@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"regexp"
 	"slices"
 	"testing"
 
@@ -90,6 +92,12 @@ func TestTheGuardCountsMachinesAlreadyOutFirst(t *testing.T) {
 			t.Errorf("got held %v, want the 4 ACTIVE machines", ids(p.held))
 		}
 	})
+	t.Run("an unknown id takes no part of the budget", func(t *testing.T) {
+		p := planChange(append(in(client.Active, "a1", "a2"), client.Slave{ID: "nope"}), client.Frozen, 2, 8, false)
+		if p.out != 0 || len(p.held) != 0 {
+			t.Errorf("got %d out, held %v, want 0 out and a1 a2 started", p.out, ids(p.held))
+		}
+	})
 	t.Run("activating takes no machine out", func(t *testing.T) {
 		p := planChange(sel, client.Active, 1, 8, false)
 		if len(p.held) != 0 || len(p.start) != 6 {
@@ -130,5 +138,35 @@ func TestLogFiltersMatchFileNameAndTaskHost(t *testing.T) {
 	}
 	if !(logFilter{file: "stdout.log"}).keeps(client.Log{Key: "other/format/stdout.log"}) {
 		t.Error("a key of another format did not match --file on its last segment")
+	}
+}
+
+func TestProgressShowsEachStateOnceAndAStatusLineOnATerminal(t *testing.T) {
+	at := func(st client.State) client.Slave {
+		return client.Slave{CurrentState: client.StateUpdate{State: st, Timestamp: 1}}
+	}
+	var plain, term bytes.Buffer
+	for _, tc := range []struct {
+		w        *bytes.Buffer
+		terminal bool
+	}{{&plain, false}, {&term, true}} {
+		p := newProgress(tc.w, tc.terminal, client.Decommissioned)
+		p.saw("m\x1b1", at(client.StartingDecommission))
+		p.saw("m\x1b1", at(client.StartingDecommission))
+		p.saw("m\x1b1", at(client.Decommissioning))
+		p.done()
+	}
+	lines := "m\\x1b1: STARTING_DECOMMISSION since " + when(1) + " (no report since the decommission)\n" +
+		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (last report: tasks still running)\n"
+	if plain.String() != lines {
+		t.Errorf("off a terminal: got %q, want %q", plain.String(), lines)
+	}
+	status := regexp.MustCompile(`\r\x1b\[K`).ReplaceAllString(term.String(), "|")
+	want := "m\\x1b1: STARTING_DECOMMISSION since " + when(1) + " (no report since the decommission)\n" +
+		"waiting for DECOMMISSIONED: 1 STARTING_DECOMMISSION, 0s|waiting for DECOMMISSIONED: 1 STARTING_DECOMMISSION, 0s|" +
+		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (last report: tasks still running)\n" +
+		"waiting for DECOMMISSIONED: 1 DECOMMISSIONING, 0s|"
+	if status != want {
+		t.Errorf("on a terminal: got %q, want %q", status, want)
 	}
 }
