@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -377,6 +378,17 @@ func TestLogsFollowPrintsEachNewLogOnceUntilInterrupted(t *testing.T) {
 	}
 	if res.stderr != "fleetctl: interrupted (interrupt)\n" {
 		t.Errorf("got stderr %q", res.stderr)
+	}
+
+	// --fetch downloads each into the cache and prints its path.
+	cache := t.TempDir()
+	r = start(t, []string{"FLEETCTL_CACHE_DIR=" + cache}, "logs", "follow", "--request", "flw", "--deploy", "d2", "--poll", "100ms", "--fetch")
+	eventually(t, "the log fetched", func() bool { return strings.HasSuffix(r.stdout.String(), later+"\n") })
+	r.cmd.Process.Signal(syscall.SIGINT)
+	r.result(t).want(t, 130)
+	path := strings.TrimSuffix(r.stdout.String(), "\n")
+	if got, err := os.ReadFile(path); err != nil || string(got) != "x\n" || !strings.HasPrefix(path, cache) {
+		t.Errorf("got %s: %q (%v), want the log in the cache", path, got, err)
 	}
 }
 
