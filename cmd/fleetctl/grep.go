@@ -18,6 +18,13 @@ import (
 
 type grepOptions struct {
 	ignoreCase, invert, count, filesOnly, fixed bool
+	before, after                               int // lines of context, as grep -B and -A
+}
+
+// context reports whether lines of context are printed: not with -c or
+// -l, as grep.
+func (o grepOptions) context() bool {
+	return (o.before > 0 || o.after > 0) && !o.count && !o.filesOnly
 }
 
 // matcher tells whether a line matches. A pattern without
@@ -100,12 +107,20 @@ func grepAll(ctx context.Context, c *cache, logs []client.Log, m *matcher, o gre
 	var printed sync.WaitGroup
 	printed.Go(func() {
 		bw := bufio.NewWriterSize(w, 256<<10)
+		printedAny := false
 		for _, ch := range results {
 			res, ok := <-ch
 			if !ok {
 				break
 			}
 			found = found || res.selected > 0
+			// With context, grep separates the groups of two files too.
+			if o.context() && res.out.Len() > 0 {
+				if printedAny {
+					bw.WriteString("--\n")
+				}
+				printedAny = true
+			}
 			if _, err := bw.Write(res.out.Bytes()); err != nil && printErr == nil {
 				printErr = err
 			}
@@ -160,6 +175,13 @@ func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOpti
 	defer r.Close()
 	out := &bytes.Buffer{}
 	name := visible(l.Key)
+	if o.context() {
+		selected, err := grepContext(r, m, o, name, out)
+		if err != nil {
+			return grepResult{}, client.Redact(err)
+		}
+		return grepResult{out, selected}, nil
+	}
 	if m.re == nil && !o.invert {
 		selected, err := grepLiteral(r, m, o, name, out)
 		if err != nil {
@@ -277,4 +299,54 @@ func grepLiteral(r io.Reader, m *matcher, o grepOptions, key string, out *bytes.
 		fmt.Fprintf(out, "%s:%d\n", key, selected)
 	}
 	return selected, nil
+}
+
+// grepContext is grepOne with lines of context, printed as grep prints
+// them: key:line:text for a selected line, key-line-text for context, and
+// "--" between groups that are not adjacent.
+func grepContext(r io.Reader, m *matcher, o grepOptions, key string, out *bytes.Buffer) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 256<<10), 64<<20)
+	type held struct {
+		n    int
+		line []byte
+	}
+	var before []held // the unprinted lines just above, at most o.before
+	var scratch []byte
+	n, selected, after, last := 0, 0, 0, 0
+	emit := func(n int, line []byte, sep byte) {
+		if last > 0 && n > last+1 {
+			out.WriteString("--\n")
+		}
+		out.WriteString(key)
+		out.WriteByte(sep)
+		out.WriteString(strconv.Itoa(n))
+		out.WriteByte(sep)
+		out.Write(line)
+		out.WriteByte('\n')
+		last = n
+	}
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		switch {
+		case m.match(line, &scratch) != o.invert:
+			selected++
+			for _, h := range before {
+				emit(h.n, h.line, '-')
+			}
+			before = before[:0]
+			emit(n, line, ':')
+			after = o.after
+		case after > 0:
+			emit(n, line, '-')
+			after--
+		case o.before > 0:
+			if len(before) == o.before {
+				before = append(before[:0], before[1:]...)
+			}
+			before = append(before, held{n, append([]byte(nil), line...)})
+		}
+	}
+	return selected, sc.Err()
 }

@@ -61,3 +61,40 @@ func lineByLine(t *testing.T, text string, m *matcher, o grepOptions) (string, i
 	}
 	return out.String(), n
 }
+
+// TestContextLinesAreWhatGrepPrints checks -A, -B and -C against the
+// output of GNU grep -n -H over the same lines.
+func TestContextLinesAreWhatGrepPrints(t *testing.T) {
+	const text = "a\nb\nERR 1\nc\nd\ne\nf\nERR 2\nERR 3\ng\nh\ni\nj\nk\nERR 4\n"
+	for _, tc := range []struct {
+		name string
+		o    grepOptions
+		want string
+	}{
+		{"-A1", grepOptions{after: 1}, "k:3:ERR 1\nk-4-c\n--\nk:8:ERR 2\nk:9:ERR 3\nk-10-g\n--\nk:15:ERR 4\n"},
+		{"-B2", grepOptions{before: 2}, "k-1-a\nk-2-b\nk:3:ERR 1\n--\nk-6-e\nk-7-f\nk:8:ERR 2\nk:9:ERR 3\n--\nk-13-j\nk-14-k\nk:15:ERR 4\n"},
+		{"-C1", grepOptions{before: 1, after: 1}, "k-2-b\nk:3:ERR 1\nk-4-c\n--\nk-7-f\nk:8:ERR 2\nk:9:ERR 3\nk-10-g\n--\nk-14-k\nk:15:ERR 4\n"},
+		{"-A1 -B3, groups that touch merge", grepOptions{before: 3, after: 1},
+			"k-1-a\nk-2-b\nk:3:ERR 1\nk-4-c\nk-5-d\nk-6-e\nk-7-f\nk:8:ERR 2\nk:9:ERR 3\nk-10-g\n--\nk-12-i\nk-13-j\nk-14-k\nk:15:ERR 4\n"},
+		{"-v -C1", grepOptions{invert: true, before: 1, after: 1},
+			"k:1:a\nk:2:b\nk-3-ERR 1\nk:4:c\nk:5:d\nk:6:e\nk:7:f\nk-8-ERR 2\nk-9-ERR 3\nk:10:g\nk:11:h\nk:12:i\nk:13:j\nk:14:k\nk-15-ERR 4\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := newMatcher("ERR", tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got bytes.Buffer
+			n, err := grepContext(strings.NewReader(text), m, tc.o, "k", &got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", got.String(), tc.want)
+			}
+			if wantN := strings.Count(tc.want, ":") / 2; n != wantN {
+				t.Errorf("got %d selected, want %d", n, wantN)
+			}
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 type selection struct {
 	tasks, requests, deploys []string
 	since, until             string
+	filter                   logFilter
 }
 
 func (s *selection) register(f *pflag.FlagSet) {
@@ -28,6 +29,7 @@ func (s *selection) register(f *pflag.FlagSet) {
 	f.StringArrayVar(&s.deploys, "deploy", nil, "with one --request: only this deploy's tasks (repeatable)")
 	f.StringVar(&s.since, "since", "", "from this long ago (7d, 36h) or this date (2026-11-21, RFC 3339); default the service's (30 days for requests)")
 	f.StringVar(&s.until, "until", "", "up to this long ago or this date (exclusive); default now")
+	s.filter.register(f)
 }
 
 // parseWhen reads --since and --until: a duration before now, or a date
@@ -86,6 +88,9 @@ func (s *selection) request(now time.Time) (client.SearchRequest, error) {
 // find returns the selected logs, oldest first (ties by key), so that cat
 // and grep read them in the order they were written.
 func (a *app) find(ctx context.Context, s *selection) ([]client.Log, error) {
+	if err := s.filter.check(); err != nil {
+		return nil, err
+	}
 	req, err := s.request(time.Now())
 	if err != nil {
 		return nil, err
@@ -98,6 +103,7 @@ func (a *app) find(ctx context.Context, s *selection) ([]client.Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	logs = slices.DeleteFunc(logs, func(l client.Log) bool { return !s.filter.keeps(l) })
 	slices.SortFunc(logs, func(x, y client.Log) int {
 		if x.LastModified != y.LastModified {
 			return int(x.LastModified - y.LastModified)
@@ -112,7 +118,8 @@ func (a *app) logsCommand() *cobra.Command {
 		Use:   "logs",
 		Short: "List, fetch, print and search task logs",
 		Long: `Task logs are found by task, request, or request and deploy, in a window
-(--since, --until). They are downloaded through the presigned links the
+(--since, --until), and kept by file name and task host (--file, --host
+globs). They are downloaded through the presigned links the
 API answers with: fleetctl never needs S3 credentials.`,
 		Example: `  fleetctl logs ls --request web-api --since 7d
   fleetctl logs fetch --request web-api --since 7d -j 8
@@ -125,7 +132,7 @@ API answers with: fleetctl never needs S3 credentials.`,
 		return nil
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
-	cmd.AddCommand(a.logsLsCommand(), a.logsFetchCommand(), a.logsCatCommand(), a.logsGrepCommand())
+	cmd.AddCommand(a.logsLsCommand(), a.logsFetchCommand(), a.logsCatCommand(), a.logsGrepCommand(), a.logsFollowCommand())
 	return cmd
 }
 
@@ -291,14 +298,15 @@ func (a *app) logsCatCommand() *cobra.Command {
 func (a *app) logsGrepCommand() *cobra.Command {
 	var sel selection
 	var o grepOptions
-	var jobs int
+	var jobs, around int
 	cmd := &cobra.Command{
 		Use:   "grep PATTERN",
 		Short: "Search the matching logs in parallel; prints key:line:text",
 		Long: `Searches every matching log (from the cache when it is complete there,
 streamed through its presigned link otherwise), several at once, gunzipping
 .gz, and prints key:line:text for each line that matches, in the order of
-logs ls. PATTERN is a regular expression (Go syntax, as grep -E), or a
+logs ls. With -A, -B or -C, lines of context are printed as key-line-text
+and groups apart are separated by a -- line, as grep does. PATTERN is a regular expression (Go syntax, as grep -E), or a
 fixed string with -F. Exit code 1 when no line matched, as grep.`,
 		Example: `  fleetctl logs grep --request web-api --since 7d 'status=5[0-9][0-9]'
   fleetctl logs grep --task web-api-v42-1793491200000-0-node17-us_east_1a -i -c timeout
@@ -307,6 +315,15 @@ fixed string with -F. Exit code 1 when no line matched, as grep.`,
 		RunE: func(cmd *cobra.Command, argv []string) error {
 			if jobs < 0 {
 				return usageError("-j %d: at least 1", jobs)
+			}
+			if o.before < 0 || o.after < 0 || around < 0 {
+				return usageError("-A, -B, -C: a number of lines, 0 or more")
+			}
+			if !cmd.Flags().Changed("before-context") {
+				o.before = around
+			}
+			if !cmd.Flags().Changed("after-context") {
+				o.after = around
 			}
 			m, err := newMatcher(argv[0], o)
 			if err != nil {
@@ -340,6 +357,9 @@ fixed string with -F. Exit code 1 when no line matched, as grep.`,
 	f.BoolVarP(&o.count, "count", "c", false, "print key:count of selected lines per log")
 	f.BoolVarP(&o.filesOnly, "files-with-matches", "l", false, "print only the keys of logs with a selected line")
 	f.BoolVarP(&o.fixed, "fixed-strings", "F", false, "PATTERN is a fixed string")
+	f.IntVarP(&o.after, "after-context", "A", 0, "print this many lines after each selected line (key-line-text), -- between groups")
+	f.IntVarP(&o.before, "before-context", "B", 0, "print this many lines before each selected line")
+	f.IntVarP(&around, "context", "C", 0, "print this many lines before and after each selected line")
 	f.IntVarP(&jobs, "jobs", "j", 0, "logs searched at once (default: the number of CPUs, at least 4)")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"path"
@@ -268,22 +269,41 @@ var actions = map[string]struct {
 func (a *app) changeCommand(name string) *cobra.Command {
 	act := actions[name]
 	var msg, forText, revert, key string
-	var dryRun, yes, killTasks bool
+	var dryRun, yes, killTasks, wait bool
+	var sel selector
+	var maxUnavailable string
+	var jobs int
+	var wf waitFlags
 	cmd := &cobra.Command{
-		Use:   name + " ID...",
+		Use:   name + " [ID...]",
 		Short: act.short,
 		Long: act.short + `.
 
 With --for the change expires: after that long the machine reverts to
---revert (default ` + string(act.defaultRevert) + `). Several ids are changed one after
-the other, one result line each; more than one asks for confirmation
-unless --yes. --dry-run reads each machine and says what would happen.
-Every change carries an Idempotency-Key, so a retry after a lost answer
-is never applied twice.`,
+--revert (default ` + string(act.defaultRevert) + `). --dry-run reads each machine and says what
+would happen. Every change carries an Idempotency-Key, so a retry after a
+lost answer is never applied twice.
+
+Machines are named by id, or selected: --state, --host and --rack globs,
+and -l key=value over attributes (all must match). A selection is shown
+as a table of what will change and asked for (so are several ids), unless
+--yes; without a terminal to ask on, --yes is needed. -j changes are sent
+at once; one result line per machine, in id order, then a summary.
+
+--max-unavailable N (or N%, of the selection, rounded down, at least 1)
+is the guard: never more than N machines of the selection unavailable at
+once, those already unavailable counted first. Unavailable means out of
+ACTIVE; for decommission --wait it means draining (STARTING_DECOMMISSION
+or DECOMMISSIONING): each drain is followed to DECOMMISSIONED and the next
+one starts when fewer than N are draining, as a disruption budget counts
+disruptions in progress. Without --wait the guard starts what it allows
+and names the rest as not started (exit code 11). The service's own
+decommission limit still applies: its refusal is reported per machine.`,
 		Example: fmt.Sprintf(`  fleetctl %[1]s node-17 -m "kernel upgrade"
   fleetctl %[1]s node-17 node-18 -m "disk check" --for 2h --revert %[2]s --yes
+  fleetctl %[1]s --rack us-east-1a -l instance_type=m5.4xlarge --max-unavailable 10%% -m "rack maintenance"
   fleetctl list --state active -o name | xargs fleetctl %[1]s --dry-run`, name, act.defaultRevert),
-		Args: args(cobra.MinimumNArgs(1)),
+		Args: args(cobra.ArbitraryArgs),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			req := client.ChangeRequest{Message: msg, ActionID: key, KillTasksOnDecommissionTimeout: killTasks}
 			var forDur time.Duration
@@ -311,15 +331,51 @@ is never applied twice.`,
 			if err != nil {
 				return err
 			}
-			if dryRun {
-				return a.dryRun(cmd, c, name, act.target, req, ids)
+			if sel.given() && len(ids) > 0 {
+				return usageError("name machines by id or select them (--state, --host, --rack, -l), not both")
 			}
-			if len(ids) > 1 && !yes {
+			if !sel.given() && len(ids) == 0 {
+				return usageError("%s: name machines by id, or select them with --state, --host, --rack or -l (see %s --help)", name, cmd.CommandPath())
+			}
+			if jobs < 1 {
+				return usageError("-j %d: at least 1", jobs)
+			}
+			if wait {
+				if err := wf.check(); err != nil {
+					return err
+				}
+			} else if f := cmd.Flags().Lookup("wait-timeout"); f != nil && f.Changed {
+				return usageError("--wait-timeout needs --wait")
+			}
+			selected, err := a.selectMachines(ctx, c, ids, sel, maxUnavailable != "" || wait)
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				return a.dryRun(cmd, c, name, act.target, req, slaveIDs(selected))
+			}
+			n, err := budget(maxUnavailable, len(selected))
+			if err != nil {
+				return err
+			}
+			plan := planChange(selected, act.target, n, jobs, wait)
+			if sel.given() {
+				if len(selected) == 0 {
+					fmt.Fprintln(a.stderr, "fleetctl: no machine matches the selection")
+					return nil
+				}
+				a.printPlan(plan, act.target)
+				if !yes {
+					if err := a.confirm(fmt.Sprintf("%s %d machines", name, len(plan.start))); err != nil {
+						return err
+					}
+				}
+			} else if len(ids) > 1 && !yes {
 				if err := a.confirm(fmt.Sprintf("%s %d machines (%s)", name, len(ids), strings.Join(ids, ", "))); err != nil {
 					return err
 				}
 			}
-			send := func(id string) error {
+			send := func(ctx context.Context, id string) error {
 				switch act.target {
 				case client.Frozen:
 					return c.FreezeSlave(ctx, id, req, client.ChangeOptions{})
@@ -332,7 +388,35 @@ is never applied twice.`,
 			if forDur > 0 {
 				done += fmt.Sprintf(" for %s, then %s", forText, req.RevertToState)
 			}
-			return a.each(ids, send, done)
+			do := func(ctx context.Context, s client.Slave) error {
+				// Only a machine read from the list has a state: one named by
+				// id alone gets the service's own answer.
+				if s.CurrentState.State == act.target {
+					return alreadyError{act.target}
+				}
+				return send(ctx, s.ID)
+			}
+			var p *progress
+			if wait {
+				wctx, cancel := wf.context(ctx)
+				defer cancel()
+				ctx = wctx
+				p = newProgress(a.stderr, isTerminal(a.stderr), client.Decommissioned)
+				defer p.done()
+				done = string(client.Decommissioned)
+				do = func(ctx context.Context, s client.Slave) error {
+					// A drain under way or done is only waited for: running
+					// the same command again resumes it.
+					if st := s.CurrentState.State; !draining(st) && st != client.Decommissioned {
+						if err := send(ctx, s.ID); err != nil {
+							return err
+						}
+					}
+					return waitFor(ctx, c, s.ID, client.Decommissioned, wf.poll, p)
+				}
+			}
+			err = a.apply(ctx, plan.start, plan.limit, do, done, p)
+			return a.held(name, plan, n, wait, maxUnavailable != "" || sel.given(), err)
 		},
 	}
 	f := cmd.Flags()
@@ -342,11 +426,90 @@ is never applied twice.`,
 	f.StringVar(&key, "action-id", "", "your id for the change (a ticket number), stored with an expiring change")
 	f.BoolVar(&dryRun, "dry-run", false, "show what would change, change nothing")
 	f.BoolVarP(&yes, "yes", "y", false, "change several machines without asking")
+	sel.register(f)
+	f.StringVar(&maxUnavailable, "max-unavailable", "", "guard: at most this many machines of the selection unavailable at once, a count or a percentage (rounded down, at least 1)")
+	f.IntVarP(&jobs, "jobs", "j", 8, "changes sent at once")
 	if name == "decommission" {
 		f.BoolVar(&killTasks, "kill-tasks", false, "kill the tasks left when a decommission times out (needed to --revert DECOMMISSIONED)")
+		f.BoolVar(&wait, "wait", false, "follow each drain to DECOMMISSIONED (see fleetctl wait)")
+		wf.register(cmd)
 	}
+	cmd.RegisterFlagCompletionFunc("state", completeStates)
 	cmd.RegisterFlagCompletionFunc("revert", completeStates)
 	return cmd
+}
+
+// selectMachines returns the machines a change names: those the selector
+// matches, sorted by id, or the ids given. The ids are read from the list
+// only when their states are needed (for the guard or a wait); an unknown
+// id stays in with no state, for the change to answer 404.
+func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string, sel selector, needStates bool) ([]client.Slave, error) {
+	f, err := sel.filter()
+	if err != nil {
+		return nil, err
+	}
+	if !sel.given() && !needStates {
+		out := make([]client.Slave, len(ids))
+		for i, id := range ids {
+			out[i].ID = id
+		}
+		return out, nil
+	}
+	all, err := c.ListSlaves(ctx, string(f.state))
+	if err = a.partial(err); err != nil {
+		return nil, err
+	}
+	if sel.given() {
+		all = slices.DeleteFunc(all, func(s client.Slave) bool { return !f.matches(s) })
+		sortByID(all)
+		return all, nil
+	}
+	out := make([]client.Slave, len(ids))
+	for i, id := range ids {
+		out[i].ID = id
+		if j := slices.IndexFunc(all, func(s client.Slave) bool { return s.ID == id }); j >= 0 {
+			out[i] = all[j]
+		}
+	}
+	return out, nil
+}
+
+func slaveIDs(slaves []client.Slave) []string {
+	ids := make([]string, len(slaves))
+	for i, s := range slaves {
+		ids[i] = s.ID
+	}
+	return ids
+}
+
+// printPlan shows what a change by selector will do, machine by machine.
+func (a *app) printPlan(p guardPlan, target client.State) {
+	rows := [][]string{{"ID", "STATE", "HOST", "RACK", "CHANGE"}}
+	for _, s := range p.start {
+		rows = append(rows, []string{s.ID, string(s.CurrentState.State), s.Host, s.RackID, "→ " + string(target)})
+	}
+	for _, s := range p.held {
+		rows = append(rows, []string{s.ID, string(s.CurrentState.State), s.Host, s.RackID, "none: --max-unavailable"})
+	}
+	writeTable(a.stdout, visibleRows(rows), a.stateColours(1))
+}
+
+// held names the machines the guard did not start and sums the change up;
+// a failure's code wins over the guard's.
+func (a *app) held(name string, p guardPlan, budget int, wait, summary bool, err error) error {
+	for _, s := range p.held {
+		fmt.Fprintf(a.stderr, "fleetctl: %s: not started: --max-unavailable %d reached\n", visible(s.ID), budget)
+	}
+	if summary {
+		fmt.Fprintf(a.stderr, "%s: %d started, %d not started (%s), %d at once\n", name, len(p.start), len(p.held), p.describeGuard(budget, wait), p.limit)
+	}
+	if err != nil {
+		return err
+	}
+	if len(p.held) > 0 {
+		return exitError{code: exitHeld}
+	}
+	return nil
 }
 
 // each applies do to every id in turn, printing one line per id: done on

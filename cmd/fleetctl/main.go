@@ -12,6 +12,11 @@
 //	7  any other failure, and an endpoint that is not the fleet API
 //	8  logs fetch, cat or grep: some logs failed (each named on stderr),
 //	   every other one was done
+//	9  wait, decommission --wait: a machine was not there by --wait-timeout
+//	10 wait, decommission --wait: a machine went elsewhere (activated,
+//	   DEAD, deleted) instead of reaching the state waited for
+//	11 freeze, decommission, activate: --max-unavailable held machines
+//	   back, not started (each named on stderr); the others were done
 //	130  interrupted (SIGINT; 143 for SIGTERM)
 package main
 
@@ -42,6 +47,9 @@ const (
 	exitUnavailable = 6
 	exitFailure     = 7
 	exitSomeLogs    = 8
+	exitWaitTimeout = 9
+	exitElsewhere   = 10
+	exitHeld        = 11
 )
 
 // version is set at build time (-ldflags "-X main.version=...").
@@ -188,7 +196,9 @@ profile of the config file (fleetctl config shows what is in effect).
 Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused (400/409),
 4 not found, 5 auth (401/403), 6 unavailable (503, timeout, no answer),
 7 other failure (an endpoint that is not the fleet API too), 8 some logs
-failed (logs fetch, cat, grep: each named on stderr), 130 interrupted.
+failed (logs fetch, cat, grep: each named on stderr), 9 a wait timed out,
+10 a machine waited for went elsewhere (activated, DEAD, deleted), 11
+--max-unavailable held machines back, 130 interrupted.
 
 Text from the service (messages, hosts, log keys) is shown with control
 characters escaped (\x1b, \n); -o json is exact.`,
@@ -214,7 +224,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 	root.AddCommand(
 		a.listCommand(), a.showCommand(),
 		a.changeCommand("freeze"), a.changeCommand("decommission"), a.changeCommand("activate"),
-		a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
+		a.waitCommand(), a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
 		a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
 	root.InitDefaultHelpCmd()

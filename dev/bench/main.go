@@ -139,6 +139,7 @@ var sections = []section{
 	{"expiry throughput", expiryThroughput},
 	{"console", consoleFigures},
 	{"fleetctl logs", fleetctlLogs},
+	{"fleetctl selector", fleetctlSelector},
 	{"machine reports", reportFigures},
 }
 

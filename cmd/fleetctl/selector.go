@@ -1,0 +1,182 @@
+package main
+
+import (
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetops/fleet/client"
+)
+
+// selector is how freeze, decommission and activate pick machines without
+// naming them: a state, globs over host and rack (path.Match), and
+// attributes that must all be equal.
+type selector struct {
+	state, host, rack string
+	labels            []string
+}
+
+func (s *selector) register(f *pflag.FlagSet) {
+	f.StringVar(&s.state, "state", "", "select the machines in this state (active, frozen, ...)")
+	f.StringVar(&s.host, "host", "", "select the machines whose host matches this glob (node-1*)")
+	f.StringVar(&s.rack, "rack", "", "select the machines whose rack matches this glob")
+	f.StringArrayVarP(&s.labels, "label", "l", nil, "select the machines with this attribute, key=value (repeatable: all must match)")
+}
+
+// given reports whether any selector flag was set.
+func (s *selector) given() bool {
+	return s.state != "" || s.host != "" || s.rack != "" || len(s.labels) > 0
+}
+
+// machineFilter is a selector read and checked.
+type machineFilter struct {
+	state      client.State
+	host, rack string
+	labels     map[string]string
+}
+
+// filter checks the selector's flags: a known state, well-formed globs,
+// key=value labels.
+func (s *selector) filter() (machineFilter, error) {
+	f := machineFilter{host: s.host, rack: s.rack, labels: map[string]string{}}
+	if s.state != "" {
+		st, err := parseState(s.state)
+		if err != nil {
+			return f, err
+		}
+		f.state = st
+	}
+	for flag, glob := range map[string]string{"--host": s.host, "--rack": s.rack} {
+		if _, err := path.Match(glob, ""); err != nil {
+			return f, usageError("%s %q: %v", flag, glob, err)
+		}
+	}
+	for _, l := range s.labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return f, usageError("-l %q: want key=value", l)
+		}
+		if old, dup := f.labels[k]; dup && old != v {
+			return f, usageError("-l %s: both %q and %q can never match", k, old, v)
+		}
+		f.labels[k] = v
+	}
+	return f, nil
+}
+
+// matches reports whether a machine is selected.
+func (f machineFilter) matches(s client.Slave) bool {
+	if f.state != "" && s.CurrentState.State != f.state {
+		return false
+	}
+	if ok, _ := path.Match(f.host, s.Host); f.host != "" && !ok {
+		return false
+	}
+	if ok, _ := path.Match(f.rack, s.RackID); f.rack != "" && !ok {
+		return false
+	}
+	for k, v := range f.labels {
+		if got, ok := s.Attributes[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// budget reads --max-unavailable for a selection of n machines: a count,
+// or a percentage of n rounded down; either way at least 1, as a guard
+// that allows nothing would stop every change. Empty means no guard: n.
+func budget(s string, n int) (int, error) {
+	if s == "" {
+		return max(n, 1), nil
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 0 || v > 100 {
+			return 0, usageError("--max-unavailable %q: want a count or a percentage from 0%% to 100%%", s)
+		}
+		return max(n*v/100, 1), nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return 0, usageError("--max-unavailable %q: want a count or a percentage from 0%% to 100%%", s)
+	}
+	return max(v, 1), nil
+}
+
+// draining reports whether a state is a decommission in progress.
+func draining(s client.State) bool {
+	return s == client.StartingDecommission || s == client.Decommissioning
+}
+
+// guardPlan is which machines of a selection a change starts.
+type guardPlan struct {
+	start []client.Slave // in the order to start them
+	held  []client.Slave // not started: the guard is spent
+	out   int            // selected machines unavailable before the change
+	limit int            // changes in progress at once
+}
+
+// planChange applies the guard to a selection. Unavailable means out of
+// ACTIVE, except for a decommission followed to its end (wait), where it
+// means draining (STARTING_DECOMMISSION or DECOMMISSIONING): a
+// DECOMMISSIONED machine is gone for good and no longer a disruption in
+// progress, the way a PodDisruptionBudget counts disruptions under way.
+//
+// Without wait the guard is spent once: machines already unavailable use
+// it up first, then each ACTIVE machine the change takes out of ACTIVE;
+// the others are held. With wait every machine is started in turn, at most
+// budget draining at once: those already draining come first (they are
+// only waited for), so a new drain starts only when fewer than budget of
+// the earlier ones are left.
+func planChange(sel []client.Slave, target client.State, budget, jobs int, wait bool) guardPlan {
+	var p guardPlan
+	if wait {
+		for _, s := range sel {
+			if draining(s.CurrentState.State) {
+				p.out++
+				p.start = append(p.start, s)
+			}
+		}
+		for _, s := range sel {
+			if !draining(s.CurrentState.State) {
+				p.start = append(p.start, s)
+			}
+		}
+		p.limit = min(jobs, budget)
+		return p
+	}
+	for _, s := range sel {
+		// An id the list did not hold has no state: its change will
+		// answer 404, and it takes no part of the budget.
+		if st := s.CurrentState.State; st != "" && st != client.Active {
+			p.out++
+		}
+	}
+	slots := budget - p.out
+	for _, s := range sel {
+		takesOut := s.CurrentState.State == client.Active && target != client.Active
+		switch {
+		case !takesOut:
+			p.start = append(p.start, s)
+		case slots > 0:
+			slots--
+			p.start = append(p.start, s)
+		default:
+			p.held = append(p.held, s)
+		}
+	}
+	p.limit = jobs
+	return p
+}
+
+// describeGuard says what the guard allowed, for the summary line.
+func (p guardPlan) describeGuard(budget int, wait bool) string {
+	if wait {
+		return fmt.Sprintf("at most %d draining at once, %d already were", budget, p.out)
+	}
+	return fmt.Sprintf("at most %d out of ACTIVE, %d already were", budget, p.out)
+}
