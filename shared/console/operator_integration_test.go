@@ -379,14 +379,14 @@ func TestLogsShowTimesWithTheirZoneAndShortNames(t *testing.T) {
 			}
 			var name, key string
 			do(t, ctx, chromedp.Text(`table.logs tbody tr:first-child span.file`, &name))
-			if strings.Contains(name, "/") || !strings.HasSuffix(name, ".log") {
-				t.Errorf("got file name %q, want the key's last part", name)
+			if want := "service-119.log"; name != want { // the newest first
+				t.Errorf("got file name %q, want %q", name, want)
 			}
-			eventually(t, ctx, "the full key hidden", `document.querySelector("table.logs tbody tr:first-child code.full").offsetParent === null`)
+			eventually(t, ctx, "the full key hidden", `document.querySelector("table.logs tbody tr:first-child code.full").checkVisibility() === false`)
 			do(t, ctx, chromedp.Click(`table.logs tbody tr:first-child summary`))
-			eventually(t, ctx, "the full key shown", `document.querySelector("table.logs tbody tr:first-child code.full").offsetParent !== null`)
+			eventually(t, ctx, "the full key shown", `document.querySelector("table.logs tbody tr:first-child code.full").checkVisibility()`)
 			do(t, ctx, chromedp.Text(`table.logs tbody tr:first-child code.full`, &key))
-			if !strings.Contains(key, taskID) || !strings.HasSuffix(key, "/"+name) {
+			if !strings.Contains(key, taskID) || !strings.HasSuffix(key, "-"+name) {
 				t.Errorf("got key %q, want the whole key of %s", key, name)
 			}
 			shot(t, ctx, fmt.Sprintf("logs-zone-%d", width))

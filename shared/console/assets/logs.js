@@ -121,10 +121,10 @@ export function render(root, route) {
   if (p.get("task") || p.get("request")) lookup();
 }
 
-// row is one log: its file name, with the full key a click away, and its
+// row is one log: its short name, with the full key a click away, and its
 // times with their zone (stamp).
 function row(log) {
-  const file = log.key.split("/").pop();
+  const file = short(log.key);
   return h("tr", {},
     h("td", { class: "key" }, h("details", {}, h("summary", { title: log.key }, h("span", { class: "file" }, file)),
       h("code", { class: "full" }, log.key))),
@@ -136,6 +136,15 @@ function row(log) {
       ? [h("a", { href: log.getUrl, target: "_blank", rel: "noopener noreferrer", class: "view", "aria-label": "View " + file }, "View"), " ",
         h("a", { href: log.downloadUrl, rel: "noopener noreferrer", class: "download", "aria-label": "Download " + file }, "Download")]
       : "—"));
+}
+
+// short is a key's file name: its last part, without the
+// "<taskId>_<index>-<epoch ms>-" the default key layout puts before the
+// uploaded file's own name (any other layout shows the whole last part).
+function short(key) {
+  const last = key.split("/").pop();
+  const m = /^.+_\d+-\d{13}-(.+)$/.exec(last);
+  return m ? m[1] : last;
 }
 
 const when = (t) => h("time", { dateTime: new Date(t).toISOString(), title: ago(t) }, stamp(t));
