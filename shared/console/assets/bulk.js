@@ -23,6 +23,7 @@ export function bulkPanel({ ids, select, states, changed }) {
   const name = id("bulk");
   let action = "freeze";
   let stopped = false;
+  let running = false;
   const radios = Object.entries(ACTIONS).map(([key, a]) => h("label", { class: "choice" },
     h("input", { type: "radio", name, value: key, checked: key === action, onchange: () => { action = key; sync(); } }), " ", a.label));
   const message = h("textarea", { rows: 2, maxLength: 4096, placeholder: "Why (goes into every machine's history)" });
@@ -40,7 +41,7 @@ export function bulkPanel({ ids, select, states, changed }) {
     const n = ids().length;
     heading.textContent = `Change ${number(n)} selected machine${n === 1 ? "" : "s"}`;
     submit.textContent = `${ACTIONS[action].label} ${number(n)}…`;
-    submit.disabled = n === 0;
+    submit.disabled = running || n === 0;
     revertField.hidden = expiry.value === "";
     const keep = revert.value;
     const options = ACTIONS[action].reverts;
@@ -79,11 +80,11 @@ export function bulkPanel({ ids, select, states, changed }) {
       danger: action === "decommission",
     });
     if (!ok) return;
-    submit.disabled = true;
+    running = submit.disabled = true;
     next.replaceChildren();
     summary.textContent = "Reading the machines' states…";
     let now;
-    try { now = await states(); } catch (err) { summary.replaceChildren(problem(err)); submit.disabled = false; return; }
+    try { now = await states(); } catch (err) { summary.replaceChildren(problem(err)); running = submit.disabled = false; return; }
     const done = await run(chosen, now, action, body, limit);
     summary.textContent = `${number(done.applied.length)} applied, ${number(done.refused)} refused, ${number(done.held)} held back by the guard.`;
     if (done.applied.length) {
@@ -91,7 +92,7 @@ export function bulkPanel({ ids, select, states, changed }) {
         onclick: () => { select(done.applied); choose(k); submit.focus(); } }, ACTIONS[k].label + "…")));
     }
     message.value = "";
-    submit.disabled = false;
+    running = submit.disabled = false;
     if (!stopped) changed();
   }
 
