@@ -7,11 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleetops/fleet/dev/browser"
@@ -394,5 +397,55 @@ func TestLogsShowTimesWithTheirZoneAndShortNames(t *testing.T) {
 			noSideways(t, ctx, width)
 			axeClean(t, ctx)
 		})
+	}
+}
+
+// inFlight counts the changes the API is answering at once, and the most.
+type inFlight struct {
+	mu        sync.Mutex
+	now, most int
+}
+
+func (f *inFlight) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		f.mu.Lock()
+		f.now++
+		f.most = max(f.most, f.now)
+		f.mu.Unlock()
+		time.Sleep(20 * time.Millisecond) // long enough for the page to fill its lanes
+		h.ServeHTTP(w, r)
+		f.mu.Lock()
+		f.now--
+		f.mu.Unlock()
+	})
+}
+
+func TestBulkChangeSendsAFewAtATime(t *testing.T) {
+	ids := seed(t, "lanes", 24, false)
+	remove(t, ids)
+	// Over HTTP/2, as API Gateway serves it, the browser does not cap the
+	// requests to a host at 6: the page's own bound is what holds.
+	var lanes inFlight
+	srv := httptest.NewUnstartedServer(lanes.wrap(mux(http.NotFoundHandler())))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	ctx := sized(t, 1440)
+	do(t, ctx, security.SetIgnoreCertificateErrors(true))
+	open(t, ctx, srv.URL, "#/fleet?q=lanes-", "table.fleet tbody tr")
+	eventually(t, ctx, "24 rows", `document.querySelectorAll("table.fleet tbody tr").length === 24`)
+	do(t, ctx, chromedp.Click(`//button[text()="Select all 24 matching"]`, chromedp.BySearch),
+		chromedp.Click(`form.bulk input[value=activate]`), chromedp.Click(`form.bulk button[type=submit]`))
+	confirmDialog(t, ctx, "Activate 24 machines?")
+	// Every machine is ACTIVE already: 24 refusals, each a request.
+	eventually(t, ctx, "every result", has("form.bulk", "0 applied, 24 refused"))
+	lanes.mu.Lock()
+	defer lanes.mu.Unlock()
+	if lanes.most != 8 {
+		t.Errorf("got at most %d changes in flight, want 8 (bounded, and in parallel)", lanes.most)
 	}
 }
