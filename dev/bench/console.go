@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleetops/fleet/dev/browser"
@@ -84,7 +87,7 @@ func consoleFigures(ctx context.Context, e *env) ([]row, error) {
 		{figure: fmt.Sprintf("page response to first paint of the fleet table, %d slaves (%.1f MB JSON, %.1f MB gzip), median of %d", n, float64(len(list))/1e6, float64(gzipSize(list))/1e6, runs), value: ms(paint), target: "≤ 1 s", met: verdict(paint <= time.Second)},
 		{figure: fmt.Sprintf("filter keystroke to paint, %d slaves, p95 of %d keystrokes", n, len(keys)), value: ms(p95), target: "≤ 50 ms", met: verdict(p95 <= 50*time.Millisecond)},
 		{figure: fmt.Sprintf("bulk change of %d rows, confirmation to all results shown (each change answered in %s)", bulkRows, bulkLatency), value: ms(bulk), target: "≤ 6 s", met: verdict(bulk <= 6*time.Second)},
-		{figure: fmt.Sprintf("bulk change of %d rows, changes in flight at once (most seen by the API)", bulkRows), value: fmt.Sprint(most), target: "≤ 8", met: verdict(most <= 8)},
+		{figure: fmt.Sprintf("bulk change of %d rows, changes in flight at once (most seen by the API)", bulkRows), value: fmt.Sprint(most), target: "8 (bulk.js PARALLEL)", met: verdict(most == 8)},
 	}, nil
 }
 
@@ -130,7 +133,12 @@ func bulkChange(b *browser.Browser, ui http.Handler) (time.Duration, int64, erro
 		}
 		time.Sleep(bulkLatency)
 	})
-	srv := httptest.NewServer(mux)
+	// HTTP/2 as API Gateway serves it: the browser then does not cap the
+	// requests to one host at 6, and the page's own bound is what holds.
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the browser's probes before it takes the test certificate
+	srv.StartTLS()
 	defer srv.Close()
 
 	ctx, cancel := b.Tab()
@@ -138,7 +146,7 @@ func bulkChange(b *browser.Browser, ui http.Handler) (time.Duration, int64, erro
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelTimeout()
 	var took float64
-	err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/#/fleet?q="),
+	err := chromedp.Run(ctx, security.SetIgnoreCertificateErrors(true), chromedp.Navigate(srv.URL+"/#/fleet?q="),
 		chromedp.WaitVisible(`table.fleet td[data-col=id]`),
 		chromedp.Click(fmt.Sprintf(`//button[text()="Select all %d machines"]`, bulkRows), chromedp.BySearch),
 		chromedp.Click(`form.bulk button[type=submit]`),

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -432,6 +434,7 @@ func TestBulkChangeSendsAFewAtATime(t *testing.T) {
 	var lanes inFlight
 	srv := httptest.NewUnstartedServer(lanes.wrap(mux(http.NotFoundHandler())))
 	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the browser's probes before it takes the test certificate
 	srv.StartTLS()
 	defer srv.Close()
 	ctx := sized(t, 1440)
