@@ -17,8 +17,13 @@ import { number, span, exact } from "./format.js";
 import { ACTIONS, EXPIRIES, NEXT } from "./actions.js";
 
 // PARALLEL is how many changes are in flight at once.
-export const PARALLEL = 8;
+const PARALLEL = 8;
 
+// bulkPanel is the form that changes the selection: ids() is the selected
+// machines, select(ids) replaces the selection (the "next" buttons),
+// states() reads every machine's current state afresh (a Map by id), and
+// changed() is called once a run is over. panel is hidden while there is
+// nothing to change or show; update() follows the selection.
 export function bulkPanel({ ids, select, states, changed }) {
   const name = id("bulk");
   let action = "freeze";
