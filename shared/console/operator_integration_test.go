@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleetops/fleet/dev/browser"
+	"github.com/fleetops/fleet/shared/console"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/machine"
 )
@@ -451,4 +452,36 @@ func TestBulkChangeSendsAFewAtATime(t *testing.T) {
 	if lanes.most != 8 {
 		t.Errorf("got at most %d changes in flight, want 8 (bounded, and in parallel)", lanes.most)
 	}
+}
+
+// TestFleetFitsALaptopAtItsLongest fills every column with the longest
+// values a fleet has (full machine ids, cloud host names, long users, the
+// longest state, a pending change, capacity): at 1440 px the table still
+// fits, cutting the host, user and message and wrapping the id.
+func TestFleetFitsALaptopAtItsLongest(t *testing.T) {
+	ui, err := console.New(console.Config{Auth: console.AuthNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := time.Now().UnixMilli()
+	var rows []string
+	for i := range 12 {
+		id := fmt.Sprintf("20261121-051400-16777343-5050-1234-S%06d", i)
+		rows = append(rows, fmt.Sprintf(`{"id":%q,"firstSeenAt":1793491200000,"currentState":{"objectId":%q,"state":"STARTING_DECOMMISSION","timestamp":1793491200000,"user":"operations-oncall@example.com","message":"kernel upgrade on node-%06d with a long explanation of why"},"host":"ip-10-12-%d-17.us-east-1.compute.internal","rackId":"us-east-1a","attributes":{},"resources":{"cpus":96,"mem":786432}}`, id, id, i, i))
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/slaves":
+			io.WriteString(w, "["+strings.Join(rows, ",")+"]")
+		case "/api/slaves/expiring":
+			fmt.Fprintf(w, `[{"machineId":"20261121-051400-16777343-5050-1234-S000001","user":"ops@example.com","startMillis":%d,"actionId":"a","revertToState":"ACTIVE","killTasksOnDecommissionTimeout":false,"expiringAPIRequestObject":{"message":"x","durationMillis":7200000,"revertToState":"ACTIVE","actionId":"a","killTasksOnDecommissionTimeout":false}}]`, due)
+		default:
+			ui.ServeHTTP(w, r)
+		}
+	}))
+	defer srv.Close()
+	ctx := sized(t, 1440)
+	open(t, ctx, srv.URL, "#/fleet", "table.fleet tbody tr")
+	shot(t, ctx, "fleet-longest-1440")
+	noSideways(t, ctx, 1440)
 }

@@ -34,6 +34,9 @@ const COLUMNS = [
 ];
 const DEFAULT_COLUMNS = ["id", "host", "rack", "state", "since", "by", "message", "pending", "cpus", "mem"];
 const SIZES = [50, 100, 250];
+// CUT are the columns a wide table cuts with an ellipsis: the whole value is
+// the cell's title (the message's is its own).
+const CUT = new Set(["host", "by"]);
 
 const resource = (r, k) => (typeof r.s.resources?.[k] === "number" ? r.s.resources[k] : -1);
 const due = (x) => x.startMillis + x.expiringAPIRequestObject.durationMillis;
@@ -224,7 +227,7 @@ export function render(root, route) {
       h("tbody", {}, page.length
         ? page.map((r) => h("tr", { class: selected.has(r.s.id) ? "selected" : null, onclick: (e) => toggle(e, r.s.id) },
           h("td", { "data-col": "sel" }, h("input", { type: "checkbox", checked: selected.has(r.s.id), "aria-label": "Select " + r.s.id })),
-          cols.map((c) => h("td", { "data-col": c.key, "data-label": c.key === "id" ? null : c.label }, (c.cell ? c.cell(r) : c.value(r)) || null))))
+          cols.map((c) => h("td", { "data-col": c.key, "data-label": c.key === "id" ? null : c.label, title: CUT.has(c.key) ? c.value(r) : null }, (c.cell ? c.cell(r) : c.value(r)) || null))))
         : h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))));
     picked.textContent = `${number(selected.size)} selected`;
     selectAll.textContent = `Select all ${number(shown.length)} ${v.q || v.state ? "matching" : "machines"}`;
