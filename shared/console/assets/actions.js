@@ -3,6 +3,7 @@
 // for confirmation saying exactly what will happen, sends the change with
 // an Idempotency-Key (kept for a retry of the same request), shows a refusal
 // in the API's own words next to the button, and keeps what was typed.
+// After a change it offers the next sensible one (NEXT).
 
 import { h, field, id } from "./dom.js";
 import * as api from "./api.js";
@@ -10,12 +11,14 @@ import { confirm } from "./confirm.js";
 import { problem } from "./notice.js";
 import { span, exact } from "./format.js";
 
-const ACTIONS = {
+export const ACTIONS = {
   freeze: { label: "Freeze", target: "FROZEN", says: "No new tasks are placed on it; running tasks keep running.", reverts: ["ACTIVE", "STARTING_DECOMMISSION"] },
   decommission: { label: "Decommission", target: "STARTING_DECOMMISSION", says: "Its tasks are moved off and it leaves the fleet. Only a few machines may decommission at once.", reverts: ["ACTIVE"] },
   activate: { label: "Activate", target: "ACTIVE", says: "It takes new tasks again.", reverts: ["FROZEN", "STARTING_DECOMMISSION"] },
 };
-const EXPIRIES = [["", "Never (permanent)"], ["3600000", "1 hour"], ["14400000", "4 hours"], ["28800000", "8 hours"], ["86400000", "1 day"], ["custom", "Custom…"]];
+// NEXT is what usually follows a change that succeeded, never itself.
+export const NEXT = { freeze: ["activate", "decommission"], decommission: ["activate"], activate: ["freeze", "decommission"] };
+export const EXPIRIES = [["", "Never (permanent)"], ["3600000", "1 hour"], ["14400000", "4 hours"], ["28800000", "8 hours"], ["86400000", "1 day"], ["custom", "Custom…"]];
 const UNITS = [["60000", "minutes"], ["3600000", "hours"], ["86400000", "days"]];
 
 export function actionForm(current, done) {
@@ -25,6 +28,13 @@ export function actionForm(current, done) {
 
   const radios = Object.entries(ACTIONS).map(([key, a]) => h("label", { class: "choice" },
     h("input", { type: "radio", name, value: key, checked: key === action, onchange: () => { action = key; sync(); } }), " ", a.label));
+  // choose picks an action as its radio does, for the "next" buttons.
+  function choose(key, focus) {
+    action = key;
+    for (const r of radios) r.firstChild.checked = r.firstChild.value === key;
+    sync();
+    if (focus) submit.focus();
+  }
   const message = h("textarea", { rows: 2, maxLength: 4096, placeholder: "Why (goes into the history)" });
   const expiry = h("select", { onchange: () => sync() }, EXPIRIES.map(([v, l]) => h("option", { value: v }, l)));
   const amount = h("input", { type: "number", min: "1", step: "any", value: "2", inputMode: "decimal" });
@@ -82,10 +92,11 @@ export function actionForm(current, done) {
     result.replaceChildren(h("span", { class: "muted" }, "Sending…"));
     try {
       await pending.send(JSON.stringify([slave.id, action, body]), (key) => api.change(slave.id, action, body, key));
-      result.replaceChildren(h("span", { class: "ok" }, `Done: ${slave.id} is ${a.target}${ms ? ` for ${span(ms)}` : ""}.`));
+      result.replaceChildren(h("span", { class: "ok" }, `Done: ${slave.id} is ${a.target}${ms ? ` for ${span(ms)}` : ""}.`),
+        h("span", { class: "next" }, " Next: ", NEXT[action].map((k) => h("button", { type: "button", class: "link", onclick: () => choose(k, true) }, ACTIONS[k].label + "…"))));
       message.value = "";
       expiry.value = "";
-      sync();
+      choose(NEXT[action][0]);
       done();
     } catch (err) {
       result.replaceChildren(problem(err));

@@ -1,6 +1,8 @@
-// The fleet page: every machine, counts per state, search by id, host and
-// rack, sortable columns, the pending expiring change with a live
-// countdown. It stays fast on 100,000 machines: the list is fetched once,
+// The fleet page: every machine, counts per state, search by id, host,
+// rack, attributes, message and user, sortable columns with the capacity the
+// reports carry, the pending expiring change with a live countdown, and a
+// selection that bulk.js changes at once. On a narrow screen each row is a
+// card. It stays fast on 100,000 machines: the list is fetched once,
 // each sort order is computed once, a search is a few indexOf calls over
 // one string of the rows' search text (see index), and only one page of
 // rows (50 by default) is ever in the DOM.
@@ -8,10 +10,11 @@
 import { h, field } from "./dom.js";
 import * as api from "./api.js";
 import { href, replace } from "./router.js";
-import { time, number } from "./format.js";
+import { time, number, size } from "./format.js";
 import { badge } from "./badge.js";
 import { problem, info } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
+import { bulkPanel } from "./bulk.js";
 
 export const STATES = ["ACTIVE", "FROZEN", "STARTING_DECOMMISSION", "DECOMMISSIONING", "DECOMMISSIONED", "DEAD", "MISSING_ON_STARTUP"];
 
@@ -22,12 +25,20 @@ const COLUMNS = [
   { key: "state", label: "State", value: (r) => r.s.currentState.state, cell: (r) => badge(r.s.currentState.state) },
   { key: "since", label: "Since", value: (r) => r.s.currentState.timestamp, cell: (r) => time(r.s.currentState.timestamp) },
   { key: "by", label: "By", value: (r) => r.s.currentState.user || "" },
-  { key: "message", label: "Message", value: (r) => r.s.currentState.message || "", cell: (r) => h("span", { class: "msg" }, linkTasks(r.s.currentState.message)) },
+  { key: "message", label: "Message", value: (r) => r.s.currentState.message || "", cell: (r) => h("span", { class: "msg", title: r.s.currentState.message || null }, linkTasks(r.s.currentState.message)) },
   { key: "pending", label: "Pending change", value: (r) => (r.x ? due(r.x) : Infinity), cell: (r) => r.x && pending(r.x) },
+  // Capacity is what the reports carry in resources (cpus, mem in MB); the
+  // API keeps no running-task count.
+  { key: "cpus", label: "CPUs", value: (r) => resource(r, "cpus"), cell: (r) => (resource(r, "cpus") < 0 ? "—" : number(resource(r, "cpus"))) },
+  { key: "mem", label: "Memory", value: (r) => resource(r, "mem"), cell: (r) => (resource(r, "mem") < 0 ? "—" : size(resource(r, "mem") * 1048576)) },
 ];
-const DEFAULT_COLUMNS = ["id", "host", "rack", "state", "since", "by", "message", "pending"];
+const DEFAULT_COLUMNS = ["id", "host", "rack", "state", "since", "by", "message", "pending", "cpus", "mem"];
 const SIZES = [50, 100, 250];
+// CUT are the columns a wide table cuts with an ellipsis: the whole value is
+// the cell's title (the message's is its own).
+const CUT = new Set(["host", "by"]);
 
+const resource = (r, k) => (typeof r.s.resources?.[k] === "number" ? r.s.resources[k] : -1);
 const due = (x) => x.startMillis + x.expiringAPIRequestObject.durationMillis;
 export const pending = (x) => h("span", { class: "pending" }, "→ ", x.revertToState, " ", time(due(x), "until"));
 
@@ -57,9 +68,10 @@ function sorted(key, dir) {
   return out;
 }
 
-// index is the search text of every row of order (id, host and rack,
-// lowercase) in one string, with where each row starts: a search is then
-// a few native indexOf calls over the string instead of one test per row.
+// index is the search text of every row of order (id, host, rack, each
+// attribute as key=value, the state's message and user; lowercase) in one
+// string, with where each row starts: a search is then a few native indexOf
+// calls over the string instead of one test per row.
 function index(order) {
   let ix = fleet.indexes.get(order);
   if (ix) return ix;
@@ -68,7 +80,9 @@ function index(order) {
   let pos = 0;
   for (let i = 0; i < order.length; i++) {
     const s = order[i].s;
-    parts[i] = (s.id + "\n" + s.host + "\n" + s.rackId).toLowerCase();
+    let text = s.id + "\n" + s.host + "\n" + s.rackId + "\n" + (s.currentState.message || "") + "\n" + (s.currentState.user || "");
+    for (const k in s.attributes) text += "\n" + k + "=" + s.attributes[k];
+    parts[i] = text.toLowerCase().replaceAll("\u0001", ""); // the separator is never in a row
     starts[i] = pos;
     pos += parts[i].length + 1;
   }
@@ -122,11 +136,24 @@ export function render(root, route) {
 
   const status = h("p", { class: "muted", "aria-live": "polite" });
   const counts = h("ul", { class: "counts", "aria-label": "Machines per state" });
-  const search = h("input", { type: "search", value: v.q, placeholder: "id, host or rack", autocomplete: "off", spellcheck: false });
+  const search = h("input", { type: "search", value: v.q, placeholder: "id, host, rack, key=value, message or user", autocomplete: "off", spellcheck: false });
   const table = h("table", { class: "grid fleet" });
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const errors = h("div");
   const refresh = h("button", { type: "button", onclick: () => reload() }, "Refresh");
+  // The selection is machine ids, kept across filters and pages; bulk.js
+  // changes them.
+  const selected = new Set();
+  let shown = [];
+  const picked = h("span", { "aria-live": "polite" });
+  const selectAll = h("button", { type: "button", onclick: () => { for (const r of shown) selected.add(r.s.id); draw(); } });
+  const selectNone = h("button", { type: "button", onclick: () => { selected.clear(); draw(); } }, "Clear selection");
+  const bulk = bulkPanel({
+    ids: () => [...selected],
+    select: (ids) => { selected.clear(); for (const i of ids) selected.add(i); draw(); },
+    states: async () => { await load(); return new Map(fleet.rows.map((r) => [r.s.id, r.s.currentState.state])); },
+    changed: () => reload(),
+  });
 
   const chooser = h("details", { class: "columns" }, h("summary", {}, "Columns"),
     h("fieldset", {}, h("legend", {}, "Show columns"),
@@ -149,6 +176,8 @@ export function render(root, route) {
       field("Search", search),
       field("Per page", size),
       chooser),
+    h("div", { class: "selectbar" }, picked, selectAll, selectNone),
+    bulk.panel,
     h("div", { class: "table-wrap" }, table),
     pager);
 
@@ -176,7 +205,7 @@ export function render(root, route) {
     const perState = Object.fromEntries(STATES.map((s) => [s, 0]));
     const found = matching(sorted(v.sort, v.dir), q);
     const total = found.length;
-    const shown = [];
+    shown = [];
     for (const r of found) {
       const st = r.s.currentState.state;
       perState[st]++;
@@ -191,17 +220,33 @@ export function render(root, route) {
     const sortName = COLUMNS.find((c) => c.key === v.sort).label;
     table.replaceChildren(
       h("caption", { class: "sr-only" }, `Machines${v.state ? " in state " + v.state : ""}${q ? ` matching "${v.q}"` : ""}, sorted by ${sortName} ${v.dir === "asc" ? "ascending" : "descending"}`),
-      h("thead", {}, h("tr", {}, cols.map((c) => h("th", { scope: "col", "aria-sort": c.key === v.sort ? (v.dir === "asc" ? "ascending" : "descending") : null },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "sel" }, h("input", { type: "checkbox", "aria-label": "Select every machine on this page",
+        checked: page.length > 0 && page.every((r) => selected.has(r.s.id)),
+        onchange: (e) => { for (const r of page) { if (e.target.checked) selected.add(r.s.id); else selected.delete(r.s.id); } draw(); } })), cols.map((c) => h("th", { scope: "col", "aria-sort": c.key === v.sort ? (v.dir === "asc" ? "ascending" : "descending") : null },
         h("button", { type: "button", class: "sort", "data-col": c.key, onclick: () => sortBy(c.key) }, c.label,
           h("span", { "aria-hidden": "true" }, c.key === v.sort ? (v.dir === "asc" ? " ▲" : " ▼") : "")))))),
       h("tbody", {}, page.length
-        ? page.map((r) => h("tr", {}, cols.map((c) => h("td", { "data-col": c.key }, c.cell ? c.cell(r) : c.value(r)))))
-        : h("tr", {}, h("td", { colSpan: cols.length, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))));
+        ? page.map((r) => h("tr", { class: selected.has(r.s.id) ? "selected" : null, onclick: (e) => toggle(e, r.s.id) },
+          h("td", { "data-col": "sel" }, h("input", { type: "checkbox", checked: selected.has(r.s.id), "aria-label": "Select " + r.s.id })),
+          cols.map((c) => h("td", { "data-col": c.key, "data-label": c.key === "id" ? null : c.label, title: CUT.has(c.key) ? c.value(r) : null }, (c.cell ? c.cell(r) : c.value(r)) || null))))
+        : h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))));
+    picked.textContent = `${number(selected.size)} selected`;
+    selectAll.textContent = `Select all ${number(shown.length)} ${v.q || v.state ? "matching" : "machines"}`;
+    selectAll.disabled = !shown.length;
+    selectNone.disabled = !selected.size;
+    bulk.update();
     pager.replaceChildren(
       h("span", {}, shown.length ? `${number(first + 1)}–${number(first + page.length)} of ${number(shown.length)}` : "0 machines"),
       h("button", { type: "button", disabled: v.p <= 1, onclick: () => { v.p--; update(); } }, "Previous"),
       h("span", {}, `Page ${v.p} of ${pages}`),
       h("button", { type: "button", disabled: v.p >= pages, onclick: () => { v.p++; update(); } }, "Next"));
+  }
+
+  // toggle selects or unselects a row clicked anywhere but on a link or control.
+  function toggle(e, id) {
+    if (e.target.closest("a, button, summary") || (e.target.matches("input") && e.target.type !== "checkbox")) return;
+    if (selected.has(id)) selected.delete(id); else selected.add(id);
+    draw();
   }
 
   function drawCounts(perState, total) {
@@ -241,7 +286,7 @@ export function render(root, route) {
   if (fleet && Date.now() - fleet.at < 60000) status.replaceChildren("Updated ", time(fleet.at));
   else reload();
   const timer = setInterval(() => { if (!document.hidden) reload(); }, 60000);
-  return () => { clearInterval(timer); if (pendingAddress) { clearTimeout(pendingAddress); } };
+  return () => { clearInterval(timer); bulk.stop(); if (pendingAddress) { clearTimeout(pendingAddress); } };
 }
 
 // forget drops the cached fleet after a change, so the next visit fetches it.

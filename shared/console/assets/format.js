@@ -24,6 +24,16 @@ const exactFormat = new Intl.DateTimeFormat(undefined, {
 });
 export const exact = (t) => exactFormat.format(new Date(t));
 
+// stamp is a time as "2026-11-24 01:46:00 UTC": the reader's clock with
+// its zone, in one shape on every row, sortable by eye.
+const stampFormat = new Intl.DateTimeFormat("en-US", {
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+});
+export function stamp(t) {
+  const p = Object.fromEntries(stampFormat.formatToParts(new Date(t)).map((x) => [x.type, x.value]));
+  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
+}
+
 // time is a <time> element reading relative, exact on hover, kept current
 // by the page's clock (see tick in app.js).
 export function time(t, rel = "ago") {

@@ -6,7 +6,7 @@
 import { h, field, id } from "./dom.js";
 import * as api from "./api.js";
 import { href, replace } from "./router.js";
-import { time, size, exact } from "./format.js";
+import { size, stamp, ago } from "./format.js";
 import { problem, info } from "./notice.js";
 
 const WINDOWS = [["1h", "Last hour", 3600000], ["6h", "Last 6 hours", 21600000], ["24h", "Last 24 hours", 86400000],
@@ -100,7 +100,7 @@ export function render(root, route) {
       const k = log.getUrl ? log.getUrl.split("?")[0] : log.key;
       if (!seen.has(k)) { seen.add(k); shown.push(log); }
     }
-    const window = `${body.start ? exact(body.start) : "the lookback"} to ${body.end ? exact(body.end) : "now"}`;
+    const window = `${body.start ? stamp(body.start) : "the lookback"} to ${body.end ? stamp(body.end) : "now"}`;
     if (!shown.length && res.lastPage) {
       results.replaceChildren(info(`No logs in this window (${window}).`));
       return;
@@ -121,19 +121,33 @@ export function render(root, route) {
   if (p.get("task") || p.get("request")) lookup();
 }
 
+// row is one log: its short name, with the full key a click away, and its
+// times with their zone (stamp).
 function row(log) {
-  const file = log.key.split("/").pop();
+  const file = short(log.key);
   return h("tr", {},
-    h("td", { class: "key" }, h("span", { title: log.key }, file)),
+    h("td", { class: "key" }, h("details", {}, h("summary", { title: log.key }, h("span", { class: "file" }, file)),
+      h("code", { class: "full" }, log.key))),
     h("td", { "data-label": "Size" }, size(log.size)),
-    h("td", { "data-label": "Last modified" }, time(log.lastModified)),
-    h("td", { "data-label": "Start" }, log.startTime ? h("span", { title: exact(log.startTime) }, new Date(log.startTime).toLocaleString()) : "—"),
-    h("td", { "data-label": "End" }, log.endTime ? h("span", { title: exact(log.endTime) }, new Date(log.endTime).toLocaleString()) : "—"),
+    h("td", { "data-label": "Last modified" }, when(log.lastModified)),
+    h("td", { "data-label": "Start" }, log.startTime ? when(log.startTime) : "—"),
+    h("td", { "data-label": "End" }, log.endTime ? when(log.endTime) : "—"),
     h("td", { class: "links" }, log.getUrl
       ? [h("a", { href: log.getUrl, target: "_blank", rel: "noopener noreferrer", class: "view", "aria-label": "View " + file }, "View"), " ",
         h("a", { href: log.downloadUrl, rel: "noopener noreferrer", class: "download", "aria-label": "Download " + file }, "Download")]
       : "—"));
 }
+
+// short is a key's file name: its last part, without the
+// "<taskId>_<index>-<epoch ms>-" the default key layout puts before the
+// uploaded file's own name (any other layout shows the whole last part).
+function short(key) {
+  const last = key.split("/").pop();
+  const m = /^.+_\d+-\d{13}-(.+)$/.exec(last);
+  return m ? m[1] : last;
+}
+
+const when = (t) => h("time", { dateTime: new Date(t).toISOString(), title: ago(t) }, stamp(t));
 
 // The custom window's inputs hold local time; the URL holds epoch ms.
 function local(msText) {
