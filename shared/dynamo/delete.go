@@ -89,13 +89,13 @@ func (s *driver) batchDelete(ctx context.Context, table string, keys []map[strin
 		}
 		pending := map[string][]types.WriteRequest{table: reqs}
 		for attempt := 0; len(pending) > 0; attempt++ {
+			if attempt == change.Attempts {
+				return fault.Unavailable("DynamoDB is busy, try again")
+			}
 			if attempt > 0 {
 				if err := change.Wait(ctx, attempt); err != nil {
 					return err
 				}
-			}
-			if attempt == change.Attempts {
-				return fault.Unavailable("DynamoDB is busy, try again")
 			}
 			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
 			if err != nil {
