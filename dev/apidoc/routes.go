@@ -17,7 +17,8 @@ import (
 )
 
 // ServedRoutes returns the routes a Go source file registers on a
-// ServeMux: every Handle or HandleFunc call whose pattern is a string
+// ServeMux or a web.Routes table: every Handle, HandleFunc or HandleNamed
+// call whose pattern is a string
 // literal naming a method, as "METHOD /path", with a trailing "{$}" written
 // as the trailing slash it matches. Patterns without a method (the
 // catch-all "/" of unknown routes) are left out.
@@ -34,7 +35,7 @@ func ServedRoutes(file string) ([]string, error) {
 			return true
 		}
 		sel, ok := call.Fun.(*ast.SelectorExpr)
-		if !ok || (sel.Sel.Name != "HandleFunc" && sel.Sel.Name != "Handle") {
+		if !ok || !slices.Contains([]string{"Handle", "HandleFunc", "HandleNamed"}, sel.Sel.Name) {
 			return true
 		}
 		lit, ok := call.Args[0].(*ast.BasicLit)

@@ -58,19 +58,40 @@ type Need int
 
 const (
 	// Read is looking: lists, details, histories, log lookups.
-	Read Need = iota
+	Read Need = iota + 1
 	// Change is any state change or deletion.
 	Change
+	// Anyone is what a public route needs: nothing. The console's page and
+	// assets are public, since a browser loads them before anyone signs in.
+	Anyone
 )
+
+// Valid reports whether n is one of Read, Change and Anyone; the zero Need
+// is none of them, so a route table refuses a route that declares nothing.
+func (n Need) Valid() bool { return n == Read || n == Change || n == Anyone }
+
+// String names n as docs/behaviour.md does.
+func (n Need) String() string {
+	switch n {
+	case Read:
+		return "read"
+	case Change:
+		return "change"
+	case Anyone:
+		return "anyone"
+	}
+	return fmt.Sprintf("Need(%d)", int(n))
+}
 
 // Authorize returns who makes the request ctx belongs to, and an error
 // unless they may do what need says. Behind an authorizer the caller is the
 // identity API Gateway established (fault.Unauthorized without one), and
 // fault.Forbidden unless its groups allow need. With auth off anyone may do
 // anything, and the caller is anonymous: a route may then take the actor a
-// request names (see web.Caller).
+// request names (Actor). Anyone may make a request that needs Anyone, and
+// its caller is anonymous.
 func (p Policy) Authorize(ctx context.Context, need Need) (Identity, error) {
-	if p.Mode != ModeAuthorizer {
+	if p.Open() || need == Anyone {
 		return Identity{}, nil
 	}
 	id, ok := FromContext(ctx)
@@ -81,6 +102,21 @@ func (p Policy) Authorize(ctx context.Context, need Need) (Identity, error) {
 		return id, p.canChange(id)
 	}
 	return id, p.canRead(id)
+}
+
+// Open reports whether anyone may do anything (AUTH_MODE none): no
+// identity is established, and nobody signs in.
+func (p Policy) Open() bool { return p.Mode != ModeAuthorizer }
+
+// Actor returns who acts in a request whose caller Authorize returned and
+// whose body names a user: with auth off the named user, whom nothing
+// verifies but who is the only name there is; behind an authorizer always
+// the caller, never a name the request chose.
+func (p Policy) Actor(caller, named Identity) Identity {
+	if p.Open() {
+		return named
+	}
+	return caller
 }
 
 func (p Policy) canRead(id Identity) error {

@@ -63,6 +63,7 @@ type Handler struct {
 	assets  map[string]*file // by name, without the version
 	page    *file
 	config  *file
+	routes  *web.Routes
 }
 
 // redirect is the page's only inline script: the assets are named
@@ -72,7 +73,7 @@ const redirect = `if(!location.pathname.endsWith("/"))location.replace(location.
 
 // SignIn is the sign-in the page offers for the API that c describes.
 func SignIn(c config.Console) Config {
-	if c.Policy.Mode == access.ModeNone {
+	if c.Policy.Open() {
 		return Config{Auth: AuthNone}
 	}
 	switch c.Authorizer {
@@ -88,7 +89,10 @@ func SignIn(c config.Console) Config {
 // The error says which embedded asset could not be read, which only a
 // broken build gives.
 func New(cfg Config) (*Handler, error) {
-	h := &Handler{assets: map[string]*file{}}
+	// The console's routes are public: a browser loads them before anyone
+	// signs in, so no policy is ever asked.
+	h := &Handler{assets: map[string]*file{}, routes: web.NewRoutes(access.Policy{})}
+	h.routes.Handle("GET /", access.Anyone, web.Plain(h.serveFile))
 	sum := sha256.New()
 	var index []byte
 	err := fs.WalkDir(embedded, "assets", func(name string, d fs.DirEntry, err error) error {
@@ -178,11 +182,12 @@ func contentType(name string) string {
 
 // ServeHTTP answers GET and HEAD for the page, console-config.json and the
 // current version's assets; anything else is the API's JSON 404.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		web.NotFound(w, r)
-		return
-	}
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.routes.ServeHTTP(w, r) }
+
+// Routes returns the route table, which declares each route's permission.
+func (h *Handler) Routes() *web.Routes { return h.routes }
+
+func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request) {
 	switch p := r.URL.Path; {
 	case p == "/" || p == "/index.html":
 		h.serve(w, r, h.page, "no-cache")

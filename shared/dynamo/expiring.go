@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/machine"
 
 	"golang.org/x/sync/errgroup"
@@ -115,11 +116,11 @@ func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, er
 			Keys: keys, ProjectionExpression: aws.String("id"), ConsistentRead: aws.Bool(true),
 		}}
 		for attempt := 0; len(pending) > 0; attempt++ {
-			if attempt == attempts {
-				return nil, fmt.Errorf("read slaves: unprocessed keys after %d attempts", attempts)
+			if attempt == change.Attempts {
+				return nil, fmt.Errorf("read slaves: unprocessed keys after %d attempts", change.Attempts)
 			}
 			if attempt > 0 {
-				if err := pause(ctx, min(attempt, 6)); err != nil {
+				if err := change.Wait(ctx, attempt); err != nil {
 					return nil, err
 				}
 			}

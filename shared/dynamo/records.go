@@ -201,20 +201,9 @@ func newReceipt(id string, once machine.Idempotency) receiptRecord {
 	return r
 }
 
-// live reports whether the receipt still answers a request made at now.
-func (r receiptRecord) live(now int64) bool {
-	return now-r.At < machine.IdempotencyWindow.Milliseconds()
-}
-
 // refusals are the outcomes a receipt can hold besides success: the ones a
 // decision or the decommission limit returns.
 var refusals = map[fault.Kind]string{fault.KindInvalid: "invalid", fault.KindNotFound: "not-found", fault.KindConflict: "conflict"}
-
-// remembers reports whether err is an outcome a retry should get again.
-func remembers(err error) bool {
-	_, ok := refusals[fault.KindOf(err)]
-	return ok
-}
 
 func (r receiptRecord) refused(err error) receiptRecord {
 	r.Outcome, r.Message = refusals[fault.KindOf(err)], fault.Message(err)

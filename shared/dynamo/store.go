@@ -1,7 +1,9 @@
 // Package dynamo adapts the machine domain to DynamoDB: three tables (slaves
 // with a ByState index, history, expiring) and the transactions that keep a
-// slave's state, its history and its expiring record consistent. It
-// translates SDK errors into fault kinds.
+// slave's state, its history and its expiring record consistent. It is a
+// driver of the change protocol (shared/change): it implements a consistent
+// read and writes conditioned on what was read, and the protocol decides,
+// retries and keeps receipts. It translates SDK errors into fault kinds.
 package dynamo
 
 import (
@@ -9,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
@@ -61,25 +63,25 @@ const byStateIndex = "ByState"
 // never sees it and reads skip it. No slave id starts with '#' (machine.ValidateID).
 const limitID = "#decommissioning"
 
-// attempts bounds how often a change is re-read and re-decided after losing
-// a race to a concurrent change of the same slave, or of the decommissioning
-// set, which every change into or out of decommissioning writes. With the
-// pauses between them (pause), a change keeps trying for about two seconds
-// before it answers 503.
-const attempts = 12
-
 // Store keeps slaves, their history and expiring records in DynamoDB.
+// Changes (Apply, ApplyOnce, Delete, DeleteDead, DeleteExpiring) are the
+// change protocol's, over the primitives of driver.
 type Store struct {
-	db               API
-	tables           Tables
-	historyRetention time.Duration
+	*change.Protocol
+	db     API
+	tables Tables
 }
 
 // New returns a store over db. History entries expire (DynamoDB TTL)
 // historyRetention after they were written, once superseded; 0 keeps them.
 func New(db API, tables Tables, historyRetention time.Duration) *Store {
-	return &Store{db: db, tables: tables, historyRetention: historyRetention}
+	s := &Store{db: db, tables: tables}
+	s.Protocol = change.New((*driver)(s), historyRetention)
+	return s
 }
+
+// driver is the store as the change protocol's driver (change.Store).
+type driver Store
 
 // Get returns the slave with id, or nil when there is none.
 func (s *Store) Get(ctx context.Context, id string) (*machine.Slave, error) {
@@ -268,100 +270,10 @@ func (s *Store) ListExpiring(ctx context.Context, now time.Time) ([]machine.Expi
 	return all, nil
 }
 
-// DeleteExpiring deletes the slave's expiring record, if any.
-func (s *Store) DeleteExpiring(ctx context.Context, id string) error {
-	if !storable(id) {
-		return nil
-	}
-	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &s.tables.Expiring, Key: expiringKey(id)})
-	return translate("delete expiring record of "+id, err)
-}
-
-// Apply reads the slave and its expiring record together, asks decide what
-// to do and writes the plan in one transaction conditioned on what was read.
-// When a concurrent change wins the race, it reads and decides again, so the
-// decision is always made on the state it changes. It returns decide's
-// error, machine.LimitError when the plan would exceed its decommission
-// limit, and fault.Unavailable when it keeps losing races.
-func (s *Store) Apply(ctx context.Context, id string, decide machine.Decide) error {
-	_, err := s.apply(ctx, id, nil, decide)
-	return err
-}
-
-// ApplyOnce is Apply for a change request that a client may retry. The
-// request's outcome is stored as a receipt: a success in the transaction of
-// the change, a refusal (only when the client named the request) right
-// after. A request whose key has a receipt younger than
-// machine.IdempotencyWindow gets that receipt's outcome without being
-// decided again, and a key reused for another request is fault.Conflict.
-// Otherwise it returns what Apply returns.
-func (s *Store) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
-	receipt := newReceipt(id, once)
-	seen, err := s.apply(ctx, id, &receipt, decide)
-	if seen != nil {
-		if seen.Fingerprint != once.Fingerprint {
-			return machine.ReusedKey(once.Key)
-		}
-		return seen.outcome()
-	}
-	if once.Key != "" && remembers(err) {
-		// Best effort: without the receipt a retry is decided again, which
-		// is safe because this refusal changed nothing.
-		if item, merr := attributevalue.MarshalMap(receipt.refused(err)); merr == nil {
-			_, _ = s.db.PutItem(ctx, s.putReceipt(item, once.At))
-		}
-	}
-	return err
-}
-
-// apply decides and writes the plan, with the receipt when there is one.
-// A live receipt already stored under the receipt's key answers the request
-// instead: apply returns it and decides nothing.
-func (s *Store) apply(ctx context.Context, id string, receipt *receiptRecord, decide machine.Decide) (*receiptRecord, error) {
-	for attempt := range attempts {
-		answer, err := s.try(ctx, id, receipt, decide)
-		if !errors.Is(err, errRace) {
-			return answer, err
-		}
-		if err := pause(ctx, attempt); err != nil {
-			return nil, err
-		}
-	}
-	return nil, fault.Unavailable("too many concurrent changes of slave %s, try again", id)
-}
-
-// try reads, decides and writes once. It fails with errRace when what it
-// read changed before it wrote.
-func (s *Store) try(ctx context.Context, id string, receipt *receiptRecord, decide machine.Decide) (*receiptRecord, error) {
-	read, err := s.snapshot(ctx, id, receipt)
-	if err != nil {
-		return nil, err
-	}
-	if read.receipt != nil {
-		return read.receipt, nil
-	}
-	plan, err := decide(read.snap)
-	if err != nil || plan == nil {
-		return nil, err
-	}
-	return nil, s.write(ctx, id, read, plan, receipt)
-}
-
-// errRace reports a transaction cancelled because what it was decided from
-// changed in the meantime.
-var errRace = errors.New("lost a race with a concurrent change")
-
-// read is what a change is decided and conditioned on.
-type read struct {
-	snap    machine.Snapshot
-	version int64          // the slave's version, 0 when there is none
-	limitAt int64          // the decommissioning set's lastAt, 0 when unset
-	receipt *receiptRecord // a live receipt under the request's key
-}
-
-// snapshot reads, in one transaction, the slave, its expiring record, the
-// decommissioning set and, with receipt, a receipt under its key.
-func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord) (read, error) {
+// Read reads, in one transaction, the slave, its expiring record, the
+// decommissioning set and, when key names a request, the receipt under it.
+func (s *driver) Read(ctx context.Context, id string, key *change.Receipt) (change.Read, error) {
+	type read = change.Read
 	if !storable(id) {
 		return read{}, nil // no slave can be stored under it
 	}
@@ -370,14 +282,15 @@ func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord)
 		{Get: &types.Get{TableName: &s.tables.Expiring, Key: expiringKey(id)}},
 		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(limitID)}},
 	}
-	if receipt != nil {
-		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.tables.Requests, Key: receiptKey(receipt.SlaveID, receipt.Key)}})
+	named := key != nil && key.Key != ""
+	if named {
+		gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &s.tables.Requests, Key: receiptKey(scopedReceipt(key.Caller, key.Key))}})
 	}
 	out, err := s.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
 	if err != nil {
 		if isCancelled(err) {
 			// A transactional read collided with a write in flight.
-			return read{}, errRace
+			return read{}, change.ErrRace
 		}
 		return read{}, translate("read slave "+id, err)
 	}
@@ -389,7 +302,7 @@ func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord)
 		}
 		if rec.State != "" {
 			slave := rec.slave()
-			r.snap.Slave, r.version = &slave, rec.Version
+			r.Snapshot.Slave, r.Version = &slave, rec.Version
 		}
 	}
 	if item := out.Responses[1].Item; len(item) > 0 {
@@ -398,48 +311,48 @@ func (s *Store) snapshot(ctx context.Context, id string, receipt *receiptRecord)
 			return read{}, fmt.Errorf("decode expiring record of %s: %w", id, err)
 		}
 		e := rec.expiring()
-		r.snap.Expiring = &e
+		r.Snapshot.Expiring = &e
 	}
 	var set limitRecord
 	if err := attributevalue.UnmarshalMap(out.Responses[2].Item, &set); err != nil {
 		return read{}, fmt.Errorf("decode the decommissioning set: %w", err)
 	}
-	r.limitAt = set.LastAt
-	if receipt != nil && len(out.Responses[3].Item) > 0 {
+	r.LimitAt = set.LastAt
+	if named && len(out.Responses[3].Item) > 0 {
 		var rec receiptRecord
 		if err := attributevalue.UnmarshalMap(out.Responses[3].Item, &rec); err != nil {
 			return read{}, fmt.Errorf("decode receipt of %s: %w", id, err)
 		}
-		if rec.live(receipt.At) {
-			r.receipt = &rec
-		}
+		r.Receipt = &change.Receipt{Idempotency: machine.Idempotency{Key: key.Key, Caller: key.Caller, Fingerprint: rec.Fingerprint, At: rec.At},
+			Outcome: rec.outcome()}
 	}
 	return r, nil
 }
 
-// write applies plan: the expiring record alone, the description alone, or
-// a state change with everything that goes with it.
-func (s *Store) write(ctx context.Context, id string, r read, plan *machine.Plan, receipt *receiptRecord) error {
+// Write applies w: the expiring record alone, the description alone, or a
+// state change with everything that goes with it.
+func (s *driver) Write(ctx context.Context, w change.Write) error {
+	id, plan := w.ID, w.Plan
 	switch {
 	case plan.Entry == nil && plan.DropExpiring:
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Delete: s.deleteExpiring(id, r.snap.Expiring.ActionID)},
+			{Delete: s.deleteExpiring(id, w.Read.Snapshot.Expiring.ActionID)},
 		}})
 		if isCancelled(err) {
-			return errRace
+			return change.ErrRace
 		}
 		return translate("drop expiring record of "+id, err)
 	case plan.Entry == nil:
-		return s.redescribe(ctx, id, r, plan.Slave)
+		return s.redescribe(ctx, id, w.Read, plan.Slave)
 	}
-	return s.change(ctx, id, r, plan, receipt)
+	return s.change(ctx, w)
 }
 
 // redescribe writes a report's description of a slave whose state it does
 // not change: no history entry, no version bump. It is conditioned on the
 // version (the report was decided on that state) and on the description it
 // replaces, so that of two concurrent reports neither is lost unseen.
-func (s *Store) redescribe(ctx context.Context, id string, r read, slave machine.Slave) error {
+func (s *driver) redescribe(ctx context.Context, id string, r change.Read, slave machine.Slave) error {
 	u, err := s.updateSlave(id, slave, r, false, true)
 	if err != nil {
 		return err
@@ -450,7 +363,7 @@ func (s *Store) redescribe(ctx context.Context, id string, r read, slave machine
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return errRace
+		return change.ErrRace
 	}
 	return translate("describe slave "+id, err)
 }
@@ -458,15 +371,10 @@ func (s *Store) redescribe(ctx context.Context, id string, r read, slave machine
 // change applies a plan with a history entry in one transaction: the slave
 // (conditioned on the version read), the history entry, the expiring record,
 // the receipt and the decommissioning set change together or not at all.
-func (s *Store) change(ctx context.Context, id string, r read, plan *machine.Plan, receipt *receiptRecord) error {
-	snap, version := r.snap, r.version
+func (s *driver) change(ctx context.Context, w change.Write) error {
+	id, r, plan := w.ID, w.Read, w.Plan
+	snap, version := r.Snapshot, r.Version
 	entry, slave := *plan.Entry, plan.Slave
-	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
-	join, leave := entry.State.CountsTowardLimit() && !was, was && !entry.State.CountsTowardLimit()
-	if join || leave {
-		entry.Timestamp = machine.AfterLimitChange(entry.Timestamp, r.limitAt)
-		slave.Current.Timestamp = entry.Timestamp
-	}
 	next := version + 1
 	historyItem, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: next, State: string(entry.State), Timestamp: entry.Timestamp, User: entry.User, Message: entry.Message})
 	if err != nil {
@@ -486,15 +394,10 @@ func (s *Store) change(ctx context.Context, id string, r read, plan *machine.Pla
 		slaveWrite,
 		{Put: &types.Put{TableName: &s.tables.History, Item: historyItem, ConditionExpression: aws.String("attribute_not_exists(slaveId)")}},
 	}
-	if snap.Slave != nil && s.historyRetention > 0 {
-		// The entry of the state being left is superseded now: from here on
-		// it may expire, counted from now, so the state a slave just left is
-		// always in its history. The current state's entry never carries a
-		// TTL, so a slave that has not changed for longer than the retention
-		// keeps it.
+	if w.Supersedes != 0 {
 		prev := snap.Slave.Current
 		item, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: version, State: string(prev.State), Timestamp: prev.Timestamp,
-			User: prev.User, Message: prev.Message, ExpiresAt: (entry.Timestamp + s.historyRetention.Milliseconds()) / 1000})
+			User: prev.User, Message: prev.Message, ExpiresAt: w.Supersedes})
 		if err != nil {
 			return fmt.Errorf("encode history of %s: %w", id, err)
 		}
@@ -510,7 +413,8 @@ func (s *Store) change(ctx context.Context, id string, r read, plan *machine.Pla
 	case plan.DropExpiring:
 		items = append(items, types.TransactWriteItem{Delete: s.deleteExpiring(id, snap.Expiring.ActionID)})
 	}
-	if receipt != nil {
+	if w.Receipt != nil {
+		receipt := newReceipt(id, w.Receipt.Idempotency)
 		item, err := attributevalue.MarshalMap(receipt)
 		if err != nil {
 			return fmt.Errorf("encode receipt of %s: %w", id, err)
@@ -520,22 +424,22 @@ func (s *Store) change(ctx context.Context, id string, r read, plan *machine.Pla
 			ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues}})
 	}
 	limitIndex := -1
-	if join || leave {
+	if w.Join || w.Leave {
 		limitIndex = len(items)
-		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, join, plan.Limit, r.limitAt, entry.Timestamp)})
+		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, w.Join, plan.Limit, r.LimitAt, entry.Timestamp)})
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	return writeError(id, err, limitIndex, join, plan.Limit, r.limitAt)
+	return writeError(id, err, limitIndex, w.Join, plan.Limit, r.LimitAt)
 }
 
 // updateSlave updates an existing slave in place: its current state and
 // version when state is set, its description when describe is set, and
 // nothing else. It is conditioned on the version read and, when it writes
 // the description, on the description's time read.
-func (s *Store) updateSlave(id string, slave machine.Slave, r read, state, describe bool) (*types.Update, error) {
+func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, state, describe bool) (*types.Update, error) {
 	var set, remove []string
 	names := map[string]string{}
-	values := map[string]types.AttributeValue{":v": num(r.version)}
+	values := map[string]types.AttributeValue{":v": num(r.Version)}
 	assign := func(attr string, v types.AttributeValue) {
 		names["#"+attr] = attr
 		if v == nil {
@@ -558,7 +462,7 @@ func (s *Store) updateSlave(id string, slave machine.Slave, r read, state, descr
 		assign("stateTimestamp", num(cur.Timestamp))
 		assign("stateUser", optional(cur.User))
 		assign("stateMessage", optional(cur.Message))
-		assign("version", num(r.version+1))
+		assign("version", num(r.Version+1))
 	}
 	if describe {
 		attrs, err := attributevalue.Marshal(slave.Attributes)
@@ -570,7 +474,7 @@ func (s *Store) updateSlave(id string, slave machine.Slave, r read, state, descr
 		assign("attributes", attrs)
 		assign("resources", optional(string(slave.Resources)))
 		assign("describedAt", num(slave.DescribedAt))
-		if prev := r.snap.Slave.DescribedAt; prev != 0 {
+		if prev := r.Snapshot.Slave.DescribedAt; prev != 0 {
 			cond += " AND describedAt = :was"
 			values[":was"] = num(prev)
 		} else {
@@ -589,19 +493,19 @@ func (s *Store) updateSlave(id string, slave machine.Slave, r read, state, descr
 
 // putReceipt stores a receipt unless a live one holds its key: a receipt
 // is written once, and only an expired one (TTL deletes lazily) is replaced.
-func (s *Store) putReceipt(item map[string]types.AttributeValue, now int64) *dynamodb.PutItemInput {
+func (s *driver) putReceipt(item map[string]types.AttributeValue, now int64) *dynamodb.PutItemInput {
 	return &dynamodb.PutItemInput{
 		TableName:                 &s.tables.Requests,
 		Item:                      item,
 		ConditionExpression:       aws.String("attribute_not_exists(slaveId) OR #at <= :cutoff"),
 		ExpressionAttributeNames:  map[string]string{"#at": "at"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":cutoff": num(now - machine.IdempotencyWindow.Milliseconds())},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":cutoff": num(change.Replaces(now))},
 	}
 }
 
 // deleteExpiring deletes a slave's expiring record only if it is still the
 // one with actionID, so a record created concurrently is never lost.
-func (s *Store) deleteExpiring(id, actionID string) *types.Delete {
+func (s *driver) deleteExpiring(id, actionID string) *types.Delete {
 	return &types.Delete{
 		TableName:                 &s.tables.Expiring,
 		Key:                       expiringKey(id),
@@ -614,7 +518,7 @@ func (s *Store) deleteExpiring(id, actionID string) *types.Delete {
 // condition that the set's lastAt is still prevAt, and sets it to at. A
 // join is also refused when the set already holds limit (> 0) slaves, so the
 // limit holds under concurrent requests.
-func (s *Store) moveLimit(id string, join bool, limit int, prevAt, at int64) *types.Update {
+func (s *driver) moveLimit(id string, join bool, limit int, prevAt, at int64) *types.Update {
 	u := &types.Update{
 		TableName:        &s.tables.Slaves,
 		Key:              slaveKey(limitID),
@@ -641,7 +545,7 @@ func (s *Store) moveLimit(id string, join bool, limit int, prevAt, at int64) *ty
 
 // leaveLimit removes id from the decommissioning set, for a slave deleted
 // with its history (no entry to order).
-func (s *Store) leaveLimit(id string) *types.Update {
+func (s *driver) leaveLimit(id string) *types.Update {
 	return &types.Update{
 		TableName:                 &s.tables.Slaves,
 		Key:                       slaveKey(limitID),
@@ -660,7 +564,7 @@ func writeError(id string, err error, limitIndex int, join bool, limit int, limi
 	}
 	reasons := cancelled.CancellationReasons
 	if len(reasons) > 0 && aws.ToString(reasons[0].Code) != "None" {
-		return errRace // the slave itself changed: decide again
+		return change.ErrRace // the slave itself changed: decide again
 	}
 	if join && limitIndex >= 0 && limitIndex < len(reasons) && aws.ToString(reasons[limitIndex].Code) == "ConditionalCheckFailed" {
 		var set limitRecord
@@ -669,24 +573,22 @@ func writeError(id string, err error, limitIndex int, join bool, limit int, limi
 			return machine.LimitError(len(set.Members), limit)
 		}
 	}
-	return errRace
+	return change.ErrRace
 }
 
-// pause waits a little before another attempt, longer each time: half of
-// the step fixed, half at random ("equal jitter"), so that requests that
-// lost the same race do not all come back together and lose it again. (A
-// jitter of a few milliseconds read off the clock kept dozens of changes
-// of one slave, or of the decommissioning set, colliding until they ran
-// out of attempts.)
-func pause(ctx context.Context, attempt int) error {
-	step := time.Duration(5<<min(attempt, 6)) * time.Millisecond // 5 ms to 320 ms
-	d := step/2 + rand.N(step/2+1)
-	select {
-	case <-ctx.Done():
-		return translate("wait to retry", ctx.Err())
-	case <-time.After(d):
-		return nil
+// Remember stores a refusal's receipt unless a live one holds its key.
+func (s *driver) Remember(ctx context.Context, r change.Receipt) error {
+	item, err := attributevalue.MarshalMap(newReceipt("", r.Idempotency).refused(r.Outcome))
+	if err != nil {
+		return fmt.Errorf("encode receipt: %w", err)
 	}
+	_, err = s.db.PutItem(ctx, s.putReceipt(item, r.At))
+	return translate("remember a refusal", err)
+}
+
+// ListByState is Store.ListByState.
+func (s *driver) ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error {
+	return (*Store)(s).ListByState(ctx, state, each)
 }
 
 // decodeSlaves decodes a page of the slaves table, leaving out the item

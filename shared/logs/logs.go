@@ -49,28 +49,54 @@ const maxSearchPage = 1000
 
 // Handler serves /api/logs.
 type Handler struct {
-	store Store
-	cfg   config.Logs
-	now   func() time.Time
-	mux   *http.ServeMux
+	store  Store
+	cfg    config.Logs
+	now    func() time.Time
+	routes *web.Routes
 }
 
 // New returns the handler of the log routes.
 func New(store Store, cfg config.Logs) *Handler {
-	h := &Handler{store: store, cfg: cfg, now: time.Now, mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET /api/logs/task/{taskId}", h.task)
-	h.mux.HandleFunc("GET /api/logs/request/{requestId}", h.request)
-	h.mux.HandleFunc("GET /api/logs/request/{requestId}/deploy/{deployId}", h.deploy)
-	h.mux.HandleFunc("POST /api/logs/search", h.search)
-	h.mux.HandleFunc("/", web.NotFound)
+	h := &Handler{store: store, cfg: cfg, now: time.Now, routes: web.NewRoutes(cfg.Policy)}
+	h.routes.HandleNamed("GET /api/logs/task/{taskId}", access.Read, counted{"task", h.task})
+	h.routes.HandleNamed("GET /api/logs/request/{requestId}", access.Read, counted{"request", h.request})
+	h.routes.HandleNamed("GET /api/logs/request/{requestId}/deploy/{deployId}", access.Read, counted{"deploy", h.deploy})
+	h.routes.Handle("POST /api/logs/search", access.Read, counted{"search", h.search})
 	return h
+}
+
+// Routes returns the route table, which declares each route's permission.
+func (h *Handler) Routes() *web.Routes { return h.routes }
+
+// counted is a lookup route of scope. Fail notes and counts a lookup the
+// route table stopped, as the route counts those it answers.
+type counted struct {
+	scope string
+	serve http.HandlerFunc
+}
+
+func (c counted) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.serve(w, r) }
+
+func (c counted) Fail(w http.ResponseWriter, r *http.Request, err error) {
+	noteIDs(r)
+	countLookup(r, c.scope, 0)
+	web.Error(w, r, err)
+}
+
+// noteIDs notes the ids the route's path names on the log line. The
+// scheduler's request id goes there as log_request_id: request_id is the
+// HTTP request's own id.
+func noteIDs(r *http.Request) {
+	web.Note(r, "task_id", r.PathValue("taskId"))
+	web.Note(r, "log_request_id", r.PathValue("requestId"))
+	web.Note(r, "deploy_id", r.PathValue("deployId"))
 }
 
 // ServeHTTP serves one request. Every answer, errors included, carries
 // Cache-Control: no-store: lookups hold presigned URLs (docs/behaviour.md "Wire conventions").
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	h.mux.ServeHTTP(w, r)
+	h.routes.ServeHTTP(w, r)
 }
 
 // query is the parsed query string of a GET lookup.
@@ -118,7 +144,7 @@ func millis(v map[string][]string, name string) (*int64, error) {
 
 func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("taskId")
-	web.Note(r, "task_id", id)
+	noteIDs(r)
 	h.lookup(w, r, "task", id, false, func(q query, now int64) ([]string, error) {
 		t, err := logkey.ParseTaskID(id)
 		if err != nil {
@@ -128,11 +154,10 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// request serves a request's logs. The scheduler's request id goes on the
-// log line as log_request_id: request_id is the HTTP request's own id.
+// request serves a request's logs.
 func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("requestId")
-	web.Note(r, "log_request_id", id)
+	noteIDs(r)
 	h.lookup(w, r, "request", id, true, func(q query, now int64) ([]string, error) {
 		return h.cfg.Format.Prefixes(logkey.RequestScope(id), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
 	})
@@ -140,8 +165,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 	req, dep := r.PathValue("requestId"), r.PathValue("deployId")
-	web.Note(r, "log_request_id", req)
-	web.Note(r, "deploy_id", dep)
+	noteIDs(r)
 	h.lookup(w, r, "deploy", req+"/"+dep, true, func(q query, now int64) ([]string, error) {
 		return h.cfg.Format.Prefixes(logkey.DeployScope(req, dep), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
 	})
@@ -161,9 +185,6 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what str
 }
 
 func (h *Handler) find(r *http.Request, what string, paged bool, prefixes func(query, int64) ([]string, error)) ([]logJSON, error) {
-	if _, err := web.Caller(r, h.cfg.Policy, access.Read); err != nil {
-		return nil, err
-	}
 	q, err := parseQuery(r, paged)
 	if err != nil {
 		return nil, err

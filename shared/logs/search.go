@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/payload"
@@ -49,9 +48,6 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 	var none searchResultJSON
-	if _, err := web.Authorize(r, h.cfg.Policy, access.Read); err != nil {
-		return none, err
-	}
 	var req searchJSON
 	if _, err := web.DecodeBody(r, &req); err != nil {
 		return none, err

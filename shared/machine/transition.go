@@ -178,3 +178,16 @@ func NotFound(id string) error {
 func NotFoundForDelete(id string) error {
 	return fault.NotFound("Couldn't find dead Slave with id %s", id)
 }
+
+// DeleteExpiring decides the deletion of a slave's expiring record: the
+// record read, if there is one, and nothing else.
+func DeleteExpiring(snap Snapshot) (*Plan, error) {
+	if snap.Expiring == nil {
+		return nil, nil
+	}
+	plan := &Plan{DropExpiring: true}
+	if snap.Slave != nil {
+		plan.Slave = *snap.Slave
+	}
+	return plan, nil
+}

@@ -1,8 +1,9 @@
 // Package memstore keeps slaves, their history, expiring records and
 // change receipts in memory, with the semantics of the DynamoDB adapter
-// (shared/dynamo): every change is decided by the machine package on a
-// snapshot and written whole, conditioned on what was read, and a change
-// that lost a race is read and decided again. Tests use it wherever they
+// (shared/dynamo). Like it, it is a driver of the change protocol
+// (shared/change): it implements only a consistent read and writes
+// conditioned on what was read, and the protocol decides, retries and
+// keeps receipts. Tests use it wherever they
 // need a store but not DynamoDB; shared/storetest runs the same contract
 // against it and against dynamo.Store, so the two cannot drift apart
 // (docs/architecture.md "The fake store and its contract").
@@ -12,22 +13,15 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/machine"
 )
-
-// attempts bounds how often a change is read and decided again after losing
-// a race, as in the DynamoDB adapter.
-const attempts = 12
 
 // expiringRetention is how long an expiring record stays listed after it
 // fell due, and after a deferred revert was last kept (docs/tables.md
@@ -35,14 +29,15 @@ const attempts = 12
 const expiringRetention = 7 * 24 * time.Hour
 
 // Store is an in-memory store, safe for concurrent use. The zero value is
-// not usable: call New.
+// not usable: call New. Changes (Apply, ApplyOnce, Delete, DeleteDead,
+// DeleteExpiring) are the change protocol's, over the primitives of driver.
 type Store struct {
-	historyRetention time.Duration
+	*change.Protocol
 
 	mu       sync.Mutex
 	slaves   map[string]*slaveItem
 	expiring map[string]*expiringItem
-	receipts map[receiptKey]receipt
+	receipts map[receiptKey]change.Receipt
 	// The decommissioning set: the slaves counting toward the limit, and
 	// when the last change that entered or left it took effect.
 	members map[string]bool
@@ -71,23 +66,17 @@ type receiptKey struct{ caller, key string }
 
 func scope(once machine.Idempotency) receiptKey { return receiptKey{once.Caller, once.Key} }
 
-// receipt is the first answer to a change request.
-type receipt struct {
-	fingerprint string
-	at          int64 // epoch ms of the first request
-	outcome     error // nil for success, else a *fault.Error
-}
-
 // New returns an empty store. A history entry expires historyRetention
 // after it was superseded; 0 keeps every entry.
 func New(historyRetention time.Duration) *Store {
-	return &Store{
-		historyRetention: historyRetention,
-		slaves:           map[string]*slaveItem{},
-		expiring:         map[string]*expiringItem{},
-		receipts:         map[receiptKey]receipt{},
-		members:          map[string]bool{},
+	s := &Store{
+		slaves:   map[string]*slaveItem{},
+		expiring: map[string]*expiringItem{},
+		receipts: map[receiptKey]change.Receipt{},
+		members:  map[string]bool{},
 	}
+	s.Protocol = change.New((*driver)(s), historyRetention)
+	return s
 }
 
 // Put stores slave as it is, with its history (oldest first; its current
@@ -253,172 +242,88 @@ func (s *Store) KeepDeferred(ctx context.Context, id string, now int64) error {
 	return nil
 }
 
-// DeleteExpiring deletes the slave's expiring record, if any.
-func (s *Store) DeleteExpiring(ctx context.Context, id string) error {
+// driver is the store as the change protocol's driver (change.Store).
+type driver Store
+
+// Read takes a snapshot of the slave, its expiring record, the
+// decommissioning set and the receipt under key's key, if any.
+func (d *driver) Read(ctx context.Context, id string, key *change.Receipt) (change.Read, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return change.Read{}, err
 	}
+	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.expiring, id)
-	return nil
-}
-
-// Apply reads the slave and its expiring record, asks decide what to do and
-// writes the plan whole, on condition that nothing it was decided from
-// changed meanwhile; otherwise it reads and decides again. decide runs
-// without the store locked, so it may itself change the store, as a
-// concurrent request would. It returns decide's error, machine.LimitError
-// when the plan would exceed its decommission limit, and fault.Unavailable
-// when it keeps losing races.
-func (s *Store) Apply(ctx context.Context, id string, decide machine.Decide) error {
-	_, err := s.apply(ctx, id, nil, decide)
-	return err
-}
-
-// ApplyOnce is Apply for a change request that a client may retry: a
-// request whose key was answered less than machine.IdempotencyWindow ago
-// gets that answer without being decided again, and a key reused for
-// another request is refused with machine.ReusedKey. Successful changes and
-// refusals are remembered; a request without a key is always decided.
-func (s *Store) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
-	first, err := s.apply(ctx, id, &once, decide)
-	if first != nil {
-		if first.fingerprint != once.Fingerprint {
-			return machine.ReusedKey(once.Key)
-		}
-		return first.outcome
-	}
-	if once.Key != "" && replayed(err) {
-		s.mu.Lock()
-		key := scope(once)
-		if r, ok := s.receipts[key]; !ok || !r.live(once.At) {
-			s.receipts[key] = receipt{fingerprint: once.Fingerprint, at: once.At, outcome: &fault.Error{Kind: fault.KindOf(err), Message: fault.Message(err)}}
-		}
-		s.mu.Unlock()
-	}
-	return err
-}
-
-// replayed reports whether err is an answer a retry gets again: a refusal
-// by a decision or by the decommission limit, not a failure to store.
-func replayed(err error) bool {
-	switch fault.KindOf(err) {
-	case fault.KindInvalid, fault.KindNotFound, fault.KindConflict:
-		return true
-	}
-	return false
-}
-
-func (r receipt) live(now int64) bool { return now-r.at < machine.IdempotencyWindow.Milliseconds() }
-
-// errRace is a write refused because what it was decided from changed.
-var errRace = errors.New("lost a race with a concurrent change")
-
-// read is what a change is decided and conditioned on.
-type read struct {
-	snap    machine.Snapshot
-	version int64 // 0 when there is no slave
-	lastAt  int64
-}
-
-func (s *Store) apply(ctx context.Context, id string, once *machine.Idempotency, decide machine.Decide) (*receipt, error) {
-	for attempt := range attempts {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		r, first := s.read(id, once)
-		if first != nil {
-			return first, nil
-		}
-		plan, err := decide(r.snap)
-		if err != nil || plan == nil {
-			return nil, err
-		}
-		if err := s.write(id, r, plan, once); !errors.Is(err, errRace) {
-			return nil, err
-		}
-		time.Sleep(time.Duration(1<<attempt)*time.Millisecond + rand.N(time.Millisecond))
-	}
-	return nil, fault.Unavailable("too many concurrent changes of slave %s, try again", id)
-}
-
-// read takes a snapshot of the slave, its expiring record and the
-// decommissioning set, or returns the live receipt of once's key.
-func (s *Store) read(id string, once *machine.Idempotency) (read, *receipt) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if once != nil && once.Key != "" {
-		if r, ok := s.receipts[scope(*once)]; ok && r.live(once.At) {
-			return read{}, &r
+	r := change.Read{LimitAt: s.lastAt}
+	if key != nil && key.Key != "" {
+		if rec, ok := s.receipts[scope(key.Idempotency)]; ok {
+			r.Receipt = &rec
 		}
 	}
-	r := read{lastAt: s.lastAt}
 	if item, ok := s.slaves[id]; ok {
 		slave := cloneSlave(item.slave)
-		r.snap.Slave, r.version = &slave, item.version
+		r.Snapshot.Slave, r.Version = &slave, item.version
 	}
 	if e, ok := s.expiring[id]; ok {
 		record := cloneExpiring(e.record)
-		r.snap.Expiring = &record
+		r.Snapshot.Expiring = &record
 	}
 	return r, nil
 }
 
-// write applies plan if what r read still holds: the expiring record alone,
+// Write applies w if what it read still holds: the expiring record alone,
 // the description alone, or a state change with everything that goes with
-// it. It returns errRace when something changed.
-func (s *Store) write(id string, r read, plan *machine.Plan, once *machine.Idempotency) error {
+// it.
+func (d *driver) Write(ctx context.Context, w change.Write) error {
+	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	id, r, plan := w.ID, w.Read, w.Plan
 	switch {
 	case plan.Entry == nil && plan.DropExpiring:
-		if !s.expiringIs(id, r.snap.Expiring) {
-			return errRace
+		if !s.expiringIs(id, r.Snapshot.Expiring) {
+			return change.ErrRace
 		}
 		delete(s.expiring, id)
 		return nil
 	case plan.Entry == nil:
 		item := s.slaves[id]
-		if item == nil || item.version != r.version || item.slave.DescribedAt != r.snap.Slave.DescribedAt {
-			return errRace
+		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt {
+			return change.ErrRace
 		}
 		describe(&item.slave, cloneSlave(plan.Slave))
 		return nil
 	}
-	return s.change(id, r, plan, once)
+	return s.change(w)
 }
 
-// change writes a plan with a history entry: the slave's state (and its
-// description when the plan says so), the entry, the expiring record, the
-// receipt and the decommissioning set, all or nothing. s.mu is held.
-func (s *Store) change(id string, r read, plan *machine.Plan, once *machine.Idempotency) error {
+// change writes a state change: the slave's state (and its description
+// when the plan says so), the entry, the expiring record, the receipt and
+// the decommissioning set, all or nothing. s.mu is held.
+func (s *Store) change(w change.Write) error {
+	id, r, plan := w.ID, w.Read, w.Plan
 	item := s.slaves[id]
-	if item == nil && r.version != 0 || item != nil && item.version != r.version {
-		return errRace
+	if item == nil && r.Version != 0 || item != nil && item.version != r.Version {
+		return change.ErrRace
 	}
 	entry, slave := *plan.Entry, cloneSlave(plan.Slave)
 	entry.SlaveID, slave.ID, slave.Current.SlaveID = id, id, id
-	was := r.snap.Slave != nil && r.snap.Slave.Current.State.CountsTowardLimit()
-	join, leave := entry.State.CountsTowardLimit() && !was, was && !entry.State.CountsTowardLimit()
-	if join || leave {
-		if s.lastAt != r.lastAt {
-			return errRace
+	if w.Join || w.Leave {
+		if s.lastAt != r.LimitAt {
+			return change.ErrRace
 		}
-		if join && plan.Limit > 0 && len(s.members) >= plan.Limit {
+		if w.Join && plan.Limit > 0 && len(s.members) >= plan.Limit {
 			return machine.LimitError(len(s.members), plan.Limit)
 		}
-		entry.Timestamp = machine.AfterLimitChange(entry.Timestamp, r.lastAt)
-		slave.Current.Timestamp = entry.Timestamp
 	}
-	if plan.PutExpiring != nil && s.expiring[id] != nil || plan.DropExpiring && !s.expiringIs(id, r.snap.Expiring) {
-		return errRace
+	if plan.PutExpiring != nil && s.expiring[id] != nil || plan.DropExpiring && !s.expiringIs(id, r.Snapshot.Expiring) {
+		return change.ErrRace
 	}
 	var key receiptKey
-	if once != nil && once.Key != "" {
-		key = scope(*once)
-		if prev, ok := s.receipts[key]; ok && prev.live(once.At) {
-			return errRace
+	if w.Receipt != nil && w.Receipt.Key != "" {
+		key = scope(w.Receipt.Idempotency)
+		if prev, ok := s.receipts[key]; ok && prev.Live(w.Receipt.At) {
+			return change.ErrRace
 		}
 	}
 
@@ -426,9 +331,8 @@ func (s *Store) change(id string, r read, plan *machine.Plan, once *machine.Idem
 		item = &slaveItem{slave: slave}
 		s.slaves[id] = item
 	} else {
-		if s.historyRetention > 0 {
-			// The entry being superseded may expire from now on.
-			item.history[len(item.history)-1].expiresAt = (entry.Timestamp + s.historyRetention.Milliseconds()) / 1000
+		if w.Supersedes != 0 {
+			item.history[len(item.history)-1].expiresAt = w.Supersedes
 		}
 		if plan.Describe {
 			describe(&item.slave, slave)
@@ -444,18 +348,50 @@ func (s *Store) change(id string, r read, plan *machine.Plan, once *machine.Idem
 		delete(s.expiring, id)
 	}
 	if key.key != "" {
-		s.receipts[key] = receipt{fingerprint: once.Fingerprint, at: once.At}
+		s.receipts[key] = change.Receipt{Idempotency: w.Receipt.Idempotency}
 	}
-	if join {
+	if w.Join {
 		s.members[id] = true
 	}
-	if leave {
+	if w.Leave {
 		delete(s.members, id)
 	}
-	if join || leave {
+	if w.Join || w.Leave {
 		s.lastAt = entry.Timestamp
 	}
 	return nil
+}
+
+// Remember stores a refusal's receipt unless a live one holds its key.
+func (d *driver) Remember(ctx context.Context, r change.Receipt) error {
+	s := (*Store)(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := scope(r.Idempotency)
+	if prev, ok := s.receipts[key]; !ok || !prev.Live(r.At) {
+		s.receipts[key] = r
+	}
+	return nil
+}
+
+// Remove deletes the slave, its history and its expiring record, and takes
+// it out of the decommissioning set, if it is still at version.
+func (d *driver) Remove(ctx context.Context, id string, version int64, leave bool) error {
+	s := (*Store)(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if item, ok := s.slaves[id]; !ok || item.version != version {
+		return change.ErrRace
+	}
+	delete(s.slaves, id)
+	delete(s.expiring, id)
+	delete(s.members, id)
+	return nil
+}
+
+// ListByState is Store.ListByState.
+func (d *driver) ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error {
+	return (*Store)(d).ListByState(ctx, state, each)
 }
 
 // expiringIs reports whether the slave's expiring record is still the one
@@ -474,65 +410,6 @@ func describe(dst *machine.Slave, src machine.Slave) {
 	if dst.Attributes == nil {
 		dst.Attributes = map[string]string{}
 	}
-}
-
-// Delete removes the slave, its whole history and its expiring record, and
-// reports whether it did. With match set, it removes the slave only while
-// match holds for it; match runs without the store locked.
-func (s *Store) Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error) {
-	for attempt := range attempts {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		s.mu.Lock()
-		item, ok := s.slaves[id]
-		var slave machine.Slave
-		var version int64
-		if ok {
-			slave, version = cloneSlave(item.slave), item.version
-		}
-		s.mu.Unlock()
-		if !ok || match != nil && !match(slave) {
-			return false, nil
-		}
-		s.mu.Lock()
-		if item, ok := s.slaves[id]; ok && item.version == version {
-			delete(s.slaves, id)
-			delete(s.expiring, id)
-			delete(s.members, id)
-			s.mu.Unlock()
-			return true, nil
-		}
-		s.mu.Unlock()
-		time.Sleep(time.Duration(1<<attempt) * time.Millisecond)
-	}
-	return false, fault.Unavailable("too many concurrent changes of slave %s, try again", id)
-}
-
-// DeleteDead removes every DEAD slave whose state changed before the epoch
-// ms before, with its history and expiring record, and returns how many it
-// removed. A slave that leaves DEAD in the meantime is kept.
-func (s *Store) DeleteDead(ctx context.Context, before int64) (int, error) {
-	dead, err := s.list(ctx, func(sl machine.Slave) bool { return sl.Current.State == machine.Dead })
-	if err != nil {
-		return 0, err
-	}
-	match := func(sl machine.Slave) bool { return sl.Current.State == machine.Dead && sl.Current.Timestamp < before }
-	removed := 0
-	var errs []error
-	for _, sl := range dead {
-		if !match(sl) {
-			continue
-		}
-		ok, err := s.Delete(ctx, sl.ID, match)
-		if ok {
-			removed++
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("delete dead slave %s: %w", sl.ID, err))
-		}
-	}
-	return removed, errors.Join(errs...)
 }
 
 func newExpiringItem(e machine.Expiring) *expiringItem {

@@ -42,66 +42,87 @@ type Handler struct {
 	Now func() time.Time
 
 	store  Store
-	policy access.Policy
 	limits machine.Limits
-	mux    *http.ServeMux
+	routes *web.Routes
 }
 
 // New returns the handler of the slave routes.
 func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
-	h := &Handler{store: store, policy: policy, limits: limits, Now: time.Now, mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET /api/slaves", h.list)
-	h.mux.HandleFunc("GET /api/slaves/{$}", h.list)
-	h.mux.HandleFunc("GET /api/slaves/expiring", read(h.listExpiring))
-	h.mux.HandleFunc("DELETE /api/slaves/dead", counted("delete-dead", h.deleteDead))
-	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}/details", read(h.details))
-	h.mux.HandleFunc("GET /api/slaves/slave/{slaveId}", read(h.history))
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/freeze", counted("freeze", h.change(machine.Frozen)))
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/decommission", counted("decommission", h.change(machine.StartingDecommission)))
-	h.mux.HandleFunc("POST /api/slaves/slave/{slaveId}/activate", counted("activate", h.change(machine.Active)))
-	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}", counted("delete", h.delete))
-	h.mux.HandleFunc("DELETE /api/slaves/slave/{slaveId}/expiring", counted("delete-expiring", h.deleteExpiring))
-	h.mux.HandleFunc("/", web.NotFound)
+	h := &Handler{store: store, limits: limits, Now: time.Now, routes: web.NewRoutes(policy)}
+	t := h.routes
+	t.HandleNamed("GET /api/slaves", access.Read, web.Plain(h.list))
+	t.HandleNamed("GET /api/slaves/{$}", access.Read, web.Plain(h.list))
+	t.HandleNamed("GET /api/slaves/expiring", access.Read, read[[]expiringJSON](h.listExpiring))
+	t.HandleNamed("DELETE /api/slaves/dead", access.Change, counted{"delete-dead", h.deleteDead})
+	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, read[slaveJSON](h.details))
+	t.HandleNamed("GET /api/slaves/slave/{slaveId}", access.Read, read[[]updateJSON](h.history))
+	t.Handle("POST /api/slaves/slave/{slaveId}/freeze", access.Change, counted{"freeze", h.change(machine.Frozen)})
+	t.Handle("POST /api/slaves/slave/{slaveId}/decommission", access.Change, counted{"decommission", h.change(machine.StartingDecommission)})
+	t.Handle("POST /api/slaves/slave/{slaveId}/activate", access.Change, counted{"activate", h.change(machine.Active)})
+	t.HandleNamed("DELETE /api/slaves/slave/{slaveId}", access.Change, counted{"delete", h.delete})
+	t.HandleNamed("DELETE /api/slaves/slave/{slaveId}/expiring", access.Change, counted{"delete-expiring", h.deleteExpiring})
 	return h
 }
 
 // ServeHTTP routes the request.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.routes.ServeHTTP(w, r) }
 
-// read serves a read route: 200 with the JSON of what f returns, or the
+// Routes returns the route table, which declares each route's permission.
+func (h *Handler) Routes() *web.Routes { return h.routes }
+
+// read serves a read route: 200 with the JSON of what it returns, or the
 // error.
-func read[T any](f func(r *http.Request) (T, error)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		v, err := f(r)
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		web.JSON(w, http.StatusOK, v)
+type read[T any] func(r *http.Request) (T, error)
+
+func (f read[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	v, err := f(r)
+	if err != nil {
+		web.Error(w, r, err)
+		return
 	}
+	web.JSON(w, http.StatusOK, v)
+}
+
+// Fail answers a request the route table stopped, noting its slave.
+func (read[T]) Fail(w http.ResponseWriter, r *http.Request, err error) {
+	slaveID(r)
+	web.Error(w, r, err)
 }
 
 // counted serves a change route: 200 with an empty body, or the error,
-// counted once in the StateChanges metric by action and result.
-func counted(action string, f func(r *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		err := f(r)
-		status := http.StatusOK
-		if err != nil {
-			status = web.Status(err)
-			web.Error(w, r, err)
-		} else {
-			web.OK(w)
-		}
-		web.Metrics(r).Emit([]metrics.Dimension{{Name: "Action", Value: action}, {Name: "Result", Value: web.Outcome(status)}},
-			metrics.Metric{Name: metrics.StateChanges, Value: 1, Unit: metrics.Count})
+// counted once in the StateChanges metric by action and result, refusals
+// by the route table included.
+type counted struct {
+	action string
+	f      func(r *http.Request) error
+}
+
+func (c counted) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.answer(w, r, c.f(r)) }
+
+// Fail answers and counts a request the route table stopped, noting its
+// slave.
+func (c counted) Fail(w http.ResponseWriter, r *http.Request, err error) {
+	slaveID(r)
+	c.answer(w, r, err)
+}
+
+func (c counted) answer(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusOK
+	if err != nil {
+		status = web.Status(err)
+		web.Error(w, r, err)
+	} else {
+		web.OK(w)
 	}
+	web.Metrics(r).Emit([]metrics.Dimension{{Name: "Action", Value: c.action}, {Name: "Result", Value: web.Outcome(status)}},
+		metrics.Metric{Name: metrics.StateChanges, Value: 1, Unit: metrics.Count})
 }
 
 // clock reads the time as a change decision takes it, in epoch ms.
 func (h *Handler) clock() int64 { return h.Now().UnixMilli() }
 
-// slaveID returns the slave the route names, and notes it on the log line.
+// slaveID returns the slave the route names, if any, and notes it on the
+// log line.
 func slaveID(r *http.Request) string {
 	id := r.PathValue("slaveId")
 	web.Note(r, "slave_id", id)
@@ -109,10 +130,6 @@ func slaveID(r *http.Request) string {
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
-		web.Error(w, r, err)
-		return
-	}
 	var list encodedList
 	var err error
 	if q := r.URL.Query().Get("state"); q != "" {
@@ -132,9 +149,6 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) details(r *http.Request) (slaveJSON, error) {
 	id := slaveID(r)
-	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
-		return slaveJSON{}, err
-	}
 	slave, err := h.store.Get(r.Context(), id)
 	if err != nil {
 		return slaveJSON{}, err
@@ -149,9 +163,6 @@ func (h *Handler) details(r *http.Request) (slaveJSON, error) {
 // limit query parameter says (see historyLimit).
 func (h *Handler) history(r *http.Request) ([]updateJSON, error) {
 	id := slaveID(r)
-	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
-		return nil, err
-	}
 	limit, err := historyLimit(r)
 	if err != nil {
 		return nil, err
@@ -168,9 +179,6 @@ func (h *Handler) history(r *http.Request) ([]updateJSON, error) {
 }
 
 func (h *Handler) listExpiring(r *http.Request) ([]expiringJSON, error) {
-	if _, err := web.Caller(r, h.policy, access.Read); err != nil {
-		return nil, err
-	}
 	records, err := h.store.ListExpiring(r.Context(), h.Now())
 	if err != nil {
 		return nil, err
@@ -189,10 +197,7 @@ func (h *Handler) listExpiring(r *http.Request) ([]expiringJSON, error) {
 func (h *Handler) change(target machine.State) func(r *http.Request) error {
 	return func(r *http.Request) error {
 		id := slaveID(r)
-		actor, err := web.Authorize(r, h.policy, access.Change)
-		if err != nil {
-			return err
-		}
+		actor := web.CallerOf(r)
 		var body changeRequestJSON
 		if _, err := web.DecodeBody(r, &body); err != nil {
 			return err
@@ -236,9 +241,6 @@ func idempotency(r *http.Request, id string, target machine.State, actor access.
 
 func (h *Handler) delete(r *http.Request) error {
 	id := slaveID(r)
-	if _, err := web.Caller(r, h.policy, access.Change); err != nil {
-		return err
-	}
 	found, err := h.store.Delete(r.Context(), id, nil)
 	if err != nil {
 		return err
@@ -251,18 +253,12 @@ func (h *Handler) delete(r *http.Request) error {
 
 func (h *Handler) deleteExpiring(r *http.Request) error {
 	id := slaveID(r)
-	if _, err := web.Caller(r, h.policy, access.Change); err != nil {
-		return err
-	}
 	return h.store.DeleteExpiring(r.Context(), id)
 }
 
 // deleteDead removes every DEAD slave, a few at a time; a slave that came
 // back to life meanwhile is kept.
 func (h *Handler) deleteDead(r *http.Request) error {
-	if _, err := web.Caller(r, h.policy, access.Change); err != nil {
-		return err
-	}
 	removed, err := h.store.DeleteDead(r.Context(), math.MaxInt64)
 	web.Note(r, "removed", removed)
 	return err

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
@@ -12,7 +13,20 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-func TestCallerTakesTheActorFromTheBodyOnlyWithAuthOff(t *testing.T) {
+// route records what the route table let through, or why it stopped.
+type route struct {
+	caller access.Identity
+	err    error
+	served bool
+}
+
+func (rt *route) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt.caller, rt.served = web.CallerOf(r), true
+}
+
+func (rt *route) Fail(w http.ResponseWriter, r *http.Request, err error) { rt.err = err }
+
+func TestTheTableTakesTheActorFromTheBodyOnlyWithAuthOff(t *testing.T) {
 	alice := access.Identity{ID: "alice", Email: "alice@example.com", Groups: []string{"ops"}}
 	mallory := access.Identity{ID: "mallory", Name: "M", Email: "mallory@example.com", Groups: []string{"admins"}}
 	const malloryBody = `{"id":"mallory","name":"M","email":"mallory@example.com","groups":["admins"],"authenticated":true}`
@@ -41,7 +55,14 @@ func TestCallerTakesTheActorFromTheBodyOnlyWithAuthOff(t *testing.T) {
 			if tt.identity != nil {
 				r = r.WithContext(access.WithIdentity(context.Background(), *tt.identity))
 			}
-			got, err := web.Caller(r, tt.policy, access.Change)
+			rt := &route{}
+			table := web.NewRoutes(tt.policy)
+			table.HandleNamed("DELETE /api/slaves/dead", access.Change, rt)
+			table.ServeHTTP(httptest.NewRecorder(), r)
+			got, err := rt.caller, rt.err
+			if rt.served == (err != nil) {
+				t.Fatalf("served %v with error %v: a route either runs or fails", rt.served, err)
+			}
 			if tt.wantKind != fault.KindInternal {
 				if k := fault.KindOf(err); err == nil || k != tt.wantKind {
 					t.Fatalf("got (%+v, %v), want a fault of kind %v", got, err, tt.wantKind)
@@ -55,5 +76,24 @@ func TestCallerTakesTheActorFromTheBodyOnlyWithAuthOff(t *testing.T) {
 				t.Errorf("got actor %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestATableRefusesARouteThatDeclaresNoPermission(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("got no panic registering a route without a permission, want one")
+		}
+	}()
+	web.NewRoutes(access.Policy{}).Handle("GET /x", access.Need(0), web.Plain(web.NotFound))
+}
+
+func TestAPublicRouteServesAnyoneBehindTheAuthorizer(t *testing.T) {
+	rt := &route{}
+	table := web.NewRoutes(access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"ops"}})
+	table.Handle("GET /", access.Anyone, rt)
+	table.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/index.html", nil))
+	if !rt.served || rt.err != nil {
+		t.Errorf("got served %v, error %v; want served without error", rt.served, rt.err)
 	}
 }

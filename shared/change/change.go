@@ -1,0 +1,337 @@
+// Package change is the one protocol by which a slave changes: read what
+// the decision needs, decide with the machine package, write conditioned on
+// exactly what was read, and read and decide again after losing a race to a
+// concurrent change, with one backoff policy. It also owns what goes with a
+// change whatever the store: Idempotency receipts, the decommissioning set's
+// join and leave with the time order it imposes (machine.AfterLimitChange),
+// and the retention of superseded history entries. Deletions go through it
+// too.
+//
+// Stores are its drivers, the way database/sql drives a driver.Conn: they
+// implement only the primitives of Store (a consistent read, conditioned
+// writes that fail with ErrRace) and embed a *Protocol for the rest.
+// shared/dynamo and shared/memstore are the two; shared/storetest holds
+// both to one contract (docs/decisions.md "One change protocol").
+package change
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/machine"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// ErrRace is what a Store returns when what a change was decided from
+// changed before it was written, or a consistent read collided with a
+// write in flight: the change is read and decided again.
+var ErrRace = errors.New("lost a race with a concurrent change")
+
+// Store is what a store implements for the protocol.
+type Store interface {
+	// Read reads together, consistently, the slave id, its expiring record,
+	// the decommissioning set and, when key is not nil and names a request
+	// (Key set), the receipt stored under it, live or not. An id that
+	// cannot name a stored slave reads as no slave. ErrRace when the read
+	// collided with a write.
+	Read(ctx context.Context, id string, key *Receipt) (Read, error)
+	// Write writes w whole or not at all, conditioned on w.Read: ErrRace
+	// when any of it changed, machine.LimitError when w joins the
+	// decommissioning set and it already holds w.Plan.Limit (> 0) slaves.
+	Write(ctx context.Context, w Write) error
+	// Remember stores a receipt unless a live one holds its key.
+	Remember(ctx context.Context, r Receipt) error
+	// Remove deletes the slave id, its whole history and its expiring
+	// record, conditioned on its version being still version, and with
+	// leave takes it out of the decommissioning set. ErrRace when the
+	// version changed.
+	Remove(ctx context.Context, id string, version int64, leave bool) error
+	// ListByState calls each with the slaves in state, one at a time.
+	ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error
+}
+
+// Read is what a change is decided and conditioned on.
+type Read struct {
+	Snapshot machine.Snapshot
+	Version  int64    // the slave's version (its state changes so far), 0 when there is none
+	LimitAt  int64    // when the decommissioning set last changed (epoch ms), 0 never
+	Receipt  *Receipt // the receipt under the request's key, live or not
+}
+
+// Receipt is the first answer to a change request, stored so that a retry
+// of it gets that answer instead of being decided again.
+type Receipt struct {
+	machine.Idempotency
+	// Outcome is nil for a change made, else the refusal a retry gets
+	// again, as a *fault.Error.
+	Outcome error
+}
+
+// Live reports whether the receipt still answers a request made at now
+// (epoch ms): for machine.IdempotencyWindow.
+func (r Receipt) Live(now int64) bool { return now-r.At < machine.IdempotencyWindow.Milliseconds() }
+
+// Replaces is the time at or before which a stored receipt is no longer
+// live for a request made at now, and may be replaced.
+func Replaces(now int64) int64 { return now - machine.IdempotencyWindow.Milliseconds() }
+
+// Write is a decided change, as a Store writes it. Plan's shape says what
+// is written: the expiring record alone (no Entry, DropExpiring), the
+// description alone (no Entry), or a state change with all that goes with
+// it.
+type Write struct {
+	ID   string
+	Read Read // what the plan was decided from
+	// Plan is the decision. For a state change that joins or leaves the
+	// decommissioning set, its entry's and current state's times already
+	// follow the set's (machine.AfterLimitChange).
+	Plan *machine.Plan
+	// Join and Leave say whether the slave enters or leaves the
+	// decommissioning set; either also moves the set's LimitAt to the
+	// entry's time, conditioned on the one read.
+	Join, Leave bool
+	// Supersedes is when (epoch s) the entry of the state being left
+	// expires, counted from now; 0 keeps it (no retention, or no slave).
+	Supersedes int64
+	// Receipt is stored with a state change, for a request that may be
+	// retried; nil for one that may not.
+	Receipt *Receipt
+}
+
+// Attempts bounds how often a change is read and decided again after
+// losing a race. With the pauses between them (Wait), a change keeps trying
+// for about two seconds before it answers 503.
+const Attempts = 12
+
+// Wait pauses before another attempt, longer each time: half of the step
+// fixed, half at random ("equal jitter"), so that requests that lost the
+// same race do not all come back together and lose it again (a jitter of a
+// few milliseconds read off the clock kept dozens of changes of one slave,
+// or of the decommissioning set, colliding until they ran out of
+// attempts). It returns ctx's error, as fault.Timeout past its deadline,
+// when ctx ends first.
+func Wait(ctx context.Context, attempt int) error {
+	step := time.Duration(5<<min(attempt, 6)) * time.Millisecond // 5 ms to 320 ms
+	d := step/2 + rand.N(step/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("wait to retry: %w: %w", fault.Timeout("Timed out waiting to retry a change"), ctx.Err())
+		}
+		return fmt.Errorf("wait to retry: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// retry calls try up to Attempts times while it loses races, waiting
+// between attempts and never after the last.
+func retry(ctx context.Context, id string, try func() error) error {
+	for attempt := range Attempts {
+		if attempt > 0 {
+			if err := Wait(ctx, attempt-1); err != nil {
+				return err
+			}
+		}
+		if err := try(); !errors.Is(err, ErrRace) {
+			return err
+		}
+	}
+	return fault.Unavailable("too many concurrent changes of slave %s, try again", id)
+}
+
+// Protocol applies changes through a Store. Build it with New.
+type Protocol struct {
+	store     Store
+	retention time.Duration
+}
+
+// New returns the protocol over store. History entries expire
+// historyRetention after they were superseded; 0 keeps them.
+func New(store Store, historyRetention time.Duration) *Protocol {
+	return &Protocol{store: store, retention: historyRetention}
+}
+
+// Apply reads the slave and its expiring record together, asks decide what
+// to do and writes the plan whole, conditioned on what was read. When a
+// concurrent change wins the race, it reads and decides again, so the
+// decision is always made on the state it changes; decide runs without the
+// store held, and may be called again. It returns decide's error,
+// machine.LimitError when the plan would exceed its decommission limit,
+// and fault.Unavailable when it keeps losing races.
+func (p *Protocol) Apply(ctx context.Context, id string, decide machine.Decide) error {
+	_, err := p.apply(ctx, id, nil, decide)
+	return err
+}
+
+// ApplyOnce is Apply for a change request that a client may retry. Its
+// outcome is stored as a receipt, scoped by the caller and the key across
+// every slave: a success in the write of the change, a refusal (only when
+// the client named the request) right after. A request whose key has a
+// receipt younger than machine.IdempotencyWindow gets that receipt's
+// outcome without being decided again, and a key reused for another
+// request is refused with machine.ReusedKey. Otherwise it returns what
+// Apply returns.
+func (p *Protocol) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
+	receipt := Receipt{Idempotency: once}
+	seen, err := p.apply(ctx, id, &receipt, decide)
+	if seen != nil {
+		if seen.Fingerprint != once.Fingerprint {
+			return machine.ReusedKey(once.Key)
+		}
+		return seen.Outcome
+	}
+	if once.Key != "" && Remembered(err) {
+		// Best effort: without the receipt a retry is decided again, which
+		// is safe because this refusal changed nothing.
+		receipt.Outcome = &fault.Error{Kind: fault.KindOf(err), Message: fault.Message(err)}
+		_ = p.store.Remember(ctx, receipt)
+	}
+	return err
+}
+
+// Remembered reports whether err is an answer a retry gets again: a
+// refusal by a decision or by the decommission limit, not a failure to
+// store.
+func Remembered(err error) bool {
+	switch fault.KindOf(err) {
+	case fault.KindInvalid, fault.KindNotFound, fault.KindConflict:
+		return true
+	}
+	return false
+}
+
+// apply decides and writes the plan, with the receipt when there is one.
+// A live receipt already stored under the receipt's key answers the
+// request instead: apply returns it and decides nothing.
+func (p *Protocol) apply(ctx context.Context, id string, receipt *Receipt, decide machine.Decide) (*Receipt, error) {
+	var seen *Receipt
+	err := retry(ctx, id, func() error {
+		read, err := p.store.Read(ctx, id, receipt)
+		if err != nil {
+			return err
+		}
+		if receipt != nil && read.Receipt != nil && read.Receipt.Live(receipt.At) {
+			seen = read.Receipt
+			return nil
+		}
+		plan, err := decide(read.Snapshot)
+		if err != nil || plan == nil {
+			return err
+		}
+		return p.store.Write(ctx, p.write(id, read, plan, receipt))
+	})
+	return seen, err
+}
+
+// write completes a decision into what the store writes: the
+// decommissioning set's join or leave, the order of time it imposes, and
+// the retention of the entry the change supersedes.
+func (p *Protocol) write(id string, read Read, plan *machine.Plan, receipt *Receipt) Write {
+	w := Write{ID: id, Read: read, Plan: plan}
+	if plan.Entry == nil {
+		return w
+	}
+	snap := read.Snapshot
+	entry := *plan.Entry
+	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
+	w.Join, w.Leave = entry.State.CountsTowardLimit() && !was, was && !entry.State.CountsTowardLimit()
+	if w.Join || w.Leave {
+		decided := *plan
+		entry.Timestamp = machine.AfterLimitChange(entry.Timestamp, read.LimitAt)
+		decided.Entry, decided.Slave.Current.Timestamp = &entry, entry.Timestamp
+		w.Plan = &decided
+	}
+	if snap.Slave != nil && p.retention > 0 {
+		// The entry of the state being left is superseded now: from here on
+		// it may expire, counted from now, so the state a slave just left is
+		// always in its history. The current state's entry never carries a
+		// TTL, so a slave that has not changed for longer than the retention
+		// keeps it.
+		w.Supersedes = (entry.Timestamp + p.retention.Milliseconds()) / 1000
+	}
+	w.Receipt = receipt
+	return w
+}
+
+// Delete removes the slave, its whole history and its expiring record, and
+// reports whether it did. With match set, it removes the slave only while
+// match holds for it: a change between the read and the removal makes it
+// read and match again. It returns fault.Unavailable when it keeps losing
+// races.
+func (p *Protocol) Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error) {
+	removed := false
+	err := retry(ctx, id, func() error {
+		read, err := p.store.Read(ctx, id, nil)
+		if err != nil {
+			return err
+		}
+		slave := read.Snapshot.Slave
+		if slave == nil || match != nil && !match(*slave) {
+			return nil
+		}
+		if err := p.store.Remove(ctx, id, read.Version, slave.Current.State.CountsTowardLimit()); err != nil {
+			return err
+		}
+		removed = true
+		return nil
+	})
+	return removed, err
+}
+
+// DeleteExpiring deletes the slave's expiring record, if any, as decided
+// by machine.DeleteExpiring.
+func (p *Protocol) DeleteExpiring(ctx context.Context, id string) error {
+	return p.Apply(ctx, id, machine.DeleteExpiring)
+}
+
+// DeleteDead removes every DEAD slave whose state changed before the epoch
+// ms before, with its history and expiring record, 8 at a time, and
+// returns how many it removed. A slave that leaves DEAD in the meantime is
+// kept.
+func (p *Protocol) DeleteDead(ctx context.Context, before int64) (int, error) {
+	match := func(sl machine.Slave) bool {
+		return sl.Current.State == machine.Dead && sl.Current.Timestamp < before
+	}
+	var dead []string
+	err := p.store.ListByState(ctx, machine.Dead, func(sl machine.Slave) error {
+		if match(sl) {
+			dead = append(dead, sl.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	var (
+		mu      sync.Mutex
+		removed int
+		errs    []error
+		g       errgroup.Group
+	)
+	g.SetLimit(8)
+	for _, id := range dead {
+		g.Go(func() error {
+			ok, err := p.Delete(ctx, id, match)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				removed++
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("delete dead slave %s: %w", id, err))
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,111 @@
+package change_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/shared/change"
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/machine"
+)
+
+// racing is a store on which every write loses a race, after calling
+// onWrite with the number of writes so far.
+type racing struct {
+	read    change.Read
+	writes  []change.Write
+	onWrite func(n int)
+}
+
+func (s *racing) Read(context.Context, string, *change.Receipt) (change.Read, error) {
+	return s.read, nil
+}
+
+func (s *racing) Write(_ context.Context, w change.Write) error {
+	s.writes = append(s.writes, w)
+	if s.onWrite != nil {
+		s.onWrite(len(s.writes))
+	}
+	return change.ErrRace
+}
+
+func (s *racing) Remember(context.Context, change.Receipt) error    { return nil }
+func (s *racing) Remove(context.Context, string, int64, bool) error { return change.ErrRace }
+func (s *racing) ListByState(context.Context, machine.State, func(machine.Slave) error) error {
+	return nil
+}
+
+func active(at int64) change.Read {
+	slave := machine.Slave{ID: "S1", Current: machine.Update{SlaveID: "S1", State: machine.Active, Timestamp: at}}
+	return change.Read{Snapshot: machine.Snapshot{Slave: &slave}, Version: 1}
+}
+
+func freeze(at int64) machine.Decide {
+	return machine.UserChange(machine.Change{SlaveID: "S1", Target: machine.Frozen, Now: func() int64 { return at }}, machine.Limits{})
+}
+
+func TestAChangeThatKeepsLosingRacesStopsAfterItsLastAttemptWithoutWaiting(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The context ends during the last attempt: a wait after it would
+	// answer with the context's end instead of the lost races.
+	s := &racing{read: active(1000), onWrite: func(n int) {
+		if n == change.Attempts {
+			cancel()
+		}
+	}}
+	err := change.New(s, 0).Apply(ctx, "S1", freeze(2000))
+	if len(s.writes) != change.Attempts || fault.KindOf(err) != fault.KindUnavailable {
+		t.Errorf("got %d writes and %v, want %d and fault.Unavailable", len(s.writes), err, change.Attempts)
+	}
+}
+
+func TestAChangeStopsWaitingToRetryWhenItsContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &racing{read: active(1000), onWrite: func(int) { cancel() }}
+	err := change.New(s, 0).Apply(ctx, "S1", freeze(2000))
+	if len(s.writes) != 1 || !errors.Is(err, context.Canceled) {
+		t.Errorf("got %d writes and %v, want 1 and context.Canceled", len(s.writes), err)
+	}
+}
+
+func TestTheProtocolDecidesTheDecommissioningSetAndRetention(t *testing.T) {
+	tests := []struct {
+		name        string
+		from        machine.State
+		target      machine.State
+		join, leave bool
+	}{
+		{"entering a decommissioning state joins the set", machine.Active, machine.StartingDecommission, true, false},
+		{"leaving it leaves the set", machine.StartingDecommission, machine.Active, false, true},
+		{"a change outside it touches no set", machine.Active, machine.Frozen, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			read := active(1000)
+			read.Snapshot.Slave.Current.State = tt.from
+			read.LimitAt = 5000 // a change on a clock a little behind follows it
+			ctx, cancel := context.WithCancel(context.Background())
+			s := &racing{read: read, onWrite: func(int) { cancel() }}
+			c := machine.Change{SlaveID: "S1", Target: tt.target, Now: func() int64 { return 2000 }}
+			_ = change.New(s, time.Hour).Apply(ctx, "S1", machine.UserChange(c, machine.Limits{}))
+			if len(s.writes) != 1 {
+				t.Fatalf("got %d writes, want 1", len(s.writes))
+			}
+			w := s.writes[0]
+			wantAt := int64(2000)
+			if tt.join || tt.leave {
+				wantAt = 5001
+			}
+			if w.Join != tt.join || w.Leave != tt.leave || w.Plan.Entry.Timestamp != wantAt || w.Plan.Slave.Current.Timestamp != wantAt {
+				t.Errorf("got join %v, leave %v, entry at %d, current at %d; want %v, %v, %d, %d",
+					w.Join, w.Leave, w.Plan.Entry.Timestamp, w.Plan.Slave.Current.Timestamp, tt.join, tt.leave, wantAt, wantAt)
+			}
+			if want := (wantAt + time.Hour.Milliseconds()) / 1000; w.Supersedes != want {
+				t.Errorf("got the superseded entry expiring at %d, want %d", w.Supersedes, want)
+			}
+		})
+	}
+}
