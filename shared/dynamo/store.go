@@ -1,6 +1,7 @@
-// Package dynamo adapts the machine domain to DynamoDB: three tables (slaves
-// with a ByState index, history, expiring) and the transactions that keep a
-// slave's state, its history and its expiring record consistent. It
+// Package dynamo adapts the machine domain to DynamoDB: four tables (slaves
+// with a ByState index, history, expiring, and requests, the receipts of
+// change requests) and the transactions that keep a slave's state, its
+// history, its expiring record and its receipt consistent. It
 // translates SDK errors into fault kinds.
 package dynamo
 
