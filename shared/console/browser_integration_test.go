@@ -27,7 +27,6 @@ import (
 	"github.com/fleetops/fleet/dev/browser"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/console"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/inventory"
@@ -86,12 +85,12 @@ func run(m *testing.M) int {
 	if err := uploadLogs(ctx, s3c); err != nil {
 		return fail(err)
 	}
-	logStore, err := logstore.Open(ctx, config.S3{PathStyle: true})
+	logStore, err := logstore.Open(ctx, true)
 	if err != nil {
 		return fail(err)
 	}
 	store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
-	logsCfg := config.Logs{Buckets: []string{logBucket}, Format: defaultFormat(), URLTTL: time.Hour,
+	logsCfg := logs.Config{Buckets: []string{logBucket}, Format: defaultFormat(), URLTTL: time.Hour,
 		Lookback: 30 * 24 * time.Hour, ListTimeout: 30 * time.Second, LinkTimeout: 30 * time.Second}
 	site = httptest.NewServer(mux(logs.New(logStore, logsCfg)))
 	defer site.Close()
