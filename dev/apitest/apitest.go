@@ -27,6 +27,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fleetops/fleet/app/consoleapp"
 	"github.com/fleetops/fleet/app/inventoryapp"
 	"github.com/fleetops/fleet/app/logsapp"
 	"github.com/fleetops/fleet/app/slavesapp"
@@ -67,7 +68,7 @@ type Stack struct {
 // defaults (2 decommissioning at once, 30 days of expiry), the one log
 // bucket, lookups that wait for the emulators, and the authorization auth
 // plays.
-func env(auth Auth) func(string) string {
+func env(auth Auth, override map[string]string) func(string) string {
 	vars := map[string]string{
 		"SLAVES_TABLE": stack.Tables.Slaves, "HISTORY_TABLE": stack.Tables.History,
 		"EXPIRING_TABLE": stack.Tables.Expiring, "REQUESTS_TABLE": stack.Tables.Requests,
@@ -79,6 +80,9 @@ func env(auth Auth) func(string) string {
 	}
 	if auth != None {
 		vars["AUTH_MODE"], vars["ADMIN_GROUPS"], vars["READ_GROUPS"] = "authorizer", "admin", "readers"
+	}
+	for k, v := range override {
+		vars[k] = v
 	}
 	return func(name string) string { return vars[name] }
 }
@@ -105,7 +109,7 @@ func Up(ctx context.Context) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	if s.report, err = inventoryapp.New(ctx, env(None), inventoryapp.Options{Log: s.quiet, DynamoDB: local.DynamoDB}); err != nil {
+	if s.report, err = inventoryapp.New(ctx, env(None, nil), inventoryapp.Options{Log: s.quiet, DynamoDB: local.DynamoDB}); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -141,22 +145,11 @@ func (s *Stack) Serve(t apidoc.Reporter, auth Auth) (*httptest.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx := context.Background()
-	slaveRoutes, err := slavesapp.New(ctx, env(auth), slavesapp.Options{DynamoDB: s.Local.DynamoDB})
+	api, err := s.Handler(auth, Options{})
 	if err != nil {
 		return nil, err
 	}
-	logRoutes, err := logsapp.New(ctx, env(auth), logsapp.Options{})
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/slaves", slaveRoutes)
-	mux.Handle("/api/slaves/", slaveRoutes)
-	mux.Handle("/api/logs", logRoutes)
-	mux.Handle("/api/logs/", logRoutes)
-	mux.HandleFunc("/", web.NotFound)
-	h := doc.Recorder(t, web.Wrap(mux, web.Options{Logger: s.quiet}))
+	h := doc.Recorder(t, api)
 	switch auth {
 	case Tokens:
 		h = tokens(h)
@@ -164,6 +157,45 @@ func (s *Stack) Serve(t apidoc.Reporter, auth Auth) (*httptest.Server, error) {
 		h = sigV4(h)
 	}
 	return httptest.NewServer(h), nil
+}
+
+// Options change what Handler serves.
+type Options struct {
+	// Env overrides variables of the functions' environment (an empty
+	// LOG_BUCKETS, a shorter deadline).
+	Env map[string]string
+	// Console serves the operator console on / as make run does; without
+	// it, / is the API's 404.
+	Console bool
+}
+
+// Handler returns the API over the stack behind web.Wrap, built by the
+// functions' constructors, with the authorization auth names (the caller
+// plays the authorizer in front of it, as Serve does).
+func (s *Stack) Handler(auth Auth, opts Options) (http.Handler, error) {
+	ctx := context.Background()
+	getenv := env(auth, opts.Env)
+	slaveRoutes, err := slavesapp.New(ctx, getenv, slavesapp.Options{DynamoDB: s.Local.DynamoDB})
+	if err != nil {
+		return nil, err
+	}
+	logRoutes, err := logsapp.New(ctx, getenv, logsapp.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var root http.Handler = http.HandlerFunc(web.NotFound)
+	if opts.Console {
+		if root, err = consoleapp.New(getenv); err != nil {
+			return nil, err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/slaves", slaveRoutes)
+	mux.Handle("/api/slaves/", slaveRoutes)
+	mux.Handle("/api/logs", logRoutes)
+	mux.Handle("/api/logs/", logRoutes)
+	mux.Handle("/", root)
+	return web.Wrap(mux, web.Options{Logger: s.quiet}), nil
 }
 
 // tokens plays a Cognito or Lambda authorizer: a known token becomes the
