@@ -188,3 +188,55 @@ func TestFleetctlImportsNoSharedPackage(t *testing.T) {
 		}
 	}
 }
+
+func TestListSelectsByStateAndGlob(t *testing.T) {
+	p := newInProcess(t, defaultLimits, map[string]machine.State{"a-1": machine.Active, "a-2": machine.Frozen, "b-1": machine.Frozen})
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "-o", "name"}, "a-1\na-2\nb-1\n"},
+		{[]string{"list", "--state", "frozen", "-o", "name"}, "a-2\nb-1\n"},
+		{[]string{"list", "a-*", "-o", "name"}, "a-1\na-2\n"},
+	} {
+		if r := p.run(tt.args...); r.code != exitOK || r.stdout != tt.want {
+			t.Errorf("%v: got %d %q %q, want 0 %q", tt.args, r.code, r.stdout, r.stderr, tt.want)
+		}
+	}
+	if r := p.run("list", "--state", "sleeping"); r.code != exitUsage {
+		t.Errorf("an unknown state: got %d %q, want %d", r.code, r.stderr, exitUsage)
+	}
+}
+
+func TestAnExpiringChangeIsListedAndMadePermanent(t *testing.T) {
+	p := newInProcess(t, defaultLimits, map[string]machine.State{"m-1": machine.Active, "m-2": machine.Active})
+	if r := p.run("freeze", "m-1", "--for", "2h", "-m", "patch"); r.code != exitOK {
+		t.Fatalf("freeze: got %d %q", r.code, r.stderr)
+	}
+	if r := p.run("expiring"); r.code != exitOK || !strings.Contains(r.stdout, "m-1") || !strings.Contains(r.stdout, "patch") {
+		t.Errorf("expiring: got %d %q, want m-1's change", r.code, r.stdout)
+	}
+	if r := p.run("make-permanent", "m-1"); r.code != exitOK || r.stdout != "m-1: permanent, no longer reverts to ACTIVE\n" {
+		t.Errorf("make-permanent: got %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if exp, _ := p.store.ListExpiring(t.Context(), time.Now()); len(exp) != 0 {
+		t.Errorf("got expiring %+v, want none", exp)
+	}
+	if st := p.state(t, "m-1"); st != machine.Frozen {
+		t.Errorf("got m-1 %s, want it still FROZEN", st)
+	}
+	if r := p.run("make-permanent", "m-2"); r.code != exitNotFound {
+		t.Errorf("make-permanent of a machine without a change: got %d %q, want %d", r.code, r.stderr, exitNotFound)
+	}
+}
+
+func TestShowAsJSONHoldsTheHistoryNewestFirst(t *testing.T) {
+	p := newInProcess(t, defaultLimits, map[string]machine.State{"m-1": machine.Active})
+	p.run("freeze", "m-1", "-m", "first")
+	p.run("activate", "m-1", "-m", "second")
+	r := p.run("show", "m-1", "-o", "json")
+	first, second := strings.Index(r.stdout, `"first"`), strings.Index(r.stdout, `"second"`)
+	if r.code != exitOK || first < 0 || second < 0 || second > first {
+		t.Errorf("got %d %s, want the history with second before first", r.code, r.stdout)
+	}
+}
