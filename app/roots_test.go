@@ -4,8 +4,6 @@ package app_test
 
 import (
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -16,7 +14,7 @@ const configPackage = "github.com/fleetops/fleet/shared/config"
 // or main imports shared/config, so a function's handler is built one way
 // wherever it runs.
 func TestOnlyTheCompositionRootsImportConfig(t *testing.T) {
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../shared/...", "../functions/...")
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../shared/...", "../functions/...")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -178,7 +177,7 @@ func TestTheGuardHoldsBackWhatItDoesNotStart(t *testing.T) {
 // fleetctl is a client: it links the client package and nothing of the
 // server's, so it cannot guess the server's rules.
 func TestFleetctlImportsNoSharedPackage(t *testing.T) {
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", ".").Output()
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
