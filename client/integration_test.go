@@ -18,11 +18,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/fleetops/fleet/client"
-	"github.com/fleetops/fleet/client/clienttest"
 	"github.com/fleetops/fleet/dev/apidoc"
+	"github.com/fleetops/fleet/dev/apitest"
 )
 
-var local *clienttest.Stack
+var local *apitest.Stack
 
 // TestMain starts moto and MinIO; every answer the tests get is checked
 // against openapi.yaml, and a whole run must exercise every operation, so
@@ -36,7 +36,7 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var err error
-	local, err = clienttest.Up(ctx)
+	local, err = apitest.Up(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -60,7 +60,7 @@ func run(m *testing.M) int {
 
 // newClient serves the API with auth and returns a strict client of it:
 // an answer with a field the client does not know fails.
-func newClient(t *testing.T, auth clienttest.Auth, opts client.Options) *client.Client {
+func newClient(t *testing.T, auth apitest.Auth, opts client.Options) *client.Client {
 	t.Helper()
 	srv, err := local.Serve(t, auth)
 	if err != nil {
@@ -78,12 +78,12 @@ func newClient(t *testing.T, auth clienttest.Auth, opts client.Options) *client.
 
 func TestEveryOperationAgainstTheHandlers(t *testing.T) {
 	ctx := context.Background()
-	c := newClient(t, clienttest.None, client.Options{})
+	c := newClient(t, apitest.None, client.Options{})
 	p := fmt.Sprintf("ops-%d", time.Now().UnixNano())
 	ids := []string{p + "-S1", p + "-S2", p + "-S3"}
-	var machines []clienttest.Machine
+	var machines []apitest.Machine
 	for i, id := range ids {
-		machines = append(machines, clienttest.Machine{ID: id, Host: fmt.Sprintf("node-%d", i), Rack: "us-east-1a",
+		machines = append(machines, apitest.Machine{ID: id, Host: fmt.Sprintf("node-%d", i), Rack: "us-east-1a",
 			Attributes: map[string]string{"instance_type": "m5.large"}, Resources: map[string]any{"cpus": 4}})
 	}
 	if err := local.Report(ctx, time.Time{}, machines...); err != nil {
@@ -142,7 +142,7 @@ func TestEveryOperationAgainstTheHandlers(t *testing.T) {
 	if err != nil || len(hist) != 3 || hist[0].State != client.Active || hist[0].Message != "back" {
 		t.Errorf("got history %+v, %v, want ACTIVE (back), STARTING_DECOMMISSION, ACTIVE", hist, err)
 	}
-	if err := local.Report(ctx, time.Time{}, clienttest.Machine{ID: ids[2], Host: "node-2", Rack: "us-east-1a", Lost: true}); err != nil {
+	if err := local.Report(ctx, time.Time{}, apitest.Machine{ID: ids[2], Host: "node-2", Rack: "us-east-1a", Lost: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DeleteDeadSlaves(ctx); err != nil {
@@ -161,14 +161,14 @@ func TestEveryOperationAgainstTheHandlers(t *testing.T) {
 
 func TestLogOperationsAndTheirPresignedLinks(t *testing.T) {
 	ctx := context.Background()
-	c := newClient(t, clienttest.None, client.Options{})
+	c := newClient(t, apitest.None, client.Options{})
 	now := time.Now().UTC()
 	req := fmt.Sprintf("logs%d", now.UnixNano())
 	task := fmt.Sprintf("%s-d1-%d-0-node1-us_east_1a", req, now.Add(-48*time.Hour).UnixMilli())
 	want := map[string]string{}
 	for i := range 3 {
 		body := fmt.Sprintf("line %d of %s\n", i, task)
-		key, err := local.PutLog(ctx, clienttest.Log{TaskID: task, Filename: "stdout", Index: i, Modified: now.Add(-time.Duration(i) * time.Hour), Body: []byte(body)})
+		key, err := local.PutLog(ctx, apitest.Log{TaskID: task, Filename: "stdout", Index: i, Modified: now.Add(-time.Duration(i) * time.Hour), Body: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,16 +215,16 @@ func TestLogOperationsAndTheirPresignedLinks(t *testing.T) {
 func TestAuthModes(t *testing.T) {
 	ctx := context.Background()
 	p := fmt.Sprintf("auth-%d", time.Now().UnixNano())
-	if err := local.Report(ctx, time.Time{}, clienttest.Machine{ID: p, Host: "h", Rack: "r"}); err != nil {
+	if err := local.Report(ctx, time.Time{}, apitest.Machine{ID: p, Host: "h", Rack: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	status := func(err error) int { return client.StatusOf(err) }
 
-	anonymous := newClient(t, clienttest.Tokens, client.Options{})
+	anonymous := newClient(t, apitest.Tokens, client.Options{})
 	if _, err := anonymous.ListSlaves(ctx, ""); status(err) != 401 {
 		t.Errorf("no token: got %v, want 401", err)
 	}
-	reader := newClient(t, clienttest.Tokens, client.Options{Auth: client.Bearer(clienttest.ReaderToken)})
+	reader := newClient(t, apitest.Tokens, client.Options{Auth: client.Bearer(apitest.ReaderToken)})
 	if _, err := reader.GetSlave(ctx, p); err != nil {
 		t.Errorf("reader reading: got %v, want success", err)
 	}
@@ -232,16 +232,16 @@ func TestAuthModes(t *testing.T) {
 		t.Errorf("reader changing: got %v, want 403", err)
 	}
 
-	signer := &client.SigV4{Credentials: credentials.NewStaticCredentialsProvider(clienttest.SigV4AccessKey, clienttest.SigV4SecretKey, ""), Region: clienttest.SigV4Region}
-	signed := newClient(t, clienttest.SigV4, client.Options{Auth: signer, Header: http.Header{"X-Team": {"ops"}}})
+	signer := &client.SigV4{Credentials: credentials.NewStaticCredentialsProvider(apitest.SigV4AccessKey, apitest.SigV4SecretKey, ""), Region: apitest.SigV4Region}
+	signed := newClient(t, apitest.SigV4, client.Options{Auth: signer, Header: http.Header{"X-Team": {"ops"}}})
 	if err := signed.FreezeSlave(ctx, p, client.ChangeRequest{Message: "signed"}, client.ChangeOptions{}); err != nil {
 		t.Errorf("signed change: got %v, want success", err)
 	}
 	if _, err := signed.SearchLogs(ctx, client.SearchRequest{TaskIDs: []string{"a-b-1-0-h-r"}}); err != nil {
 		t.Errorf("signed search: got %v, want success", err)
 	}
-	wrong := &client.SigV4{Credentials: credentials.NewStaticCredentialsProvider(clienttest.SigV4AccessKey, "not-the-secret", ""), Region: clienttest.SigV4Region}
-	forged := newClient(t, clienttest.SigV4, client.Options{Auth: wrong})
+	wrong := &client.SigV4{Credentials: credentials.NewStaticCredentialsProvider(apitest.SigV4AccessKey, "not-the-secret", ""), Region: apitest.SigV4Region}
+	forged := newClient(t, apitest.SigV4, client.Options{Auth: wrong})
 	if _, err := forged.GetSlave(ctx, p); status(err) != 403 || !strings.Contains(err.Error(), "signature") {
 		t.Errorf("wrong secret: got %v, want 403 for the signature", err)
 	}

@@ -83,6 +83,11 @@ type ChangeOptions struct {
 	// process died, say) safe: within 10 minutes the service answers the
 	// same key with the first answer.
 	IdempotencyKey string
+	// DryRun asks what the change would answer and changes nothing: nil
+	// when the service would apply it, else the *Error it would refuse it
+	// with. The service decides, by the rules it applies to the change
+	// (all but the decommission limit, which it checks as it writes).
+	DryRun bool
 }
 
 // FreezeSlave moves the slave to FROZEN (freezeSlave). A 409 *Error when
@@ -113,7 +118,11 @@ func (c *Client) change(ctx context.Context, op, id, action string, req ChangeRe
 	if req != (ChangeRequest{}) {
 		body = req
 	}
-	_, err := c.do(ctx, call{op: op, method: http.MethodPost, path: "/api/slaves/slave/" + seg(id) + "/" + action, body: body, key: key, idempotent: true})
+	var query url.Values
+	if opts.DryRun {
+		query = url.Values{"dryRun": {"true"}}
+	}
+	_, err := c.do(ctx, call{op: op, method: http.MethodPost, path: "/api/slaves/slave/" + seg(id) + "/" + action, query: query, body: body, key: key, idempotent: true})
 	return err
 }
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/client"
-	"github.com/fleetops/fleet/client/clienttest"
+	"github.com/fleetops/fleet/dev/apitest"
 )
 
 // lockedBuffer is a process's output, read while it runs.
@@ -50,7 +50,7 @@ func start(t *testing.T, env []string, args ...string) *running {
 	home := t.TempDir()
 	r := &running{cmd: exec.Command(binary, args...), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	r.cmd.Env = append([]string{"HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"), "TZ=UTC",
-		"FLEETCTL_ENDPOINT=" + servers[clienttest.None].URL}, env...)
+		"FLEETCTL_ENDPOINT=" + servers[apitest.None].URL}, env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func (r *running) result(t *testing.T) result {
 // api is a client of the server without auth, for the test's own reads.
 func api(t *testing.T) *client.Client {
 	t.Helper()
-	c, err := client.New(client.Options{Endpoint: servers[clienttest.None].URL})
+	c, err := client.New(client.Options{Endpoint: servers[apitest.None].URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func stateOf(t *testing.T, id string) client.State {
 // report sends one machine's report with its running-task count.
 func report(t *testing.T, id string, running int) {
 	t.Helper()
-	if err := local.Report(context.Background(), time.Time{}, clienttest.Machine{ID: id, Host: id + ".example.com", Rack: "us-east-1a", RunningTasks: running}); err != nil {
+	if err := local.Report(context.Background(), time.Time{}, apitest.Machine{ID: id, Host: id + ".example.com", Rack: "us-east-1a", RunningTasks: running}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -165,8 +165,8 @@ func TestDecommissionWaitFollowsTheDrainThatReportsDrive(t *testing.T) {
 	}
 	// Waiting again on a finished drain ends at once: a restarted client
 	// resumes by running wait.
-	fleetctl(t, clienttest.None, nil, "wait", "drn-1", "--for", "state=decommissioned").want(t, 0)
-	if got := fleetctl(t, clienttest.None, nil, "decommission", "drn-1", "--wait").want(t, 0).stdout; got != "drn-1: DECOMMISSIONED\n" {
+	fleetctl(t, apitest.None, nil, "wait", "drn-1", "--for", "state=decommissioned").want(t, 0)
+	if got := fleetctl(t, apitest.None, nil, "decommission", "drn-1", "--wait").want(t, 0).stdout; got != "drn-1: DECOMMISSIONED\n" {
 		t.Errorf("got %q, want the drain run again to find it done", got)
 	}
 }
@@ -174,7 +174,7 @@ func TestDecommissionWaitFollowsTheDrainThatReportsDrive(t *testing.T) {
 func TestAWaitEndsWithItsOwnCodeOnATimeoutOrAMachineGoneElsewhere(t *testing.T) {
 	settleDrains(t)
 	machines(t, "wt-slow", "wt-back")
-	none := clienttest.None
+	none := apitest.None
 	fleetctl(t, none, nil, "decommission", "wt-slow").want(t, 0)
 	fleetctl(t, none, nil, "wait", "wt-slow", "--for", "state=DECOMMISSIONED", "--wait-timeout", "500ms", "--poll", "50ms").
 		wantErrorLast(t, exitWaitTimeout, "wt-slow: not DECOMMISSIONED after --wait-timeout (still STARTING_DECOMMISSION)")
@@ -190,7 +190,7 @@ func TestAWaitEndsWithItsOwnCodeOnATimeoutOrAMachineGoneElsewhere(t *testing.T) 
 	fleetctl(t, none, nil, "decommission", "wt-back").want(t, 0)
 	r = start(t, nil, "decommission", "wt-back", "--wait", "--poll", "50ms")
 	eventually(t, "waiting", func() bool { return strings.Contains(r.stderr.String(), "STARTING_DECOMMISSION") })
-	if err := local.Report(context.Background(), time.Time{}, clienttest.Machine{ID: "wt-back", Host: "h", Rack: "r", Lost: true}); err != nil {
+	if err := local.Report(context.Background(), time.Time{}, apitest.Machine{ID: "wt-back", Host: "h", Rack: "r", Lost: true}); err != nil {
 		t.Fatal(err)
 	}
 	r.result(t).wantErrorLast(t, exitElsewhere, "wt-back: went to DEAD, not DECOMMISSIONED: Machine reported lost")
@@ -249,12 +249,12 @@ func guardChecker(t *testing.T, pool string, unavailable func(client.State) bool
 
 func poolMachines(t *testing.T, pool string, n int) []string {
 	t.Helper()
-	var ms []clienttest.Machine
+	var ms []apitest.Machine
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("%s-%02d", pool, i)
 		ids = append(ids, id)
-		ms = append(ms, clienttest.Machine{ID: id, Host: id + ".example.com", Rack: []string{"r1", "r2"}[i%2],
+		ms = append(ms, apitest.Machine{ID: id, Host: id + ".example.com", Rack: []string{"r1", "r2"}[i%2],
 			Attributes: map[string]string{"pool": pool, "type": "m5"}, RunningTasks: 1})
 	}
 	if err := local.Report(context.Background(), time.Time{}, ms...); err != nil {
@@ -265,7 +265,7 @@ func poolMachines(t *testing.T, pool string, n int) []string {
 
 func TestSelectorsChangeUnderTheGuardAndAskFirst(t *testing.T) {
 	ids := poolMachines(t, "grd", 20)
-	none := clienttest.None
+	none := apitest.None
 	fleetctl(t, none, nil, "freeze", ids[0], ids[1], "--yes").want(t, 0)
 
 	// Without a terminal and without --yes: the plan is shown, nothing
@@ -328,14 +328,14 @@ func TestADrainBySelectorKeepsAtMostNDrainingAndWaitsForEach(t *testing.T) {
 			for _, s := range all {
 				if s.Attributes["pool"] == "dsel" && draining(s.CurrentState.State) {
 					seen[s.ID]++
-					local.Report(context.Background(), time.Time{}, clienttest.Machine{ID: s.ID, Host: s.Host, Rack: s.RackID,
+					local.Report(context.Background(), time.Time{}, apitest.Machine{ID: s.ID, Host: s.Host, Rack: s.RackID,
 						Attributes: s.Attributes, RunningTasks: max(3-seen[s.ID], 0)})
 				}
 			}
 		}
 	}()
 	stop := guardChecker(t, "dsel", draining)
-	res := fleetctl(t, clienttest.None, nil, "decommission", "-l", "pool=dsel", "--wait", "--max-unavailable", "1", "--poll", "30ms", "--yes")
+	res := fleetctl(t, apitest.None, nil, "decommission", "-l", "pool=dsel", "--wait", "--max-unavailable", "1", "--poll", "30ms", "--yes")
 	most := stop()
 	close(stopDriver)
 	<-driven
@@ -355,7 +355,7 @@ func TestADrainBySelectorKeepsAtMostNDrainingAndWaitsForEach(t *testing.T) {
 
 func TestLogsFollowPrintsEachNewLogOnceUntilInterrupted(t *testing.T) {
 	put := func(task, name string) string {
-		key, err := local.PutLog(context.Background(), clienttest.Log{TaskID: task, Filename: name, Modified: time.Now(), Body: []byte("x\n")})
+		key, err := local.PutLog(context.Background(), apitest.Log{TaskID: task, Filename: name, Modified: time.Now(), Body: []byte("x\n")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +396,7 @@ func TestGrepContextIsWhatGrepPrints(t *testing.T) {
 	base := time.Now().Add(-time.Hour)
 	var keys []string
 	for i, body := range []string{"a\nb\nERR 1\nc\nd\ne\nf\nERR 2\nERR 3\ng\n", "x\nERR 9\ny\n"} {
-		key, err := local.PutLog(context.Background(), clienttest.Log{TaskID: fmt.Sprintf("ctx-d1-%d-%d-node%d-r1", base.UnixMilli(), i, i),
+		key, err := local.PutLog(context.Background(), apitest.Log{TaskID: fmt.Sprintf("ctx-d1-%d-%d-node%d-r1", base.UnixMilli(), i, i),
 			Filename: "out.log", Modified: base.Add(time.Duration(i) * time.Minute), Body: []byte(body)})
 		if err != nil {
 			t.Fatal(err)
@@ -404,14 +404,14 @@ func TestGrepContextIsWhatGrepPrints(t *testing.T) {
 		keys = append(keys, key)
 	}
 	env := []string{"FLEETCTL_CACHE_DIR=" + t.TempDir()}
-	got := fleetctl(t, clienttest.None, env, "logs", "grep", "--request", "ctx", "--since", "1d", "-C", "1", "ERR").want(t, 0).stdout
+	got := fleetctl(t, apitest.None, env, "logs", "grep", "--request", "ctx", "--since", "1d", "-C", "1", "ERR").want(t, 0).stdout
 	k, l := keys[0], keys[1]
 	want := k + "-2-b\n" + k + ":3:ERR 1\n" + k + "-4-c\n--\n" + k + "-7-f\n" + k + ":8:ERR 2\n" + k + ":9:ERR 3\n" + k + "-10-g\n--\n" +
 		l + "-1-x\n" + l + ":2:ERR 9\n" + l + "-3-y\n"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
-	got = fleetctl(t, clienttest.None, env, "logs", "grep", "--request", "ctx", "--since", "1d", "-A", "1", "-B", "0", "--host", "node1", "ERR").want(t, 0).stdout
+	got = fleetctl(t, apitest.None, env, "logs", "grep", "--request", "ctx", "--since", "1d", "-A", "1", "-B", "0", "--host", "node1", "ERR").want(t, 0).stdout
 	if want := l + ":2:ERR 9\n" + l + "-3-y\n"; got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
@@ -420,7 +420,7 @@ func TestGrepContextIsWhatGrepPrints(t *testing.T) {
 func TestTheServiceLimitStaysTheHardStopReportedPerMachine(t *testing.T) {
 	settleDrains(t)
 	poolMachines(t, "lim", 3)
-	res := fleetctl(t, clienttest.None, nil, "decommission", "-l", "pool=lim", "-j", "1", "--yes")
+	res := fleetctl(t, apitest.None, nil, "decommission", "-l", "pool=lim", "-j", "1", "--yes")
 	res.want(t, exitRefused)
 	if !strings.HasSuffix(res.stdout, "lim-00: STARTING_DECOMMISSION\nlim-01: STARTING_DECOMMISSION\n") {
 		t.Errorf("got stdout\n%s\nwant the first two started", res.stdout)

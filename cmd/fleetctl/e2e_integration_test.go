@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/client"
-	"github.com/fleetops/fleet/client/clienttest"
+	"github.com/fleetops/fleet/dev/apitest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with the output of this run")
@@ -29,8 +29,8 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden with the outp
 // the tests, one per kind of authentication.
 var (
 	binary  string
-	local   *clienttest.Stack
-	servers = map[clienttest.Auth]*httptest.Server{}
+	local   *apitest.Stack
+	servers = map[apitest.Auth]*httptest.Server{}
 )
 
 // TestMain builds fleetctl, starts moto and MinIO and serves the API over
@@ -56,14 +56,14 @@ func e2eMain(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	local, err = clienttest.Up(ctx)
+	local, err = apitest.Up(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer local.Close()
 	rep := &reporter{}
-	for _, auth := range []clienttest.Auth{clienttest.None, clienttest.Tokens, clienttest.SigV4} {
+	for _, auth := range []apitest.Auth{apitest.None, apitest.Tokens, apitest.SigV4} {
 		srv, err := local.Serve(rep, auth)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -96,7 +96,7 @@ type result struct {
 
 // fleetctl runs the binary against the server of auth with env added to
 // a clean environment (its own HOME, config and cache, UTC).
-func fleetctl(t *testing.T, auth clienttest.Auth, env []string, args ...string) result {
+func fleetctl(t *testing.T, auth apitest.Auth, env []string, args ...string) result {
 	t.Helper()
 	home := t.TempDir()
 	cmd := exec.Command(binary, args...)
@@ -172,9 +172,9 @@ func golden(t *testing.T, name, got string) {
 // machines reports machines up, as the scheduler does.
 func machines(t *testing.T, ids ...string) {
 	t.Helper()
-	var ms []clienttest.Machine
+	var ms []apitest.Machine
 	for i, id := range ids {
-		ms = append(ms, clienttest.Machine{ID: id, Host: fmt.Sprintf("%s.example.com", id), Rack: []string{"us-east-1a", "us-east-1b"}[i%2],
+		ms = append(ms, apitest.Machine{ID: id, Host: fmt.Sprintf("%s.example.com", id), Rack: []string{"us-east-1a", "us-east-1b"}[i%2],
 			Attributes: map[string]string{"instance_type": "m5.4xlarge"}, Resources: map[string]any{"cpus": 16, "mem": 63000}, RunningTasks: 1})
 	}
 	if err := local.Report(context.Background(), time.Time{}, ms...); err != nil {
@@ -184,20 +184,20 @@ func machines(t *testing.T, ids ...string) {
 
 func TestTableFormatsMatchTheirGoldenOutput(t *testing.T) {
 	machines(t, "gold-a1", "gold-a2", "gold-b1")
-	fleetctl(t, clienttest.None, nil, "freeze", "gold-a2", "-m", "kernel upgrade on gold-a2.example.com, then a reboot and a disk check that takes a while", "--for", "2h").want(t, 0)
-	fleetctl(t, clienttest.None, nil, "decommission", "gold-b1", "-m", "retiring").want(t, 0)
+	fleetctl(t, apitest.None, nil, "freeze", "gold-a2", "-m", "kernel upgrade on gold-a2.example.com, then a reboot and a disk check that takes a while", "--for", "2h").want(t, 0)
+	fleetctl(t, apitest.None, nil, "decommission", "gold-b1", "-m", "retiring").want(t, 0)
 
-	golden(t, "list", fleetctl(t, clienttest.None, nil, "list", "gold-*").want(t, 0).stdout)
-	golden(t, "list-wide", fleetctl(t, clienttest.None, nil, "list", "gold-*", "-o", "wide").want(t, 0).stdout)
-	golden(t, "list-frozen-names", fleetctl(t, clienttest.None, nil, "list", "--state", "frozen", "gold-*", "-o", "name").want(t, 0).stdout)
-	golden(t, "show", fleetctl(t, clienttest.None, nil, "show", "gold-a2").want(t, 0).stdout)
+	golden(t, "list", fleetctl(t, apitest.None, nil, "list", "gold-*").want(t, 0).stdout)
+	golden(t, "list-wide", fleetctl(t, apitest.None, nil, "list", "gold-*", "-o", "wide").want(t, 0).stdout)
+	golden(t, "list-frozen-names", fleetctl(t, apitest.None, nil, "list", "--state", "frozen", "gold-*", "-o", "name").want(t, 0).stdout)
+	golden(t, "show", fleetctl(t, apitest.None, nil, "show", "gold-a2").want(t, 0).stdout)
 
 	var listed []client.Slave
-	out := fleetctl(t, clienttest.None, nil, "list", "gold-*", "-o", "json").want(t, 0).stdout
+	out := fleetctl(t, apitest.None, nil, "list", "gold-*", "-o", "json").want(t, 0).stdout
 	if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed) != 3 || listed[1].CurrentState.State != client.Frozen {
 		t.Errorf("got %s (%v), want the 3 gold machines as JSON, gold-a2 FROZEN", out, err)
 	}
-	exp := fleetctl(t, clienttest.None, nil, "expiring").want(t, 0).stdout
+	exp := fleetctl(t, apitest.None, nil, "expiring").want(t, 0).stdout
 	if !regexp.MustCompile(`(?m)^gold-a2\s+ACTIVE\s+\d{4}-.*kernel upgrade`).MatchString(exp) {
 		t.Errorf("got expiring\n%s\nwant gold-a2 reverting to ACTIVE", exp)
 	}
@@ -205,7 +205,7 @@ func TestTableFormatsMatchTheirGoldenOutput(t *testing.T) {
 
 func TestChangesOneResultLinePerMachine(t *testing.T) {
 	machines(t, "chg-1", "chg-2", "chg-3")
-	none := clienttest.None
+	none := apitest.None
 
 	// Several machines without a terminal to confirm on need --yes.
 	fleetctl(t, none, nil, "freeze", "chg-1", "chg-2").wantError(t, exitUsage, "--yes")
@@ -250,7 +250,7 @@ func TestChangesOneResultLinePerMachine(t *testing.T) {
 	fleetctl(t, none, nil, "show", "chg-3").wantError(t, exitNotFound, "not found (404)")
 	fleetctl(t, none, nil, "delete", "chg-3").wantError(t, exitNotFound, "Couldn't find dead Slave with id chg-3")
 
-	if err := local.Report(context.Background(), time.Time{}, clienttest.Machine{ID: "chg-2", Host: "h", Rack: "r", Lost: true}); err != nil {
+	if err := local.Report(context.Background(), time.Time{}, apitest.Machine{ID: "chg-2", Host: "h", Rack: "r", Lost: true}); err != nil {
 		t.Fatal(err)
 	}
 	fleetctl(t, none, nil, "purge-dead").wantError(t, exitUsage, "--yes")
@@ -262,24 +262,24 @@ func TestBadInputGivesOneLineAndItsExitCode(t *testing.T) {
 	machines(t, "bad-1")
 	for _, tc := range []struct {
 		name string
-		auth clienttest.Auth
+		auth apitest.Auth
 		env  []string
 		args []string
 		code int
 		want []string
 	}{
-		{"an unknown state", clienttest.None, nil, []string{"list", "--state", "sleepy"}, exitUsage, []string{`unknown state "sleepy"`}},
-		{"a bad duration", clienttest.None, nil, []string{"freeze", "bad-1", "--for", "2 hours"}, exitUsage, []string{`invalid duration "2 hours"`}},
-		{"a bad --since", clienttest.None, nil, []string{"logs", "ls", "--request", "r", "--since", "last week"}, exitUsage, []string{`--since "last week"`}},
-		{"an unknown flag", clienttest.None, nil, []string{"list", "--colour"}, exitUsage, []string{"unknown flag: --colour"}},
-		{"a missing id", clienttest.None, nil, []string{"show"}, exitUsage, []string{"accepts 1 arg"}},
-		{"an unreachable endpoint", clienttest.None, []string{"FLEETCTL_ENDPOINT=http://127.0.0.1:9", "FLEETCTL_TIMEOUT=2s"}, []string{"list"}, exitUnavailable, []string{"unavailable", "127.0.0.1:9"}},
-		{"no credentials (401)", clienttest.Tokens, nil, []string{"list"}, exitAuth, []string{"not authenticated (401): authentication required"}},
-		{"a reader changing (403)", clienttest.Tokens, []string{"FLEETCTL_AUTH=bearer", "FLEETCTL_TOKEN=" + clienttest.ReaderToken}, []string{"freeze", "bad-1"}, exitAuth, []string{"not allowed (403)", "admin groups"}},
-		{"a refused change (409)", clienttest.None, nil, []string{"activate", "bad-1"}, exitRefused, []string{"refused (409)", "FAILURE_ALREADY_AT_STATE"}},
-		{"an invalid change (400)", clienttest.None, nil, []string{"freeze", "bad-1", "--for", "2h", "--revert", "dead"}, exitRefused, []string{"refused (400)", "DEAD"}},
-		{"a malformed task id (400)", clienttest.None, nil, []string{"logs", "ls", "--task", "nope"}, exitRefused, []string{"refused (400)", "not a valid task id"}},
-		{"an unknown machine (404)", clienttest.None, nil, []string{"show", "bad-none"}, exitNotFound, []string{"not found (404)"}},
+		{"an unknown state", apitest.None, nil, []string{"list", "--state", "sleepy"}, exitUsage, []string{`unknown state "sleepy"`}},
+		{"a bad duration", apitest.None, nil, []string{"freeze", "bad-1", "--for", "2 hours"}, exitUsage, []string{`invalid duration "2 hours"`}},
+		{"a bad --since", apitest.None, nil, []string{"logs", "ls", "--request", "r", "--since", "last week"}, exitUsage, []string{`--since "last week"`}},
+		{"an unknown flag", apitest.None, nil, []string{"list", "--colour"}, exitUsage, []string{"unknown flag: --colour"}},
+		{"a missing id", apitest.None, nil, []string{"show"}, exitUsage, []string{"accepts 1 arg"}},
+		{"an unreachable endpoint", apitest.None, []string{"FLEETCTL_ENDPOINT=http://127.0.0.1:9", "FLEETCTL_TIMEOUT=2s"}, []string{"list"}, exitUnavailable, []string{"unavailable", "127.0.0.1:9"}},
+		{"no credentials (401)", apitest.Tokens, nil, []string{"list"}, exitAuth, []string{"not authenticated (401): authentication required"}},
+		{"a reader changing (403)", apitest.Tokens, []string{"FLEETCTL_AUTH=bearer", "FLEETCTL_TOKEN=" + apitest.ReaderToken}, []string{"freeze", "bad-1"}, exitAuth, []string{"not allowed (403)", "admin groups"}},
+		{"a refused change (409)", apitest.None, nil, []string{"activate", "bad-1"}, exitRefused, []string{"refused (409)", "FAILURE_ALREADY_AT_STATE"}},
+		{"an invalid change (400)", apitest.None, nil, []string{"freeze", "bad-1", "--for", "2h", "--revert", "dead"}, exitRefused, []string{"refused (400)", "DEAD"}},
+		{"a malformed task id (400)", apitest.None, nil, []string{"logs", "ls", "--task", "nope"}, exitRefused, []string{"refused (400)", "not a valid task id"}},
+		{"an unknown machine (404)", apitest.None, nil, []string{"show", "bad-none"}, exitNotFound, []string{"not found (404)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fleetctl(t, tc.auth, tc.env, tc.args...).wantError(t, tc.code, tc.want...)
@@ -287,51 +287,51 @@ func TestBadInputGivesOneLineAndItsExitCode(t *testing.T) {
 	}
 	// The reader may read, with a token from a profile.
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
-	profiles := fmt.Sprintf("default: team\nprofiles:\n  team:\n    endpoint: %s\n    auth: bearer\n    token: %s\n    headers:\n      X-Team: ops\n", servers[clienttest.Tokens].URL, clienttest.ReaderToken)
+	profiles := fmt.Sprintf("default: team\nprofiles:\n  team:\n    endpoint: %s\n    auth: bearer\n    token: %s\n    headers:\n      X-Team: ops\n", servers[apitest.Tokens].URL, apitest.ReaderToken)
 	if err := os.WriteFile(cfg, []byte(profiles), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"FLEETCTL_CONFIG=" + cfg, "FLEETCTL_ENDPOINT="}
-	fleetctl(t, clienttest.Tokens, env, "show", "bad-1").want(t, 0)
-	shown := fleetctl(t, clienttest.Tokens, env, "config").want(t, 0).stdout
-	for _, want := range []string{`profile +team +config file default`, `endpoint +` + regexp.QuoteMeta(servers[clienttest.Tokens].URL) + ` +profile team`,
+	fleetctl(t, apitest.Tokens, env, "show", "bad-1").want(t, 0)
+	shown := fleetctl(t, apitest.Tokens, env, "config").want(t, 0).stdout
+	for _, want := range []string{`profile +team +config file default`, `endpoint +` + regexp.QuoteMeta(servers[apitest.Tokens].URL) + ` +profile team`,
 		`auth +bearer +profile team`, `headers +X-Team: ops`, `token +read… `} {
 		if !regexp.MustCompile(want).MatchString(shown) {
 			t.Errorf("got config\n%s\nwant it to hold %q", shown, want)
 		}
 	}
-	if strings.Contains(shown, clienttest.ReaderToken) {
+	if strings.Contains(shown, apitest.ReaderToken) {
 		t.Errorf("got config\n%s\nwith the whole token", shown)
 	}
-	fleetctl(t, clienttest.Tokens, append(env, "FLEETCTL_PROFILE=prod"), "list").wantError(t, exitUsage, `no profile "prod"`)
+	fleetctl(t, apitest.Tokens, append(env, "FLEETCTL_PROFILE=prod"), "list").wantError(t, exitUsage, `no profile "prod"`)
 }
 
 func TestSigV4SigningPassesTheVerifier(t *testing.T) {
 	machines(t, "sig-1")
-	creds := []string{"FLEETCTL_AUTH=sigv4", "FLEETCTL_REGION=" + clienttest.SigV4Region,
-		"AWS_ACCESS_KEY_ID=" + clienttest.SigV4AccessKey, "AWS_EC2_METADATA_DISABLED=true"}
-	r := fleetctl(t, clienttest.SigV4, append(creds, "AWS_SECRET_ACCESS_KEY="+clienttest.SigV4SecretKey), "freeze", "sig-1", "-m", "signed change")
+	creds := []string{"FLEETCTL_AUTH=sigv4", "FLEETCTL_REGION=" + apitest.SigV4Region,
+		"AWS_ACCESS_KEY_ID=" + apitest.SigV4AccessKey, "AWS_EC2_METADATA_DISABLED=true"}
+	r := fleetctl(t, apitest.SigV4, append(creds, "AWS_SECRET_ACCESS_KEY="+apitest.SigV4SecretKey), "freeze", "sig-1", "-m", "signed change")
 	r.want(t, 0)
-	fleetctl(t, clienttest.SigV4, append(creds, "AWS_SECRET_ACCESS_KEY="+clienttest.SigV4SecretKey), "show", "sig-1").want(t, 0)
-	fleetctl(t, clienttest.SigV4, append(creds, "AWS_SECRET_ACCESS_KEY=wrong"), "list").wantError(t, exitAuth, "403", "signature")
-	fleetctl(t, clienttest.SigV4, nil, "list").wantError(t, exitAuth, "403")
+	fleetctl(t, apitest.SigV4, append(creds, "AWS_SECRET_ACCESS_KEY="+apitest.SigV4SecretKey), "show", "sig-1").want(t, 0)
+	fleetctl(t, apitest.SigV4, append(creds, "AWS_SECRET_ACCESS_KEY=wrong"), "list").wantError(t, exitAuth, "403", "signature")
+	fleetctl(t, apitest.SigV4, nil, "list").wantError(t, exitAuth, "403")
 }
 
 func TestEveryCommandHasHelpWithExamplesAndCompletionWorks(t *testing.T) {
 	for _, c := range [][]string{{"list"}, {"show"}, {"freeze"}, {"decommission"}, {"activate"}, {"expiring"}, {"make-permanent"},
 		{"delete"}, {"purge-dead"}, {"config"}, {"logs"}, {"logs", "ls"}, {"logs", "fetch"}, {"logs", "cat"}, {"logs", "grep"},
 		{"version"}, {"help"}, {"completion"}, {"completion", "bash"}, {"completion", "zsh"}, {"completion", "fish"}, {"completion", "powershell"}} {
-		out := fleetctl(t, clienttest.None, nil, append(c, "--help")...).want(t, 0).stdout
+		out := fleetctl(t, apitest.None, nil, append(c, "--help")...).want(t, 0).stdout
 		if !strings.Contains(out, "Examples:\n  fleetctl ") {
 			t.Errorf("fleetctl %s --help has no examples:\n%s", strings.Join(c, " "), out)
 		}
 	}
 	for _, shell := range []string{"bash", "zsh", "fish"} {
-		if out := fleetctl(t, clienttest.None, nil, "completion", shell).want(t, 0).stdout; !strings.Contains(out, "fleetctl") {
+		if out := fleetctl(t, apitest.None, nil, "completion", shell).want(t, 0).stdout; !strings.Contains(out, "fleetctl") {
 			t.Errorf("completion %s: got %.100q", shell, out)
 		}
 	}
-	got := fleetctl(t, clienttest.None, nil, "__complete", "list", "--state", "").want(t, 0).stdout
+	got := fleetctl(t, apitest.None, nil, "__complete", "list", "--state", "").want(t, 0).stdout
 	if !strings.Contains(got, "starting-decommission\n") {
 		t.Errorf("got state completions %q", got)
 	}
@@ -362,7 +362,7 @@ func logSet(t *testing.T, request string, size int) (map[string]string, []string
 				zw.Close()
 				body = gz.Bytes()
 			}
-			key, err := local.PutLog(context.Background(), clienttest.Log{TaskID: task, Filename: name, Index: j,
+			key, err := local.PutLog(context.Background(), apitest.Log{TaskID: task, Filename: name, Index: j,
 				Modified: now.Add(-time.Duration(10*i+j) * time.Hour), Body: body})
 			if err != nil {
 				t.Fatal(err)
@@ -375,7 +375,7 @@ func logSet(t *testing.T, request string, size int) (map[string]string, []string
 
 func TestLogsListFetchCatGrep(t *testing.T) {
 	bodies, tasks := logSet(t, "e2elogs", 0)
-	none := clienttest.None
+	none := apitest.None
 	cache := t.TempDir()
 	env := []string{"FLEETCTL_CACHE_DIR=" + cache}
 
@@ -459,7 +459,7 @@ func TestLogsListFetchCatGrep(t *testing.T) {
 // Then a real fetch is killed midway and run again.
 func TestAnInterruptedFetchResumes(t *testing.T) {
 	logSet(t, "e2eresume", 256<<10)
-	none := clienttest.None
+	none := apitest.None
 	cache := t.TempDir()
 	env := []string{"FLEETCTL_CACHE_DIR=" + cache}
 	sel := []string{"--request", "e2eresume", "--since", "7d"}

@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/client"
-	"github.com/fleetops/fleet/client/clienttest"
+	"github.com/fleetops/fleet/dev/apitest"
 )
 
 // hostile is a message that, printed raw, retitles the terminal window and
@@ -43,11 +43,11 @@ func wantNoControl(t *testing.T, what, out string) {
 
 func TestServiceTextReachesTheTerminalVisibly(t *testing.T) {
 	machines(t, "esc-1")
-	if err := local.Report(context.Background(), time.Time{}, clienttest.Machine{ID: "esc-2", Host: "h\x1b[2J.example.com", Rack: "r\x07"}); err != nil {
+	if err := local.Report(context.Background(), time.Time{}, apitest.Machine{ID: "esc-2", Host: "h\x1b[2J.example.com", Rack: "r\x07"}); err != nil {
 		t.Fatal(err)
 	}
 	// As with curl: straight to the API, not through fleetctl.
-	c, err := client.New(client.Options{Endpoint: servers[clienttest.None].URL})
+	c, err := client.New(client.Options{Endpoint: servers[apitest.None].URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestServiceTextReachesTheTerminalVisibly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	none := clienttest.None
+	none := apitest.None
 	escaped := `\x1b]0;pwned\x07\x1b[2Jhi`
 	for _, args := range [][]string{{"show", "esc-1"}, {"show", "esc-2"}, {"list", "esc-*"}, {"list", "esc-*", "-o", "wide"}, {"expiring"}} {
 		out := fleetctl(t, none, nil, args...).want(t, 0).stdout
@@ -115,12 +115,12 @@ func hostileLogs(t *testing.T) (*httptest.Server, []client.Log, map[string]strin
 	for i, key := range keys {
 		body := fmt.Sprintf("body of log %d: %q\n", i, key)
 		if !strings.HasSuffix(key, "gone.log") {
-			if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(clienttest.LogBucket), Key: aws.String(stored[key]), Body: strings.NewReader(body)}); err != nil {
+			if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(apitest.LogBucket), Key: aws.String(stored[key]), Body: strings.NewReader(body)}); err != nil {
 				t.Fatal(err)
 			}
 			bodies[key] = body
 		}
-		link, err := presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(clienttest.LogBucket), Key: aws.String(stored[key])})
+		link, err := presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(apitest.LogBucket), Key: aws.String(stored[key])})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +143,7 @@ func TestHostileLogKeysNeitherHijackNorAliasNorAbort(t *testing.T) {
 	cache := t.TempDir()
 	env := []string{"FLEETCTL_ENDPOINT=" + srv.URL, "FLEETCTL_CACHE_DIR=" + cache}
 	sel := []string{"--request", "hostile", "--since", "7d"}
-	none := clienttest.None
+	none := apitest.None
 	run := func(args ...string) result { return fleetctl(t, none, env, append(args, sel...)...) }
 
 	ls := run("logs", "ls").want(t, 0).stdout
@@ -285,7 +285,7 @@ func TestAnInterruptedFetchSaysSoWithoutTheLink(t *testing.T) {
 
 	// A link that fails in the transport names no query either.
 	api = searchAnswering(t, client.Log{Key: "r/2026/11/b.log", Size: 10, LastModified: 1, DownloadURL: "http://127.0.0.1:9/b.log" + signedQuery})
-	r := fleetctl(t, clienttest.None, []string{"FLEETCTL_ENDPOINT=" + api.URL, "FLEETCTL_CACHE_DIR=" + t.TempDir()}, "logs", "cat", "--request", "r")
+	r := fleetctl(t, apitest.None, []string{"FLEETCTL_ENDPOINT=" + api.URL, "FLEETCTL_CACHE_DIR=" + t.TempDir()}, "logs", "cat", "--request", "r")
 	r.want(t, exitSomeLogs)
 	if !strings.Contains(r.stderr, "127.0.0.1:9/b.log") || strings.Contains(r.stderr, "AKIDSECRETPART") || strings.Contains(r.stderr, "0123456789abcdef") {
 		t.Errorf("got stderr %q, want the link's failure without its query", r.stderr)
@@ -308,7 +308,7 @@ func TestASilentServerIsCutAtTheTimeoutAndRetryingIsSaid(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	r := fleetctl(t, clienttest.None, []string{"FLEETCTL_ENDPOINT=http://" + ln.Addr().String(), "FLEETCTL_TIMEOUT=2s"}, "list")
+	r := fleetctl(t, apitest.None, []string{"FLEETCTL_ENDPOINT=http://" + ln.Addr().String(), "FLEETCTL_TIMEOUT=2s"}, "list")
 	took := time.Since(start)
 	r.wantError(t, exitUnavailable, "no answer from http://"+ln.Addr().String()+"/api/slaves in time", "--timeout")
 	if !strings.HasPrefix(r.stderr, "fleetctl: retrying in ") {
@@ -330,14 +330,14 @@ func TestAnEndpointThatIsNotTheAPISaysSo(t *testing.T) {
 		{"a web page", html.URL, "answered 200 with text/html"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fleetctl(t, clienttest.None, []string{"FLEETCTL_ENDPOINT=" + tc.endpoint}, "list").wantError(t, exitFailure, "not the fleet API", tc.status)
+			fleetctl(t, apitest.None, []string{"FLEETCTL_ENDPOINT=" + tc.endpoint}, "list").wantError(t, exitFailure, "not the fleet API", tc.status)
 		})
 	}
 }
 
 func TestCommandLineEdges(t *testing.T) {
 	machines(t, "edge-1")
-	none := clienttest.None
+	none := apitest.None
 	fleetctl(t, none, nil, "lsit").wantError(t, exitUsage, `unknown command "lsit"`, "fleetctl --help")
 	fleetctl(t, none, nil, "logs", "lsit").wantError(t, exitUsage, "lsit")
 	fleetctl(t, none, nil, "make-permanent", "edge-1").wantError(t, exitNotFound, "edge-1", "no expiring change")
@@ -358,10 +358,10 @@ func TestAKeyThatIsAlsoAFolderFailsAloneAndLeavesNoPart(t *testing.T) {
 	for i, key := range []string{"r/2026/11/a/b", "r/2026/11/a/b/c"} {
 		stored := fmt.Sprintf("stored/folder-%d", i)
 		body := "body of " + key
-		if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(clienttest.LogBucket), Key: aws.String(stored), Body: strings.NewReader(body)}); err != nil {
+		if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(apitest.LogBucket), Key: aws.String(stored), Body: strings.NewReader(body)}); err != nil {
 			t.Fatal(err)
 		}
-		link, err := presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(clienttest.LogBucket), Key: aws.String(stored)})
+		link, err := presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(apitest.LogBucket), Key: aws.String(stored)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -369,7 +369,7 @@ func TestAKeyThatIsAlsoAFolderFailsAloneAndLeavesNoPart(t *testing.T) {
 	}
 	cache := t.TempDir()
 	api := searchAnswering(t, logs...)
-	r := fleetctl(t, clienttest.None, []string{"FLEETCTL_ENDPOINT=" + api.URL, "FLEETCTL_CACHE_DIR=" + cache}, "logs", "fetch", "--request", "r", "-j", "1")
+	r := fleetctl(t, apitest.None, []string{"FLEETCTL_ENDPOINT=" + api.URL, "FLEETCTL_CACHE_DIR=" + cache}, "logs", "fetch", "--request", "r", "-j", "1")
 	r.want(t, exitSomeLogs)
 	if lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "fleetctl: r/2026/11/a/b") {
 		t.Errorf("got stderr %q, want one of the two named, and the count", r.stderr)

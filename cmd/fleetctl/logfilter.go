@@ -3,11 +3,12 @@ package main
 import (
 	"path"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/fleetops/fleet/client"
-	"github.com/fleetops/fleet/shared/logkey"
 )
 
 // logFilter keeps the logs whose file name and task host match globs
@@ -53,13 +54,31 @@ func (f logFilter) keeps(l client.Log) bool {
 		}
 	}
 	if f.host != "" {
-		t, err := logkey.ParseTaskID(task)
-		if err != nil {
+		host, ok := taskHost(task)
+		if !ok {
 			return false
 		}
-		if ok, _ := path.Match(f.host, t.Host); !ok {
+		if ok, _ := path.Match(f.host, host); !ok {
 			return false
 		}
 	}
 	return true
+}
+
+// taskHost returns the host a task id names, as the API's task ids are
+// written (docs/behaviour.md "Task logs"): <requestId>-<deployId>-
+// <startedAt>-<instanceNo>-<host>-<rackId>, split on '-' from the right,
+// with the two numbers in decimal digits. Anything else names no host.
+func taskHost(id string) (string, bool) {
+	parts := strings.Split(id, "-")
+	n := len(parts) - 5
+	if n < 1 || strings.Join(parts[:n], "-") == "" || slices.Contains(parts[n:], "") {
+		return "", false
+	}
+	for _, number := range parts[n+1 : n+3] {
+		if strings.Trim(number, "0123456789") != "" {
+			return "", false
+		}
+	}
+	return parts[n+3], true
 }

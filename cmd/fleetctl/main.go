@@ -193,12 +193,13 @@ activate) and fetches, prints and searches task logs through the fleet API.
 Settings come from flags, then FLEETCTL_* environment variables, then the
 profile of the config file (fleetctl config shows what is in effect).
 
-Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused (400/409),
-4 not found, 5 auth (401/403), 6 unavailable (503, timeout, no answer),
-7 other failure (an endpoint that is not the fleet API too), 8 some logs
-failed (logs fetch, cat, grep: each named on stderr), 9 a wait timed out,
-10 a machine waited for went elsewhere (activated, DEAD, deleted), 11
---max-unavailable held machines back, 130 interrupted.
+Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused
+(400/409/413), 4 not found (404), 5 auth (401/403), 6 unavailable
+(429/503/504, timeout, no answer), 7 other failure (an endpoint that is not
+the fleet API too), 8 some logs failed (logs fetch, cat, grep: each named on
+stderr), 9 a wait timed out, 10 a machine waited for went elsewhere
+(activated, DEAD, deleted), 11 --max-unavailable held machines back, 130
+interrupted (143 for SIGTERM).
 
 Text from the service (messages, hosts, log keys) is shown with control
 characters escaped (\x1b, \n); -o json is exact.`,

@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/client"
-	"github.com/fleetops/fleet/client/clienttest"
+	"github.com/fleetops/fleet/dev/apitest"
 )
 
 // fleetctlLogs measures fleetctl against the tools it replaces, side by
 // side over loopback: logs fetch of a request's gzipped logs against
 // xargs -P <same -j> curl on the same presigned URLs, and logs grep over
 // the fetched files against zcat | grep. The API runs over a MinIO of its
-// own (client/clienttest); the objects are removed afterwards.
+// own (dev/apitest); the objects are removed afterwards.
 func fleetctlLogs(ctx context.Context, e *env) ([]row, error) {
 	objects, size, reps, jobs := 200, 2_500_000, 3, 8
 	if e.quick {
@@ -37,13 +37,13 @@ func fleetctlLogs(ctx context.Context, e *env) ([]row, error) {
 	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/fleetctl").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build fleetctl: %v: %s", err, out)
 	}
-	s, err := clienttest.Up(ctx)
+	s, err := apitest.Up(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close() // removes MinIO's data directory, the objects with it
 	rep := &benchReporter{}
-	srv, err := s.Serve(rep, clienttest.None)
+	srv, err := s.Serve(rep, apitest.None)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func command(env []string, name string, args ...string) *exec.Cmd {
 // 10 tasks of request that started 2 days ago, and returns the bytes
 // uploaded. The logs are access-log lines with random ids, which compress
 // about as real ones do; four bodies are made and reused.
-func putGzipLogs(ctx context.Context, s *clienttest.Stack, request string, n, size int) (int64, error) {
+func putGzipLogs(ctx context.Context, s *apitest.Stack, request string, n, size int) (int64, error) {
 	bodies := make([][]byte, 4)
 	for i := range bodies {
 		var buf bytes.Buffer
@@ -174,7 +174,7 @@ func putGzipLogs(ctx context.Context, s *clienttest.Stack, request string, n, si
 			for i := range todo {
 				body := bodies[i%len(bodies)]
 				task := fmt.Sprintf("%s-d1-%d-%d-node%d-us_east_1a", request, started, i%10, i%10)
-				_, err := s.PutLog(ctx, clienttest.Log{TaskID: task, Filename: "access.log.gz", Index: i, Modified: time.Now().Add(-time.Duration(i) * time.Minute), Body: body})
+				_, err := s.PutLog(ctx, apitest.Log{TaskID: task, Filename: "access.log.gz", Index: i, Modified: time.Now().Add(-time.Duration(i) * time.Minute), Body: body})
 				mu.Lock()
 				if err != nil && firstErr == nil {
 					firstErr = err

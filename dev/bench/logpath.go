@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
@@ -63,7 +62,7 @@ func logPath(ctx context.Context, e *env) ([]row, error) {
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	// A task lookup's window runs from the task's start to now whatever
 	// LOG_LOOKBACK is; 400 days would also cover a request lookup.
-	settings := config.Logs{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 400 * 24 * time.Hour,
+	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 400 * 24 * time.Hour,
 		ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second}
 	h := web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), settings), web.Options{Logger: e.quiet})
 

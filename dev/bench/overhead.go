@@ -25,14 +25,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/app/logsapp"
+	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/edge"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -180,27 +178,27 @@ func memoryHandler(e *env, route overheadRoute, c *calls) (http.Handler, error) 
 	}
 	opts := web.Options{Logger: e.quiet, RequestID: edge.RequestID}
 	if route.logs {
-		lc, err := config.LoadLogs(getenv)
-		if err != nil {
-			return nil, err
-		}
-		cfg.HTTPClient = &http.Client{Transport: newMemoryAWS(lc.Buckets[0], nil)}
+		cfg.HTTPClient = &http.Client{Transport: newMemoryAWS(strings.Split(vars["LOG_BUCKETS"], ",")[0], nil)}
 		if c != nil {
 			c.count(&cfg)
 		}
 		client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-		return web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), lc), opts), nil
+		h, err := logsapp.New(context.Background(), getenv, logsapp.Options{S3: client})
+		if err != nil {
+			return nil, err
+		}
+		return web.Wrap(h, opts), nil
 	}
-	sc, err := config.LoadSlaves(getenv)
-	if err != nil {
-		return nil, err
-	}
-	cfg.HTTPClient = &http.Client{Transport: newMemoryAWS("", newFakeTables(dynamo.Tables(sc.Tables), route.state))}
+	tables := dynamo.Tables{Slaves: vars["SLAVES_TABLE"], History: vars["HISTORY_TABLE"], Expiring: vars["EXPIRING_TABLE"], Requests: vars["REQUESTS_TABLE"]}
+	cfg.HTTPClient = &http.Client{Transport: newMemoryAWS("", newFakeTables(tables, route.state))}
 	if c != nil {
 		c.count(&cfg)
 	}
-	store := dynamo.New(dynamodb.NewFromConfig(cfg), dynamo.Tables(sc.Tables), sc.HistoryRetention)
-	return web.Wrap(slaves.New(store, sc.Policy, sc.Limits), opts), nil
+	h, err := slavesapp.New(context.Background(), getenv, slavesapp.Options{DynamoDB: dynamodb.NewFromConfig(cfg)})
+	if err != nil {
+		return nil, err
+	}
+	return web.Wrap(h, opts), nil
 }
 
 // answerLength is the number of elements of a JSON array answer, or of the

@@ -15,7 +15,6 @@ import (
 
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/jobs"
@@ -184,7 +183,7 @@ func logRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	// LOG_LOOKBACK as deployed (its default): the request lookup covers the
 	// months the last 30 days touch, not the task's whole window.
 	const lookback = 30 * 24 * time.Hour
-	settings := config.Logs{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: lookback,
+	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: lookback,
 		ListTimeout: 5 * time.Second, LinkTimeout: 2 * time.Second}
 	h := web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), settings), web.Options{Logger: e.quiet})
 

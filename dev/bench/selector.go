@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/client"
-	"github.com/fleetops/fleet/client/clienttest"
+	"github.com/fleetops/fleet/dev/apitest"
 )
 
 // fleetctlSelector measures a change by selector: fleetctl freeze over a
@@ -33,21 +33,21 @@ func fleetctlSelector(ctx context.Context, e *env) ([]row, error) {
 	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/fleetctl").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build fleetctl: %v: %s", err, out)
 	}
-	s, err := clienttest.Up(ctx)
+	s, err := apitest.Up(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
 	rep := &benchReporter{}
-	srv, err := s.Serve(rep, clienttest.None)
+	srv, err := s.Serve(rep, apitest.None)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
 	for first := 0; first < n; first += 100 {
-		var ms []clienttest.Machine
+		var ms []apitest.Machine
 		for i := first; i < min(first+100, n); i++ {
-			ms = append(ms, clienttest.Machine{ID: fmt.Sprintf("sel-%04d", i), Host: fmt.Sprintf("node-%04d", i), Rack: fmt.Sprintf("rack-%d", i%20),
+			ms = append(ms, apitest.Machine{ID: fmt.Sprintf("sel-%04d", i), Host: fmt.Sprintf("node-%04d", i), Rack: fmt.Sprintf("rack-%d", i%20),
 				Attributes: map[string]string{"pool": "bench"}, RunningTasks: 1})
 		}
 		if err := s.Report(ctx, time.Time{}, ms...); err != nil {

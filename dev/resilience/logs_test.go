@@ -17,7 +17,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
@@ -64,7 +63,7 @@ func TestResilienceLogsUnderBackendFaults(t *testing.T) {
 	faults := newFaulty(http.DefaultTransport.(*http.Transport).Clone(), 0.2, 4)
 	cfg.HTTPClient = &http.Client{Transport: faults, Timeout: attemptTimeout}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	settings := config.Logs{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 400 * 24 * time.Hour,
+	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 400 * 24 * time.Hour,
 		ListTimeout: 5 * time.Second, LinkTimeout: 2 * time.Second, Policy: access.Policy{}}
 	h := web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), settings), web.Options{Logger: quiet})
 	srv := httptest.NewServer(checked(t, deadline(h, 15*time.Second)))

@@ -39,7 +39,7 @@ const localFleet, localFrozen = 10_000, 100
 // edge gives it one in Lambda.
 func TestTheLocalStackAnswersTheListAndAStateQueryOfALargeFleet(t *testing.T) {
 	local := fleetStack(t)
-	h, _, err := api(context.Background(), local, slog.New(slog.DiscardHandler))
+	h, err := api(context.Background(), local, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

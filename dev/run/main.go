@@ -29,15 +29,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetops/fleet/app/consoleapp"
+	"github.com/fleetops/fleet/app/logsapp"
+	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/jsonerrors"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/console"
-	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
-	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -71,7 +68,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer local.Close()
-	h, logsCfg, err := api(ctx, local, log)
+	h, err := api(ctx, local, log)
 	if err != nil {
 		return err
 	}
@@ -85,7 +82,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 			return stack.CreateBuckets(ctx, local.S3, local.LogBuckets...)
 		})
 	}
-	fmt.Fprintf(os.Stderr, "make run: serving the API and the console on http://%s/ (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, logsCfg.Buckets)
+	fmt.Fprintf(os.Stderr, "make run: serving the API and the console on http://%s/ (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, local.LogBuckets)
 	err = serve(ctx, ln, h)
 	if local.Moto.Started {
 		fmt.Fprintf(os.Stderr, "make run: stopping moto on %s, and with it its tables and log buckets\n", emulator)
@@ -93,70 +90,49 @@ func run(ctx context.Context, log *slog.Logger) error {
 	return err
 }
 
-// api returns the whole API over the emulator of local, with the handlers
-// and the configuration the functions use, and the log function's
-// configuration.
-func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handler, config.Logs, error) {
-	// The functions read the same variables the template gives them;
-	// locally, auth is off unless AUTH_MODE says otherwise.
+// api returns the whole API over the emulator of local, built by the
+// functions' own constructors from the variables the template gives them
+// (localEnv).
+func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handler, error) {
 	slavesEnv, err := localEnv(local, "SlavesFunction")
 	if err != nil {
-		return nil, config.Logs{}, err
+		return nil, err
 	}
-	cfg, err := config.LoadSlaves(slavesEnv)
+	slaveRoutes, err := slavesapp.New(ctx, slavesEnv, slavesapp.Options{})
 	if err != nil {
-		return nil, config.Logs{}, err
-	}
-	store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention, cfg.DynamoDBAttemptTimeout)
-	if err != nil {
-		return nil, config.Logs{}, err
+		return nil, err
 	}
 	logsEnv, err := localEnv(local, "LogsFunction")
 	if err != nil {
-		return nil, config.Logs{}, err
+		return nil, err
 	}
-	logsCfg, err := config.LoadLogs(logsEnv)
+	logRoutes, err := logsapp.New(ctx, logsEnv, logsapp.Options{})
 	if err != nil {
-		return nil, config.Logs{}, err
+		return nil, err
 	}
-	s3cfg, err := config.LoadS3(logsEnv)
-	if err != nil {
-		return nil, config.Logs{}, err
-	}
-	logStore, err := logstore.Open(ctx, s3cfg)
-	if err != nil {
-		return nil, config.Logs{}, err
-	}
-
-	mux := http.NewServeMux()
-	slaveRoutes := slaves.New(store, cfg.Policy, cfg.Limits)
-	mux.Handle("/api/slaves", slaveRoutes)
-	mux.Handle("/api/slaves/", slaveRoutes)
-	logRoutes := logs.New(logStore, logsCfg)
-	mux.Handle("/api/logs", logRoutes)
-	mux.Handle("/api/logs/", logRoutes)
-	doc, err := apidoc.Load()
-	if err != nil {
-		return nil, config.Logs{}, err
-	}
-	mux.HandleFunc("GET /api/openapi.json", document("application/json", doc.JSON()))
-	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
 	// The console, as ConsoleFunction serves it, signing in the way
 	// AUTH_MODE says (none unless the shell sets it).
 	consoleEnv, err := localEnv(local, "ConsoleFunction")
 	if err != nil {
-		return nil, config.Logs{}, err
+		return nil, err
 	}
-	consoleCfg, err := config.LoadConsole(consoleEnv)
+	ui, err := consoleapp.New(consoleEnv)
 	if err != nil {
-		return nil, config.Logs{}, err
+		return nil, err
 	}
-	ui, err := console.New(console.SignIn(consoleCfg))
+	doc, err := apidoc.Load()
 	if err != nil {
-		return nil, config.Logs{}, err
+		return nil, err
 	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/slaves", slaveRoutes)
+	mux.Handle("/api/slaves/", slaveRoutes)
+	mux.Handle("/api/logs", logRoutes)
+	mux.Handle("/api/logs/", logRoutes)
+	mux.HandleFunc("GET /api/openapi.json", document("application/json", doc.JSON()))
+	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
 	mux.Handle("/", ui)
-	return web.Wrap(mux, web.Options{Logger: log}), logsCfg, nil
+	return web.Wrap(mux, web.Options{Logger: log}), nil
 }
 
 // serve serves h on ln until ctx ends. A request that net/http refuses

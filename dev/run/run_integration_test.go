@@ -30,7 +30,7 @@ func startServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _, err := api(ctx, local, slog.New(slog.DiscardHandler))
+	h, err := api(ctx, local, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,17 +9,12 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/console"
+	"github.com/fleetops/fleet/app/consoleapp"
 	"github.com/fleetops/fleet/shared/startup"
 )
 
 func main() {
 	startup.API(func(context.Context, startup.Setup) (http.Handler, error) {
-		cfg, err := config.LoadConsole(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		return console.New(console.SignIn(cfg))
+		return consoleapp.New(os.Getenv)
 	})
 }

@@ -5,25 +5,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 
-	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/jobs"
+	"github.com/fleetops/fleet/app/expiryapp"
 	"github.com/fleetops/fleet/shared/startup"
 )
 
 func main() {
-	startup.Events("expiry", func(ctx context.Context, s startup.Setup) (func(context.Context, json.RawMessage) (jobs.Result, error), error) {
-		cfg, err := config.LoadSlaves(os.Getenv)
-		if err != nil {
-			return nil, err
-		}
-		store, err := dynamo.Open(ctx, dynamo.Tables(cfg.Tables), cfg.HistoryRetention, cfg.DynamoDBAttemptTimeout)
-		if err != nil {
-			return nil, err
-		}
-		return jobs.New(store, cfg.Limits, cfg.DeadSlaveRetention, s.Log, s.Metrics).Handle, nil
+	startup.Events("expiry", func(ctx context.Context, s startup.Setup) (expiryapp.Handler, error) {
+		return expiryapp.New(ctx, os.Getenv, expiryapp.Options{Log: s.Log, Metrics: s.Metrics})
 	})
 }

@@ -24,19 +24,13 @@ import (
 	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
 
+	"github.com/fleetops/fleet/dev/apitest"
 	"github.com/fleetops/fleet/dev/browser"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/console"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/machine"
-	"github.com/fleetops/fleet/shared/slaves"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // The browser tests drive the real console in Chromium against the real
@@ -56,12 +50,16 @@ var (
 )
 
 const (
-	logBucket = "console-logs"
+	logBucket = apitest.LogBucket
 	logTask   = "web-api-v42-%d-0-node17-us_east_1a" // with its start time
 	logFiles  = 120                                  // three pages of 50
 )
 
 var taskID string // logTask, started two hours before the tests
+
+// siteAPI is the API and console that site serves, without the test's
+// wrappers.
+var siteAPI http.Handler
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -69,35 +67,30 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	local, err := stack.Up(ctx, "127.0.0.1:0")
+	api, err := apitest.Up(ctx)
 	if err != nil {
 		return fail(err)
 	}
-	defer local.Close()
-	minio, err := stack.UpMinIO(ctx)
-	if err != nil {
+	defer api.Close()
+	if err := uploadLogs(ctx, api.S3); err != nil {
 		return fail(err)
 	}
-	defer minio.Stop()
-	s3c := stack.S3Client(minio.Endpoint, minio.AccessKey, minio.SecretKey)
-	if err := stack.CreateBuckets(ctx, s3c, logBucket); err != nil {
-		return fail(err)
+	// The test seeds and reads the tables through the store itself.
+	store = dynamo.New(api.Local.DynamoDB, stack.Tables, 90*24*time.Hour)
+	for _, s := range []struct {
+		site **httptest.Server
+		env  map[string]string
+	}{{&site, nil}, {&noS3Site, map[string]string{"LOG_BUCKETS": ""}}} {
+		h, err := api.Handler(apitest.None, apitest.Options{Env: s.env, Console: true})
+		if err != nil {
+			return fail(err)
+		}
+		if s.env == nil {
+			siteAPI = h
+		}
+		*s.site = httptest.NewServer(changes.wrap(faults.wrap(h)))
+		defer (*s.site).Close()
 	}
-	if err := uploadLogs(ctx, s3c); err != nil {
-		return fail(err)
-	}
-	logStore, err := logstore.Open(ctx, config.S3{PathStyle: true})
-	if err != nil {
-		return fail(err)
-	}
-	store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
-	logsCfg := config.Logs{Buckets: []string{logBucket}, Format: defaultFormat(), URLTTL: time.Hour,
-		Lookback: 30 * 24 * time.Hour, ListTimeout: 30 * time.Second, LinkTimeout: 30 * time.Second}
-	site = httptest.NewServer(mux(logs.New(logStore, logsCfg)))
-	defer site.Close()
-	logsCfg.Buckets = nil
-	noS3Site = httptest.NewServer(mux(logs.New(logStore, logsCfg)))
-	defer noS3Site.Close()
 
 	root, err := stack.RepoRoot()
 	if err != nil {
@@ -113,22 +106,6 @@ func run(m *testing.M) int {
 	}
 	defer chrome.Close()
 	return m.Run()
-}
-
-// mux is make run's: the slave and log routes and the console, behind
-// web.Wrap, with the fault injector and the change log in front.
-func mux(logRoutes http.Handler) http.Handler {
-	ui, err := console.New(console.Config{Auth: console.AuthNone})
-	if err != nil {
-		panic(err)
-	}
-	m := http.NewServeMux()
-	slaveRoutes := slaves.New(store, access.Policy{Mode: access.ModeNone}, limits)
-	m.Handle("/api/slaves", slaveRoutes)
-	m.Handle("/api/slaves/", slaveRoutes)
-	m.Handle("/api/logs/", logRoutes)
-	m.Handle("/", ui)
-	return changes.wrap(faults.wrap(web.Wrap(m, web.Options{Logger: quiet})))
 }
 
 // faultInjector lets a change through to the service and then answers 503

@@ -27,7 +27,6 @@ import (
 	"strings"
 
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -71,8 +70,18 @@ type Handler struct {
 // (https://host/prod instead of https://host/prod/) reloads with it.
 const redirect = `if(!location.pathname.endsWith("/"))location.replace(location.pathname+"/"+location.search+location.hash)`
 
+// API is how the API the page calls is signed in to; the console
+// function's configuration (AUTH_MODE, API_AUTHORIZER, COGNITO_DOMAIN,
+// COGNITO_CLIENT_ID, see config.Console) converts to it.
+type API struct {
+	Policy          access.Policy // none: the page needs no sign-in
+	Authorizer      string        // AWS_IAM, COGNITO_USER_POOLS, LAMBDA_TOKEN or LAMBDA_REQUEST
+	CognitoDomain   string        // the user pool's hosted UI domain
+	CognitoClientID string        // the app client the console signs in with
+}
+
 // SignIn is the sign-in the page offers for the API that c describes.
-func SignIn(c config.Console) Config {
+func SignIn(c API) Config {
 	if c.Policy.Open() {
 		return Config{Auth: AuthNone}
 	}

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/console"
 )
 
@@ -155,7 +154,7 @@ func TestSignInFollowsTheAPIsAuthorizer(t *testing.T) {
 		{access.ModeAuthorizer, "LAMBDA_REQUEST", console.Config{Auth: console.AuthToken}},
 		{access.ModeAuthorizer, "COGNITO_USER_POOLS", console.Config{Auth: console.AuthCognito, CognitoDomain: "fleet.auth.us-east-1.amazoncognito.com", CognitoClientID: "abc"}},
 	} {
-		got := console.SignIn(config.Console{Policy: access.Policy{Mode: tc.mode}, Authorizer: tc.authorizer,
+		got := console.SignIn(console.API{Policy: access.Policy{Mode: tc.mode}, Authorizer: tc.authorizer,
 			CognitoDomain: "fleet.auth.us-east-1.amazoncognito.com", CognitoClientID: "abc"})
 		if got != tc.want {
 			t.Errorf("%s %s: got %+v, want %+v", tc.mode, tc.authorizer, got, tc.want)

@@ -433,7 +433,7 @@ func TestBulkChangeSendsAFewAtATime(t *testing.T) {
 	// Over HTTP/2, as API Gateway serves it, the browser does not cap the
 	// requests to a host at 6: the page's own bound is what holds.
 	var lanes inFlight
-	srv := httptest.NewUnstartedServer(lanes.wrap(mux(http.NotFoundHandler())))
+	srv := httptest.NewUnstartedServer(lanes.wrap(changes.wrap(faults.wrap(siteAPI))))
 	srv.EnableHTTP2 = true
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the browser's probes before it takes the test certificate
 	srv.StartTLS()

@@ -1,8 +1,9 @@
-// Package dynamo adapts the machine domain to DynamoDB: three tables (slaves
-// with a ByState index, history, expiring) and the transactions that keep a
-// slave's state, its history and its expiring record consistent. It is a
-// driver of the change protocol (shared/change): it implements a consistent
-// read and writes conditioned on what was read, and the protocol decides,
+// Package dynamo adapts the machine domain to DynamoDB: four tables (slaves
+// with a ByState index, history, expiring, and requests, the receipts of
+// change requests) and the transactions that keep a slave's state, its
+// history, its expiring record and its receipt consistent. It is a driver
+// of the change protocol (shared/change): it implements a consistent read
+// and writes conditioned on what was read, and the protocol decides,
 // retries and keeps receipts. It translates SDK errors into fault kinds.
 package dynamo
 

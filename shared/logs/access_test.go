@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/logs"
 )
 
 // Who may read logs with AUTH_MODE=authorizer (docs/behaviour.md "Identity and
@@ -205,7 +206,7 @@ func TestAccessPresignedLinksLiveExactlyTheConfiguredTTL(t *testing.T) {
 		for _, route := range logReads {
 			t.Run(v+": "+route[0]+" "+route[1], func(t *testing.T) {
 				f := readable()
-				r := serveAs(t, handler(t, f, cfg), nil, route[0], route[1], route[2])
+				r := serveAs(t, handler(t, f, logs.Config(cfg)), nil, route[0], route[1], route[2])
 				var entries []logEntry
 				if route[0] == "POST" {
 					entries = decode[page](t, r).Results
@@ -236,7 +237,7 @@ func TestAccessPresignedLinksLiveExactlyTheConfiguredTTL(t *testing.T) {
 			{"POST", "/api/logs/search", `{"taskIds":["` + taskID + `"],"listOnly":true}`},
 		} {
 			f := readable()
-			if n := found(t, route, serveAs(t, handler(t, f, cfg), nil, route[0], route[1], route[2])); n != 2 || len(f.ttls) != 0 {
+			if n := found(t, route, serveAs(t, handler(t, f, logs.Config(cfg)), nil, route[0], route[1], route[2])); n != 2 || len(f.ttls) != 0 {
 				t.Errorf("%s %s: got %d logs and %d presign calls, want 2 and none", route[0], route[1], n, len(f.ttls))
 			}
 		}

@@ -28,7 +28,6 @@ import (
 
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
@@ -124,7 +123,7 @@ func liveRun(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	liveStore, err = logstore.Open(ctx, config.S3{PathStyle: true})
+	liveStore, err = logstore.Open(ctx, true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -201,7 +200,7 @@ func liveUpload(ctx context.Context) error {
 
 // liveHandler serves the log routes over store as the function does, with
 // the clock at liveNow; every answer must match openapi.yaml.
-func liveHandler(t testing.TB, store logs.Store, cfg config.Logs) http.Handler {
+func liveHandler(t testing.TB, store logs.Store, cfg logs.Config) http.Handler {
 	h := logs.New(store, cfg)
 	logs.SetClock(h, func() time.Time { return liveNow })
 	return apidoc.MustLoad(t).Recorder(t, web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))

@@ -15,7 +15,6 @@ import (
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/callcount"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/metrics"
@@ -47,16 +46,28 @@ const maxScopes = 100
 // maxSearchPage is the largest maxPerPage of a search (docs/behaviour.md "Task logs").
 const maxSearchPage = 1000
 
+// Config is how the log routes read the task logs; the function's
+// configuration (LOG_BUCKETS and the rest, see config.Logs) converts to it.
+type Config struct {
+	Buckets     []string      // none means S3 is not configured: lookups answer 404
+	Format      logkey.Format // the task uploader's key format
+	URLTTL      time.Duration // lifetime of presigned links
+	Lookback    time.Duration // window of request and deploy lookups without start
+	ListTimeout time.Duration // deadline of the listing phase
+	LinkTimeout time.Duration // deadline of the metadata and link phase
+	Policy      access.Policy // who may read
+}
+
 // Handler serves /api/logs.
 type Handler struct {
 	store  Store
-	cfg    config.Logs
+	cfg    Config
 	now    func() time.Time
 	routes *web.Routes
 }
 
 // New returns the handler of the log routes.
-func New(store Store, cfg config.Logs) *Handler {
+func New(store Store, cfg Config) *Handler {
 	h := &Handler{store: store, cfg: cfg, now: time.Now, routes: web.NewRoutes(cfg.Policy)}
 	h.routes.HandleNamed("GET /api/logs/task/{taskId}", access.Read, counted{"task", h.task})
 	h.routes.HandleNamed("GET /api/logs/request/{requestId}", access.Read, counted{"request", h.request})

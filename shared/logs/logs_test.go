@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/dev/apidoc"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/web"
@@ -82,9 +81,9 @@ func (f *fakeStore) Links(ctx context.Context, bucket, key string, ttl time.Dura
 	return "https://" + bucket + ".example/" + key + "?ttl=" + ttl.String(), "https://" + bucket + ".example/" + key + "?download", nil
 }
 
-func settings(buckets ...string) config.Logs {
+func settings(buckets ...string) logs.Config {
 	f, _ := logkey.ParseFormat(logkey.DefaultFormat)
-	return config.Logs{Buckets: buckets, Format: f, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
+	return logs.Config{Buckets: buckets, Format: f, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
 		ListTimeout: 5 * time.Second, LinkTimeout: 2 * time.Second}
 }
 
@@ -154,13 +153,13 @@ func uploaded(f *fakeStore, bucket, task string, days int) []string {
 // handler serves the log routes over store, as the function does, with
 // the clock five days after taskStart; every answer must match
 // openapi.yaml.
-func handler(t testing.TB, store logs.Store, cfg config.Logs) http.Handler {
+func handler(t testing.TB, store logs.Store, cfg logs.Config) http.Handler {
 	return apidoc.MustLoad(t).Recorder(t, routes(store, cfg))
 }
 
 // routes is handler without the check of its answers, for the fuzz target,
 // which checks each answer itself.
-func routes(store logs.Store, cfg config.Logs) http.Handler {
+func routes(store logs.Store, cfg logs.Config) http.Handler {
 	h := logs.New(store, cfg)
 	logs.SetClock(h, func() time.Time { return taskStart.Add(5 * 24 * time.Hour) })
 	return web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

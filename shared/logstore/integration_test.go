@@ -24,7 +24,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logstore"
 )
@@ -72,7 +71,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	store, err = logstore.Open(ctx, config.S3{PathStyle: true})
+	store, err = logstore.Open(ctx, true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -24,7 +24,6 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
@@ -59,12 +58,12 @@ func New(api API, presign Presigner) *Store {
 // credentials and AWS_ENDPOINT_URL or AWS_ENDPOINT_URL_S3 from the
 // environment). pathStyle puts the bucket in the URL path instead of the host
 // name, as emulators on a bare host:port need.
-func Open(ctx context.Context, settings config.S3) (*Store, error) {
+func Open(ctx context.Context, pathStyle bool) (*Store, error) {
 	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
 	if err != nil {
 		return nil, err
 	}
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = settings.PathStyle })
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
 	return New(client, s3.NewPresignClient(client)), nil
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
@@ -41,12 +40,12 @@ func New(api API) *Store { return &Store{api: api} }
 
 // Open builds a store on an S3 client configured by sdkconfig, as
 // logstore.Open does.
-func Open(ctx context.Context, settings config.S3) (*Store, error) {
+func Open(ctx context.Context, pathStyle bool) (*Store, error) {
 	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, ReadTimeout)
 	if err != nil {
 		return nil, err
 	}
-	return New(s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = settings.PathStyle })), nil
+	return New(s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })), nil
 }
 
 // Open returns the body of the object bucket/key, to be closed. It returns

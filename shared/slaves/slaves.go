@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -114,6 +115,9 @@ func (c counted) answer(w http.ResponseWriter, r *http.Request, err error) {
 	} else {
 		web.OK(w)
 	}
+	if dry, _ := dryRun(r); dry {
+		return // a question, not a change
+	}
 	web.Metrics(r).Emit([]metrics.Dimension{{Name: "Action", Value: c.action}, {Name: "Result", Value: web.Outcome(status)}},
 		metrics.Metric{Name: metrics.StateChanges, Value: 1, Unit: metrics.Count})
 }
@@ -206,13 +210,56 @@ func (h *Handler) change(target machine.State) func(r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		dry, err := dryRun(r)
+		if err != nil {
+			return err
+		}
 		once, err := idempotency(r, id, target, actor, req, h.Now())
 		if err != nil {
 			return err
 		}
 		c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.clock}
-		return h.store.ApplyOnce(r.Context(), id, once, machine.UserChange(c, h.limits))
+		decide := machine.UserChange(c, h.limits)
+		if dry {
+			return h.tryOut(r.Context(), id, decide)
+		}
+		return h.store.ApplyOnce(r.Context(), id, once, decide)
 	}
+}
+
+// dryRun reads the change routes' dryRun query flag: "true" asks what the
+// change would answer, and changes nothing.
+func dryRun(r *http.Request) (bool, error) {
+	switch v := r.URL.Query().Get("dryRun"); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, fault.Invalid("dryRun must be true or false, got %q", v)
+	}
+}
+
+// errWouldApply stops a dry run after the decision allowed the change.
+var errWouldApply = errors.New("dry run: the change would be applied")
+
+// tryOut decides a change on what the store reads, exactly as the change
+// itself would be decided, and writes nothing: the decision's refusal, or
+// nil when it would apply the change. Without an Idempotency-Key the store
+// keeps no receipt, so not even a refusal is stored. The decommission limit
+// is not asked: the store checks it as it writes (docs/behaviour.md
+// "Dry runs").
+func (h *Handler) tryOut(ctx context.Context, id string, decide machine.Decide) error {
+	err := h.store.ApplyOnce(ctx, id, machine.Idempotency{At: h.Now().UnixMilli()}, func(s machine.Snapshot) (*machine.Plan, error) {
+		if _, err := decide(s); err != nil {
+			return nil, err
+		}
+		return nil, errWouldApply
+	})
+	if errors.Is(err, errWouldApply) {
+		return nil
+	}
+	return err
 }
 
 // maxIdempotencyKey bounds the Idempotency-Key header, as common APIs do.

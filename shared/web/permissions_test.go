@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/console"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/machine"
@@ -42,7 +41,7 @@ func TestEveryRouteDeclaresThePermissionItNeeds(t *testing.T) {
 			"DELETE /api/slaves/slave/{slaveId}/expiring":   access.Change,
 			"DELETE /api/slaves/dead":                       access.Change,
 		}},
-		{"logs", logs.New(nil, config.Logs{}).Routes(), map[string]access.Need{
+		{"logs", logs.New(nil, logs.Config{}).Routes(), map[string]access.Need{
 			"GET /api/logs/task/{taskId}":                         access.Read,
 			"GET /api/logs/request/{requestId}":                   access.Read,
 			"GET /api/logs/request/{requestId}/deploy/{deployId}": access.Read,

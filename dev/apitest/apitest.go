@@ -1,11 +1,12 @@
-// Package clienttest serves the real API handlers over the local stack
-// (moto for DynamoDB, MinIO for the task logs and their presigned URLs) on
-// loopback, for the integration tests of the client and of fleetctl and for
-// the benchmarks. Every answer of the handlers is checked against
+// Package apitest serves the API over the local stack (moto for DynamoDB,
+// MinIO for the task logs and their presigned URLs) on loopback, built by
+// the functions' own constructors (app/slavesapp, app/logsapp) from an
+// environment as the template gives it, for the integration tests of the
+// client and of fleetctl and for the benchmarks. Every answer of the handlers is checked against
 // openapi.yaml (dev/apidoc). In front of them it plays API Gateway's
 // authorizer: bearer tokens naming users, or SigV4 signatures verified by
 // signing the request again with the SDK's own signer.
-package clienttest
+package apitest
 
 import (
 	"context"
@@ -26,17 +27,14 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fleetops/fleet/app/consoleapp"
+	"github.com/fleetops/fleet/app/inventoryapp"
+	"github.com/fleetops/fleet/app/logsapp"
+	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
-	"github.com/fleetops/fleet/shared/machine"
-	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -56,15 +54,37 @@ const (
 	ReaderToken = "reader-token"
 )
 
-// Stack is the local stack with the handlers' backends.
+// Stack is the local stack the API is served over.
 type Stack struct {
-	Local *stack.Local
-	MinIO *stack.MinIO
-	S3    *s3.Client // MinIO, for putting logs
-	store *dynamo.Store
-	logs  *logstore.Store
-	cfg   config.Logs
-	quiet *slog.Logger
+	Local  *stack.Local
+	MinIO  *stack.MinIO
+	S3     *s3.Client // MinIO, for putting logs
+	format logkey.Format
+	report inventoryapp.Handler
+	quiet  *slog.Logger
+}
+
+// env is the functions' environment over the stack: the template's
+// defaults (2 decommissioning at once, 30 days of expiry), the one log
+// bucket, lookups that wait for the emulators, and the authorization auth
+// plays.
+func env(auth Auth, override map[string]string) func(string) string {
+	vars := map[string]string{
+		"SLAVES_TABLE": stack.Tables.Slaves, "HISTORY_TABLE": stack.Tables.History,
+		"EXPIRING_TABLE": stack.Tables.Expiring, "REQUESTS_TABLE": stack.Tables.Requests,
+		"LOG_BUCKETS": LogBucket, "S3_FORCE_PATH_STYLE": "true",
+		"LOG_LIST_TIMEOUT": "30s", "LOG_LINK_TIMEOUT": "30s",
+		// Reports here name a few machines each: the brake is off.
+		"MAX_LOST_FRACTION": "1",
+		"AUTH_MODE":         "none",
+	}
+	if auth != None {
+		vars["AUTH_MODE"], vars["ADMIN_GROUPS"], vars["READ_GROUPS"] = "authorizer", "admin", "readers"
+	}
+	for k, v := range override {
+		vars[k] = v
+	}
+	return func(name string) string { return vars[name] }
 }
 
 // Up starts moto and MinIO and creates the tables and the log bucket.
@@ -85,18 +105,14 @@ func Up(ctx context.Context) (*Stack, error) {
 		s.Close()
 		return nil, err
 	}
-	s.store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
-	if s.logs, err = logstore.Open(ctx, config.S3{PathStyle: true}); err != nil {
+	if s.format, err = logkey.ParseFormat(logkey.DefaultFormat); err != nil {
 		s.Close()
 		return nil, err
 	}
-	format, err := logkey.ParseFormat(logkey.DefaultFormat)
-	if err != nil {
+	if s.report, err = inventoryapp.New(ctx, env(None, nil), inventoryapp.Options{Log: s.quiet, DynamoDB: local.DynamoDB}); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.cfg = config.Logs{Buckets: []string{LogBucket}, Format: format, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
-		ListTimeout: 30 * time.Second, LinkTimeout: 30 * time.Second}
 	return s, nil
 }
 
@@ -129,22 +145,11 @@ func (s *Stack) Serve(t apidoc.Reporter, auth Auth) (*httptest.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	policy := access.Policy{Mode: access.ModeNone}
-	if auth != None {
-		policy = access.Policy{Mode: access.ModeAuthorizer, AdminGroups: []string{"admin"}, ReadGroups: []string{"readers"}}
+	api, err := s.Handler(auth, Options{})
+	if err != nil {
+		return nil, err
 	}
-	limits := machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}
-	cfg := s.cfg
-	cfg.Policy = policy
-	mux := http.NewServeMux()
-	slaveRoutes := slaves.New(s.store, policy, limits)
-	mux.Handle("/api/slaves", slaveRoutes)
-	mux.Handle("/api/slaves/", slaveRoutes)
-	logRoutes := logs.New(s.logs, cfg)
-	mux.Handle("/api/logs", logRoutes)
-	mux.Handle("/api/logs/", logRoutes)
-	mux.HandleFunc("/", web.NotFound)
-	h := doc.Recorder(t, web.Wrap(mux, web.Options{Logger: s.quiet}))
+	h := doc.Recorder(t, api)
 	switch auth {
 	case Tokens:
 		h = tokens(h)
@@ -152,6 +157,45 @@ func (s *Stack) Serve(t apidoc.Reporter, auth Auth) (*httptest.Server, error) {
 		h = sigV4(h)
 	}
 	return httptest.NewServer(h), nil
+}
+
+// Options change what Handler serves.
+type Options struct {
+	// Env overrides variables of the functions' environment (an empty
+	// LOG_BUCKETS, a shorter deadline).
+	Env map[string]string
+	// Console serves the operator console on / as make run does; without
+	// it, / is the API's 404.
+	Console bool
+}
+
+// Handler returns the API over the stack behind web.Wrap, built by the
+// functions' constructors, with the authorization auth names (the caller
+// plays the authorizer in front of it, as Serve does).
+func (s *Stack) Handler(auth Auth, opts Options) (http.Handler, error) {
+	ctx := context.Background()
+	getenv := env(auth, opts.Env)
+	slaveRoutes, err := slavesapp.New(ctx, getenv, slavesapp.Options{DynamoDB: s.Local.DynamoDB})
+	if err != nil {
+		return nil, err
+	}
+	logRoutes, err := logsapp.New(ctx, getenv, logsapp.Options{})
+	if err != nil {
+		return nil, err
+	}
+	var root http.Handler = http.HandlerFunc(web.NotFound)
+	if opts.Console {
+		if root, err = consoleapp.New(getenv); err != nil {
+			return nil, err
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/slaves", slaveRoutes)
+	mux.Handle("/api/slaves/", slaveRoutes)
+	mux.Handle("/api/logs", logRoutes)
+	mux.Handle("/api/logs/", logRoutes)
+	mux.Handle("/", root)
+	return web.Wrap(mux, web.Options{Logger: s.quiet}), nil
 }
 
 // tokens plays a Cognito or Lambda authorizer: a known token becomes the
@@ -261,7 +305,7 @@ func (s *Stack) Report(ctx context.Context, at time.Time, machines ...Machine) e
 	if err != nil {
 		return err
 	}
-	_, err = inventory.New(s.store, machine.NoLossBrake, s.quiet, nil).Handle(ctx, detail)
+	_, err = s.report(ctx, detail)
 	return err
 }
 
@@ -289,7 +333,7 @@ func (s *Stack) Key(l Log) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.cfg.Format.Key(logkey.File{Task: task, Filename: l.Filename, Index: l.Index, Modified: l.Modified}), nil
+	return s.format.Key(logkey.File{Task: task, Filename: l.Filename, Index: l.Index, Modified: l.Modified}), nil
 }
 
 // PutLog uploads l to LogBucket, as the task uploader does, and returns its key.
