@@ -432,6 +432,8 @@ func (s *Store) change(id string, r read, plan *machine.Plan, once *machine.Idem
 		}
 		if plan.Describe {
 			describe(&item.slave, slave)
+		} else if !slave.Current.State.Draining() {
+			item.slave.RunningTasks = nil // leaving the draining states clears the count
 		}
 		item.slave.Current = slave.Current
 	}
@@ -470,7 +472,7 @@ func (s *Store) expiringIs(id string, read *machine.Expiring) bool {
 // else.
 func describe(dst *machine.Slave, src machine.Slave) {
 	dst.Host, dst.RackID, dst.DescribedAt = src.Host, src.RackID, src.DescribedAt
-	dst.Attributes, dst.Resources = src.Attributes, src.Resources
+	dst.Attributes, dst.Resources, dst.RunningTasks = src.Attributes, src.Resources, src.RunningTasks
 	if dst.Attributes == nil {
 		dst.Attributes = map[string]string{}
 	}
@@ -550,6 +552,9 @@ func cloneSlave(s machine.Slave) machine.Slave {
 		s.Resources = nil
 	} else {
 		s.Resources = json.RawMessage(slices.Clone(s.Resources))
+	}
+	if s.RunningTasks != nil {
+		s.RunningTasks = new(*s.RunningTasks)
 	}
 	return s
 }
