@@ -493,7 +493,7 @@ func TestFleetFitsALaptopAtItsLongest(t *testing.T) {
 	var rows []string
 	for i := range 12 {
 		id := fmt.Sprintf("20261121-051400-16777343-5050-1234-S%06d", i)
-		rows = append(rows, fmt.Sprintf(`{"id":%q,"firstSeenAt":1793491200000,"currentState":{"objectId":%q,"state":"STARTING_DECOMMISSION","timestamp":1793491200000,"user":"operations-oncall@example.com","message":"kernel upgrade on node-%06d with a long explanation of why"},"host":"ip-10-12-%d-17.us-east-1.compute.internal","rackId":"us-east-1a","attributes":{},"resources":{"cpus":96,"mem":786432}}`, id, id, i, i))
+		rows = append(rows, fmt.Sprintf(`{"id":%q,"firstSeenAt":1793491200000,"currentState":{"objectId":%q,"state":"STARTING_DECOMMISSION","timestamp":1793491200000,"user":"operations-oncall@example.com","message":"kernel upgrade on node-%06d with a long explanation of why"},"host":"ip-10-12-%d-17.us-east-1.compute.internal","rackId":"us-east-1a","attributes":{},"resources":{"cpus":96,"mem":786432},"runningTasks":1024}`, id, id, i, i))
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
