@@ -40,6 +40,9 @@ type Slave struct {
 	RackID       string            `json:"rackId"`
 	Attributes   map[string]string `json:"attributes"`
 	Resources    map[string]any    `json:"resources,omitempty"`
+	// RunningTasks is the running-task count of the last report, present
+	// only while the slave drains (STARTING_DECOMMISSION, DECOMMISSIONING).
+	RunningTasks *int `json:"runningTasks,omitempty"`
 }
 
 // ChangeRequest is the optional body of freeze, decommission and activate

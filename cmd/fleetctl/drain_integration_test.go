@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,9 +141,15 @@ func TestDecommissionWaitFollowsTheDrainThatReportsDrive(t *testing.T) {
 	report(t, "drn-1", 3)
 	eventually(t, "shown as draining", func() bool { return strings.Contains(r.stderr.String(), "drn-1: DECOMMISSIONING since ") })
 	report(t, "drn-1", 1)
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, "shown with 1 task left", func() bool { return strings.Contains(r.stderr.String(), " (1 task running)\n") })
 	if stateOf(t, "drn-1") != client.Decommissioning || r.cmd.ProcessState != nil {
 		t.Fatalf("got %s, exited %v: want still DECOMMISSIONING and waited for with 1 task left", stateOf(t, "drn-1"), r.cmd.ProcessState)
+	}
+	if got := fleetctl(t, apitest.None, nil, "show", "drn-1").want(t, 0).stdout; !strings.Contains(got, "\nTasks:      1 task running\n") {
+		t.Errorf("show: got\n%s\nwant the draining machine's task count", got)
+	}
+	if got := fleetctl(t, apitest.None, nil, "list", "--state", "decommissioning", "-o", "wide").want(t, 0).stdout; !regexp.MustCompile(`(?m)^drn-1 .* - +1 +- +retiring`).MatchString(got) {
+		t.Errorf("list -o wide: got\n%s\nwant drn-1 with 1 in TASKS", got)
 	}
 	report(t, "drn-1", 0)
 
@@ -151,17 +158,19 @@ func TestDecommissionWaitFollowsTheDrainThatReportsDrive(t *testing.T) {
 		t.Errorf("got stdout %q, want the one result line", res.stdout)
 	}
 	lines := strings.Split(strings.TrimSuffix(res.stderr, "\n"), "\n")
-	want := []string{"drn-1: STARTING_DECOMMISSION since ", "drn-1: DECOMMISSIONING since ", "drn-1: DECOMMISSIONED since "}
+	want := []struct{ start, end string }{
+		{"drn-1: STARTING_DECOMMISSION since ", " (no report since the decommission)"},
+		{"drn-1: DECOMMISSIONING since ", " (3 tasks running)"},
+		{"drn-1: DECOMMISSIONING since ", " (1 task running)"},
+		{"drn-1: DECOMMISSIONED since ", " (last report: no tasks left)"},
+	}
 	if len(lines) != len(want) {
-		t.Fatalf("got stderr\n%s\nwant one line per state (no status line off a terminal)", res.stderr)
+		t.Fatalf("got stderr\n%s\nwant one line per state and task count the reports gave (no status line off a terminal)", res.stderr)
 	}
 	for i, w := range want {
-		if !strings.HasPrefix(lines[i], w) {
-			t.Errorf("got line %q, want it to start %q", lines[i], w)
+		if !strings.HasPrefix(lines[i], w.start) || !strings.HasSuffix(lines[i], w.end) {
+			t.Errorf("got line %q, want %q...%q", lines[i], w.start, w.end)
 		}
-	}
-	if !strings.Contains(lines[1], "tasks still running") || !strings.Contains(lines[2], "no tasks left") {
-		t.Errorf("got\n%s\nwant what the reports said of the tasks", res.stderr)
 	}
 	// Waiting again on a finished drain ends at once: a restarted client
 	// resumes by running wait.

@@ -148,20 +148,29 @@ func (a *app) printSlaves(slaves []client.Slave, output string) error {
 	wide := output == "wide"
 	header := []string{"ID", "STATE", "SINCE", "HOST", "RACK", "MESSAGE"}
 	if wide {
-		header = []string{"ID", "STATE", "SINCE", "HOST", "RACK", "USER", "FIRST SEEN", "RESOURCES", "ATTRIBUTES", "MESSAGE"}
+		header = []string{"ID", "STATE", "SINCE", "HOST", "RACK", "USER", "FIRST SEEN", "RESOURCES", "TASKS", "ATTRIBUTES", "MESSAGE"}
 	}
 	rows := [][]string{header}
 	for _, s := range slaves {
 		cur := s.CurrentState
 		if wide {
 			rows = append(rows, []string{s.ID, string(cur.State), when(cur.Timestamp), s.Host, s.RackID, orDash(cur.User),
-				when(s.FirstSeenAt), orDash(pairs(s.Resources)), orDash(pairs(s.Attributes)), orDash(short(cur.Message, 60))})
+				when(s.FirstSeenAt), orDash(pairs(s.Resources)), orDash(tasks(s)), orDash(pairs(s.Attributes)), orDash(short(cur.Message, 60))})
 		} else {
 			rows = append(rows, []string{s.ID, string(cur.State), when(cur.Timestamp), s.Host, s.RackID, orDash(short(cur.Message, 40))})
 		}
 	}
 	writeTable(a.stdout, visibleRows(rows), a.stateColours(1))
 	return nil
+}
+
+// tasks is a draining slave's running-task count, "" when the service
+// carries none (it does only while a slave drains).
+func tasks(s client.Slave) string {
+	if s.RunningTasks == nil {
+		return ""
+	}
+	return strconv.Itoa(*s.RunningTasks)
 }
 
 // pairs formats a map as k=v pairs sorted by key.
@@ -224,6 +233,9 @@ func (a *app) showCommand() *cobra.Command {
 				{"ID:", s.ID}, {"State:", state}, {"Message:", orDash(cur.Message)},
 				{"Host:", s.Host}, {"Rack:", s.RackID}, {"First seen:", when(s.FirstSeenAt)},
 				{"Resources:", orDash(pairs(s.Resources))}, {"Attributes:", orDash(pairs(s.Attributes))},
+			}
+			if s.RunningTasks != nil {
+				details = append(details, []string{"Tasks:", tasksRunning(*s.RunningTasks)})
 			}
 			if exp != nil {
 				details = append(details, []string{"Expiring:", fmt.Sprintf("reverts to %s at %s (set %s%s)",

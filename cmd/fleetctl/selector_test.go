@@ -141,7 +141,13 @@ func TestLogFiltersMatchFileNameAndTaskHost(t *testing.T) {
 	}
 }
 
-func TestProgressShowsEachStateOnceAndAStatusLineOnATerminal(t *testing.T) {
+// withTasks is s with n running tasks, as the service shows a draining slave.
+func withTasks(s client.Slave, n int) client.Slave {
+	s.RunningTasks = &n
+	return s
+}
+
+func TestProgressShowsEachStateAndTaskCountOnceAndAStatusLineOnATerminal(t *testing.T) {
 	at := func(st client.State) client.Slave {
 		return client.Slave{CurrentState: client.StateUpdate{State: st, Timestamp: 1}}
 	}
@@ -154,10 +160,15 @@ func TestProgressShowsEachStateOnceAndAStatusLineOnATerminal(t *testing.T) {
 		p.saw("m\x1b1", at(client.StartingDecommission))
 		p.saw("m\x1b1", at(client.StartingDecommission))
 		p.saw("m\x1b1", at(client.Decommissioning))
+		p.saw("m\x1b1", withTasks(at(client.Decommissioning), 3))
+		p.saw("m\x1b1", withTasks(at(client.Decommissioning), 3))
+		p.saw("m\x1b1", withTasks(at(client.Decommissioning), 1))
 		p.done()
 	}
 	lines := "m\\x1b1: STARTING_DECOMMISSION since " + when(1) + " (no report since the decommission)\n" +
-		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (last report: tasks still running)\n"
+		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (last report: tasks still running)\n" +
+		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (3 tasks running)\n" +
+		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (1 task running)\n"
 	if plain.String() != lines {
 		t.Errorf("off a terminal: got %q, want %q", plain.String(), lines)
 	}
@@ -165,7 +176,11 @@ func TestProgressShowsEachStateOnceAndAStatusLineOnATerminal(t *testing.T) {
 	want := "m\\x1b1: STARTING_DECOMMISSION since " + when(1) + " (no report since the decommission)\n" +
 		"waiting for DECOMMISSIONED: 1 STARTING_DECOMMISSION, 0s|waiting for DECOMMISSIONED: 1 STARTING_DECOMMISSION, 0s|" +
 		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (last report: tasks still running)\n" +
-		"waiting for DECOMMISSIONED: 1 DECOMMISSIONING, 0s|"
+		"waiting for DECOMMISSIONED: 1 DECOMMISSIONING, 0s|" +
+		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (3 tasks running)\n" +
+		"waiting for DECOMMISSIONED: 1 DECOMMISSIONING, 3 tasks running, 0s|waiting for DECOMMISSIONED: 1 DECOMMISSIONING, 3 tasks running, 0s|" +
+		"m\\x1b1: DECOMMISSIONING since " + when(1) + " (1 task running)\n" +
+		"waiting for DECOMMISSIONED: 1 DECOMMISSIONING, 1 task running, 0s|"
 	if status != want {
 		t.Errorf("on a terminal: got %q, want %q", status, want)
 	}

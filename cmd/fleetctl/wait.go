@@ -61,11 +61,14 @@ func onTheWay(cur, target client.State) bool {
 	return true
 }
 
-// stateNote says what a state tells of the machine's tasks: the API does
-// not carry the running-task counts of reports, but the drain's states are
-// decided by them.
-func stateNote(s client.State) string {
-	switch s {
+// stateNote says what a slave's state tells of its tasks: the running-task
+// count of its last report while it drains, when the service carries it;
+// otherwise what the drain's states, decided by those counts, imply.
+func stateNote(s client.Slave) string {
+	if n := s.RunningTasks; n != nil && draining(s.CurrentState.State) {
+		return tasksRunning(*n)
+	}
+	switch s.CurrentState.State {
 	case client.StartingDecommission:
 		return "no report since the decommission"
 	case client.Decommissioning:
@@ -74,6 +77,14 @@ func stateNote(s client.State) string {
 		return "last report: no tasks left"
 	}
 	return ""
+}
+
+// tasksRunning is "1 task running", "3 tasks running".
+func tasksRunning(n int) string {
+	if n == 1 {
+		return "1 task running"
+	}
+	return fmt.Sprintf("%d tasks running", n)
 }
 
 // progress shows the machines being waited for: a line for each state
@@ -85,26 +96,34 @@ type progress struct {
 	target   client.State
 	started  time.Time
 	states   map[string]client.State
-	shown    bool // the status line is on screen
+	notes    map[string]string // stateNote of each machine's last read
+	tasks    map[string]int    // running tasks of the draining machines whose reports count them
+	shown    bool              // the status line is on screen
 }
 
 func newProgress(w io.Writer, terminal bool, target client.State) *progress {
-	return &progress{w: w, terminal: terminal, target: target, started: time.Now(), states: map[string]client.State{}}
+	return &progress{w: w, terminal: terminal, target: target, started: time.Now(),
+		states: map[string]client.State{}, notes: map[string]string{}, tasks: map[string]int{}}
 }
 
-// saw records a machine's state, printing a line when it changed.
+// saw records a machine's state, printing a line when it or its
+// running-task count changed.
 func (p *progress) saw(id string, s client.Slave) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cur := s.CurrentState.State
-	if old, ok := p.states[id]; ok && old == cur {
+	cur, note := s.CurrentState.State, stateNote(s)
+	delete(p.tasks, id)
+	if n := s.RunningTasks; n != nil && draining(cur) {
+		p.tasks[id] = *n
+	}
+	if old, ok := p.states[id]; ok && old == cur && p.notes[id] == note {
 		p.redraw()
 		return
 	}
-	p.states[id] = cur
+	p.states[id], p.notes[id] = cur, note
 	p.clear()
 	line := fmt.Sprintf("%s: %s since %s", visible(id), visible(string(cur)), when(s.CurrentState.Timestamp))
-	if note := stateNote(cur); note != "" {
+	if note != "" {
 		line += " (" + note + ")"
 	}
 	fmt.Fprintln(p.w, line)
@@ -125,6 +144,8 @@ func (p *progress) gone(id string) {
 	defer p.mu.Unlock()
 	p.clear()
 	delete(p.states, id)
+	delete(p.notes, id)
+	delete(p.tasks, id)
 	p.redraw()
 }
 
@@ -148,6 +169,13 @@ func (p *progress) redraw() {
 		if counts[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[s], s))
 		}
+	}
+	if len(p.tasks) > 0 {
+		total := 0
+		for _, n := range p.tasks {
+			total += n
+		}
+		parts = append(parts, tasksRunning(total))
 	}
 	p.clear()
 	fmt.Fprintf(p.w, "waiting for %s: %s, %s", p.target, strings.Join(parts, ", "), time.Since(p.started).Round(time.Second))
@@ -209,7 +237,8 @@ func (a *app) waitCommand() *cobra.Command {
 		Use:   "wait ID...",
 		Short: "Wait until machines reach a state (a drain to DECOMMISSIONED)",
 		Long: `Reads each machine every --poll until it is in the state of --for, printing
-a line each time it changes state and, on a terminal, a status line.
+a line each time it changes state or, while it drains, its running-task
+count, and, on a terminal, a status line.
 
 With --for state=DECOMMISSIONED it follows a drain: STARTING_DECOMMISSION,
 DECOMMISSIONING while the machine's reports still count running tasks,

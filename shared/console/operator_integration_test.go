@@ -165,20 +165,46 @@ func TestFleetSearchesEverythingARowSaysAndShowsCapacity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// finder-S3 drains with 5 tasks running: the only count the API carries.
+	err = store.Apply(context.Background(), ids[3], machine.UserChange(machine.Change{SlaveID: ids[3], Target: machine.StartingDecommission,
+		Now: func() int64 { return time.Now().UnixMilli() }}, machine.Limits{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := fmt.Sprintf(`{"machines":[{"id":%q,"host":"finder-node-3.example.com","rackId":"us-east-1a","attributes":{"pool":"general"},"resources":{"cpus":32,"mem":63000},"runningTasks":5}]}`, ids[3])
+	if _, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(running)); err != nil {
+		t.Fatal(err)
+	}
+	if got := api(t, "GET", "/api/slaves/slave/"+ids[3]+"/details", "", 200); !strings.Contains(got, `"runningTasks":5`) {
+		t.Fatalf("got %s, want finder-S3 draining with 5 tasks", got)
+	}
 	for _, width := range widths {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			ctx := sized(t, width)
 			open(t, ctx, site.URL, "#/fleet?q=finder-", "table.fleet tbody tr")
 			eventually(t, ctx, "4 rows", `document.querySelectorAll("table.fleet tbody tr").length === 4`)
+			// Only the draining machine has a Tasks cell with text; on a
+			// card the others have no Tasks line at all.
+			eventually(t, ctx, "a task count on finder-S3 alone", `(() => {
+				const tds = [...document.querySelectorAll("table.fleet tbody td[data-col=tasks]")];
+				const counted = tds.filter((td) => td.textContent !== "");
+				return tds.length === 4 && counted.length === 1 && counted[0].textContent === "5" &&
+					counted[0].closest("tr").querySelector("a").textContent === "finder-S3" &&
+					tds.every((td) => getComputedStyle(td).display !== "none" || (innerWidth <= 700 && td.textContent === ""));
+			})()`)
 			for _, c := range []struct{ q, want string }{{"pool=gpu", ids[0]}, {"ticket-7731", ids[1]}, {"carol@", ids[2]}} {
 				do(t, ctx, clear(`input[type=search]`), chromedp.SendKeys(`input[type=search]`, c.q))
 				eventually(t, ctx, c.want+" alone for "+c.q, fmt.Sprintf(`document.querySelectorAll("table.fleet tbody tr").length === 1 && %s`, has("table.fleet tbody", c.want)))
 			}
 			do(t, ctx, clear(`input[type=search]`), chromedp.SendKeys(`input[type=search]`, "finder-node-3"))
 			eventually(t, ctx, "the capacity of finder-S3", `document.querySelector("table.fleet td[data-col=cpus]")?.innerText.includes("32") &&
-				document.querySelector("table.fleet td[data-col=mem]")?.innerText.includes("62 GB")`)
+				document.querySelector("table.fleet td[data-col=mem]")?.innerText.includes("62 GB") &&
+				document.querySelector("table.fleet td[data-col=tasks]")?.innerText.includes("5")`)
 			shot(t, ctx, fmt.Sprintf("fleet-search-%d", width))
 			noSideways(t, ctx, width)
+			open(t, ctx, site.URL, "#/machine/"+ids[3], "dl.facts")
+			eventually(t, ctx, "the machine page's running tasks", `[...document.querySelectorAll("dl.facts dt")].some((dt) => dt.textContent === "Running tasks" && dt.nextElementSibling.textContent === "5")`)
+			shot(t, ctx, fmt.Sprintf("machine-draining-%d", width))
 		})
 	}
 }
@@ -467,7 +493,7 @@ func TestFleetFitsALaptopAtItsLongest(t *testing.T) {
 	var rows []string
 	for i := range 12 {
 		id := fmt.Sprintf("20261121-051400-16777343-5050-1234-S%06d", i)
-		rows = append(rows, fmt.Sprintf(`{"id":%q,"firstSeenAt":1793491200000,"currentState":{"objectId":%q,"state":"STARTING_DECOMMISSION","timestamp":1793491200000,"user":"operations-oncall@example.com","message":"kernel upgrade on node-%06d with a long explanation of why"},"host":"ip-10-12-%d-17.us-east-1.compute.internal","rackId":"us-east-1a","attributes":{},"resources":{"cpus":96,"mem":786432}}`, id, id, i, i))
+		rows = append(rows, fmt.Sprintf(`{"id":%q,"firstSeenAt":1793491200000,"currentState":{"objectId":%q,"state":"STARTING_DECOMMISSION","timestamp":1793491200000,"user":"operations-oncall@example.com","message":"kernel upgrade on node-%06d with a long explanation of why"},"host":"ip-10-12-%d-17.us-east-1.compute.internal","rackId":"us-east-1a","attributes":{},"resources":{"cpus":96,"mem":786432},"runningTasks":1024}`, id, id, i, i))
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -31,6 +31,7 @@ func decodeSlave(item map[string]types.AttributeValue) (*machine.Slave, error) {
 	r.Attributes = d.strMap("attributes")
 	r.Resources = d.str("resources")
 	r.DescribedAt = d.num("describedAt")
+	r.RunningTasks = d.optInt("runningTasks")
 	r.Version = d.num("version")
 	if d.err != nil {
 		return nil, fmt.Errorf("decode slave %s: %w", r.ID, d.err)
@@ -81,6 +82,15 @@ func (d *recordDecoder) num(name string) int64 {
 		d.fail(name, v, "number")
 		return 0
 	}
+}
+
+// optInt reads a number that may be absent: nil then.
+func (d *recordDecoder) optInt(name string) *int {
+	switch d.item[name].(type) {
+	case nil, *types.AttributeValueMemberNULL:
+		return nil
+	}
+	return new(int(d.num(name)))
 }
 
 func (d *recordDecoder) strMap(name string) map[string]string {

@@ -17,8 +17,9 @@ func TestASlaveDecodesByHandAsAttributevalueDecodesIt(t *testing.T) {
 		ID: "node-1", FirstSeenAt: 1_793_491_200_000, DescribedAt: 1_793_491_260_000,
 		Current: machine.Update{SlaveID: "node-1", State: machine.Frozen, Timestamp: 1_793_491_300_000, User: "ops", Message: "<maintenance> & \"more\""},
 		Host:    "node-1.internal", RackID: "rack-é",
-		Attributes: map[string]string{"zone": "a", "<k>": "漢字"},
-		Resources:  json.RawMessage(`{"cpus":16}`),
+		Attributes:   map[string]string{"zone": "a", "<k>": "漢字"},
+		Resources:    json.RawMessage(`{"cpus":16}`),
+		RunningTasks: new(3),
 	}
 	bare := machine.Slave{ID: "node-2", Current: machine.Update{SlaveID: "node-2", State: machine.Active}}
 	for _, tt := range []struct {
@@ -62,6 +63,7 @@ func TestASlaveDecodesByHandAsAttributevalueDecodesIt(t *testing.T) {
 		{"a timestamp that is a string", "stateTimestamp", str("soon")},
 		{"a timestamp that is not a whole number", "stateTimestamp", &types.AttributeValueMemberN{Value: "1.5"}},
 		{"attributes that are a string", "attributes", str("zone=a")},
+		{"a running-task count that is a string", "runningTasks", str("3")},
 		{"an attribute that is a number", "attributes", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"cpus": num(16)}}},
 	} {
 		t.Run("an item with "+tt.name+" is an error", func(t *testing.T) {

@@ -18,6 +18,9 @@ import (
 // describedAt is the time of the report that wrote the description (host,
 // rack, attributes, resources): a refresh is conditioned on it, and a state
 // change that leaves the description alone does not write it at all.
+// runningTasks is written with the description, and only while the slave
+// drains (machine.Slave.RunningTasks); a state change out of draining
+// removes it.
 type slaveRecord struct {
 	ID             string            `dynamodbav:"id"`
 	State          string            `dynamodbav:"state,omitempty"`
@@ -30,18 +33,20 @@ type slaveRecord struct {
 	Attributes     map[string]string `dynamodbav:"attributes"`
 	Resources      string            `dynamodbav:"resources,omitempty"` // the reported JSON object, verbatim
 	DescribedAt    int64             `dynamodbav:"describedAt,omitempty"`
+	RunningTasks   *int              `dynamodbav:"runningTasks,omitempty"`
 	Version        int64             `dynamodbav:"version"`
 }
 
 func (r slaveRecord) slave() machine.Slave {
 	s := machine.Slave{
-		ID:          r.ID,
-		FirstSeenAt: r.FirstSeenAt,
-		Current:     machine.Update{SlaveID: r.ID, State: machine.State(r.State), Timestamp: r.StateTimestamp, User: r.StateUser, Message: r.StateMessage},
-		Host:        r.Host,
-		RackID:      r.RackID,
-		Attributes:  r.Attributes,
-		DescribedAt: r.DescribedAt,
+		ID:           r.ID,
+		FirstSeenAt:  r.FirstSeenAt,
+		Current:      machine.Update{SlaveID: r.ID, State: machine.State(r.State), Timestamp: r.StateTimestamp, User: r.StateUser, Message: r.StateMessage},
+		Host:         r.Host,
+		RackID:       r.RackID,
+		Attributes:   r.Attributes,
+		DescribedAt:  r.DescribedAt,
+		RunningTasks: r.RunningTasks,
 	}
 	if s.Attributes == nil {
 		s.Attributes = map[string]string{}
@@ -65,6 +70,7 @@ func newSlaveRecord(s machine.Slave, version int64) slaveRecord {
 		Attributes:     s.Attributes,
 		Resources:      string(s.Resources),
 		DescribedAt:    s.DescribedAt,
+		RunningTasks:   s.RunningTasks,
 		Version:        version,
 	}
 }

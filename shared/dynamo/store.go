@@ -434,8 +434,9 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 }
 
 // updateSlave updates an existing slave in place: its current state and
-// version when state is set, its description when describe is set, and
-// nothing else. It is conditioned on the version read and, when it writes
+// version when state is set, its description (running-task count included)
+// when describe is set, and nothing else but the count a state that does not
+// drain clears. It is conditioned on the version read and, when it writes
 // the description, on the description's time read.
 func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, state, describe bool) (*types.Update, error) {
 	var set, remove []string
@@ -456,6 +457,12 @@ func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, stat
 		}
 		return str(v)
 	}
+	optionalCount := func(n *int) types.AttributeValue {
+		if n == nil {
+			return nil
+		}
+		return num(int64(*n))
+	}
 	cond := "version = :v"
 	if state {
 		cur := slave.Current
@@ -475,12 +482,16 @@ func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, stat
 		assign("attributes", attrs)
 		assign("resources", optional(string(slave.Resources)))
 		assign("describedAt", num(slave.DescribedAt))
+		assign("runningTasks", optionalCount(slave.RunningTasks))
 		if prev := r.Snapshot.Slave.DescribedAt; prev != 0 {
 			cond += " AND describedAt = :was"
 			values[":was"] = num(prev)
 		} else {
 			cond += " AND attribute_not_exists(describedAt)"
 		}
+	}
+	if state && !describe && !slave.Current.State.Draining() {
+		assign("runningTasks", nil) // leaving the draining states clears the count
 	}
 	expr := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -288,7 +289,7 @@ func (c *counted) reset() (writes, scans, itemReads int64) {
 
 func TestAReportCostsWritesInProportionToWhatChanged(t *testing.T) {
 	db := &counted{API: local.DynamoDB}
-	_, h := emptyFleetOn(t, db)
+	store, h := emptyFleetOn(t, db)
 	fleet := ids("C", 40)
 	now := time.Now().Add(-time.Minute)
 	send := func(t *testing.T, at time.Time, machines []string) inventory.Result {
@@ -328,6 +329,47 @@ func TestAReportCostsWritesInProportionToWhatChanged(t *testing.T) {
 		send(t, now.Add(30*time.Second), append(changed[:39], `{"id":"C039","lost":true}`))
 		if writes, _, _ := db.reset(); writes != 1 {
 			t.Errorf("got %d writes, want 1 (C039 DEAD)", writes)
+		}
+	})
+	// counts is changed[:39] with machine i running tasks[i] tasks.
+	counts := func(tasks func(i int) int) []string {
+		out := slices.Clone(changed[:39])
+		for i := range out {
+			out[i] = strings.Replace(out[i], `"runningTasks":1`, fmt.Sprintf(`"runningTasks":%d`, tasks(i)), 1)
+		}
+		return out
+	}
+	t.Run("running-task counts moving on ACTIVE machines write nothing", func(t *testing.T) {
+		res := send(t, now.Add(40*time.Second), counts(func(i int) int { return i % 7 }))
+		if writes, _, _ := db.reset(); writes != 0 || res.Changed != 0 {
+			t.Errorf("got %d writes, %+v, want none", writes, res)
+		}
+	})
+	t.Run("a draining machine whose count moves 3 to 1 is written each time, showing its count", func(t *testing.T) {
+		decommission := machine.UserChange(machine.Change{SlaveID: "C010", Target: machine.StartingDecommission,
+			Now: func() int64 { return now.Add(45 * time.Second).UnixMilli() }}, machine.Limits{})
+		if err := store.Apply(t.Context(), "C010", decommission); err != nil {
+			t.Fatal(err)
+		}
+		db.reset()
+		for i, n := range []int{3, 1, 1} {
+			res := send(t, now.Add(time.Duration(50+i)*time.Second), counts(func(m int) int {
+				if m == 10 {
+					return n
+				}
+				return m % 5
+			}))
+			wantWrites := map[bool]int64{true: 1, false: 0}[i < 2]
+			if writes, _, _ := db.reset(); writes != wantWrites || res.Changed != int(wantWrites) {
+				t.Errorf("report %d (C010 running %d): got %d writes, %+v, want %d", i+1, n, writes, res, wantWrites)
+			}
+			s, err := store.Get(t.Context(), "C010")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Current.State != machine.Decommissioning || s.RunningTasks == nil || *s.RunningTasks != n {
+				t.Errorf("report %d: got %s with running tasks %v, want DECOMMISSIONING with %d", i+1, s.Current.State, s.RunningTasks, n)
+			}
 		}
 	})
 }

@@ -66,6 +66,18 @@ func TestACompleteReportNeverTakesAnUnreadableEntryForAbsent(t *testing.T) {
 	}
 }
 
+func TestANegativeRunningTaskCountIsAnInvalidEntryAndChangesNothing(t *testing.T) {
+	f := newFleet()
+	before := contents(t, f)
+	res := handle(t, f, `{"machines":[{"id":"S5","host":"elsewhere","runningTasks":-2}]}`)
+	if res.Invalid != 1 {
+		t.Errorf("got %d invalid entries, want 1", res.Invalid)
+	}
+	if diff := changes(before, contents(t, f)); len(diff) > 0 {
+		t.Errorf("got %v changed, want nothing", diff)
+	}
+}
+
 func TestAReportLogsItsSummaryWithTheInvocationsRequestIDAndCountsAColdStart(t *testing.T) {
 	var out bytes.Buffer // stdout: the log lines and the metrics documents, as in Lambda
 	m, _ := metrics.New(&out, "Fleet", "fleet-InventoryFunction-1")

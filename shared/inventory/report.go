@@ -305,6 +305,9 @@ func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
 	} else if res[0] != '{' {
 		return machine.Observation{}, fmt.Errorf("machine %s: resources must be an object", id)
 	}
+	if n := m.RunningTasks; n != nil && *n < 0 {
+		return machine.Observation{}, fmt.Errorf("machine %s: runningTasks must not be negative, got %d", id, *n)
+	}
 	o := machine.Observation{
 		ID: id, Host: m.Host, RackID: m.RackID, Attributes: m.Attributes, Resources: res,
 		Lost: m.Lost, RunningTasks: m.RunningTasks, At: at,

@@ -33,6 +33,12 @@ type Slave struct {
 	// Attributes and Resources (epoch ms; 0 before any). An older report
 	// never overwrites a newer description.
 	DescribedAt int64
+	// RunningTasks is the running-task count of the report that wrote the
+	// description, stored only while the slave drains (State.Draining),
+	// where an operator watches it fall; nil in every other state, and
+	// cleared by any change that leaves them. So the counts of an ACTIVE
+	// fleet, which move with every report, never cost a write.
+	RunningTasks *int
 }
 
 // ChangeRequest is the optional body of freeze, decommission and activate.
@@ -74,13 +80,14 @@ type Snapshot struct {
 // expiring record; its Slave is not written.
 //
 // The adapter writes only the parts a plan changes: the current state when
-// there is an Entry, the description when Describe is set. A user change
+// there is an Entry, the description when Describe is set. An Entry whose
+// state does not drain also clears RunningTasks, whatever Describe says. A user change
 // never writes the description it happened to read, so a report's refresh
 // that commits between the change's read and its write is kept.
 type Plan struct {
 	Slave        Slave     // the slave as it will be stored
 	Entry        *Update   // history entry to append; nil when only the description changes
-	Describe     bool      // Slave's host, rack, attributes, resources and DescribedAt are written
+	Describe     bool      // Slave's host, rack, attributes, resources, RunningTasks and DescribedAt are written
 	PutExpiring  *Expiring // expiring record created with the change
 	DropExpiring bool      // the snapshot's expiring record is deleted
 	Limit        int       // > 0: entering a decommissioning state is refused when Limit slaves already count

@@ -48,7 +48,7 @@ func Observe(o Observation, now int64) Decide {
 			}
 			entry := Update{SlaveID: o.ID, State: Active, Timestamp: o.At, Message: "New machine reported"}
 			slave := Slave{ID: o.ID, FirstSeenAt: now, Current: entry}
-			describe(&slave, o)
+			describe(&slave, o, Active)
 			return &Plan{Slave: slave, Entry: &entry, Describe: true}, nil
 		}
 		cur := snap.Slave.Current
@@ -56,14 +56,14 @@ func Observe(o Observation, now int64) Decide {
 			return nil, nil
 		}
 		slave, refresh := *snap.Slave, false
+		next, reason := systemStep(cur.State, o)
 		if !o.Absent && o.At >= slave.DescribedAt {
 			described := slave
-			describe(&described, o)
+			describe(&described, o, next)
 			if !sameDescription(described, slave) {
 				slave, refresh = described, true
 			}
 		}
-		next, reason := systemStep(cur.State, o)
 		if next == cur.State {
 			if !refresh {
 				return nil, nil
@@ -168,7 +168,10 @@ func (b LossBrake) Hold(fleet []Slave, obs []Observation, at int64) []string {
 	return ids
 }
 
-func describe(s *Slave, o Observation) {
+// describe writes o's description into s, which will be in state next: the
+// running-task count only when next drains, so that the moving counts of
+// machines in any other state are never a change to write.
+func describe(s *Slave, o Observation, next State) {
 	s.Host = o.Host
 	s.RackID = o.RackID
 	if s.RackID == "" {
@@ -180,11 +183,18 @@ func describe(s *Slave, o Observation) {
 	}
 	s.Resources = o.Resources
 	s.DescribedAt = o.At
+	s.RunningTasks = nil
+	if next.Draining() && o.RunningTasks != nil {
+		s.RunningTasks = new(*o.RunningTasks)
+	}
 }
+
 func sameDescription(a, b Slave) bool {
 	return a.Host == b.Host && a.RackID == b.RackID && maps.Equal(a.Attributes, b.Attributes) &&
-		bytes.Equal(compact(a.Resources), compact(b.Resources))
+		bytes.Equal(compact(a.Resources), compact(b.Resources)) && sameCount(a.RunningTasks, b.RunningTasks)
 }
+
+func sameCount(a, b *int) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 func compact(raw json.RawMessage) []byte {
 	var buf bytes.Buffer

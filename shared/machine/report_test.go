@@ -45,6 +45,14 @@ func described(s *Slave, o Observation) Slave {
 	return out
 }
 
+// counting returns s described by sameAsKnown() with a count of n running
+// tasks, as a draining slave is stored.
+func counting(s *Slave, n int) Slave {
+	out := described(s, sameAsKnown())
+	out.RunningTasks = &n
+	return out
+}
+
 // step returns s moved to state by the system with a reason (the reason's
 // text is not part of the contract; the test fills it from the plan). The entry is
 // stamped when the scheduler made the report; the test sets that too.
@@ -163,13 +171,13 @@ func TestObserveDecidesTheSpecSystemTransitions(t *testing.T) {
 			name: "STARTING_DECOMMISSION with running tasks becomes DECOMMISSIONING keeping the operator's user and message",
 			snap: Snapshot{Slave: known(StartingDecommission), Expiring: someExpiring(Active)},
 			obs:  with(sameAsKnown(), func(o *Observation) { o.RunningTasks = new(3) }),
-			want: &Plan{Slave: step(*known(StartingDecommission), Decommissioning, "earlier@example.com", "earlier change")},
+			want: &Plan{Slave: step(counting(known(StartingDecommission), 3), Decommissioning, "earlier@example.com", "earlier change")},
 		},
 		{
 			name: "STARTING_DECOMMISSION with one running task becomes DECOMMISSIONING",
 			snap: Snapshot{Slave: known(StartingDecommission)},
 			obs:  with(sameAsKnown(), func(o *Observation) { o.RunningTasks = new(1) }),
-			want: &Plan{Slave: step(*known(StartingDecommission), Decommissioning, "earlier@example.com", "earlier change")},
+			want: &Plan{Slave: step(counting(known(StartingDecommission), 1), Decommissioning, "earlier@example.com", "earlier change")},
 		},
 		{
 			name: "STARTING_DECOMMISSION with no running tasks becomes DECOMMISSIONED keeping the operator's user and message",
@@ -190,9 +198,42 @@ func TestObserveDecidesTheSpecSystemTransitions(t *testing.T) {
 			want: &Plan{Slave: step(*known(Decommissioning), Decommissioned, "earlier@example.com", "earlier change"), DropExpiring: true},
 		},
 		{
-			name: "DECOMMISSIONING with running tasks stays",
+			name: "DECOMMISSIONING with running tasks stays, storing the count",
 			snap: Snapshot{Slave: known(Decommissioning)},
 			obs:  with(sameAsKnown(), func(o *Observation) { o.RunningTasks = new(2) }),
+			want: &Plan{Slave: counting(known(Decommissioning), 2)},
+		},
+		{
+			name: "DECOMMISSIONING whose count falls stores the new count",
+			snap: Snapshot{Slave: func() *Slave { s := counting(known(Decommissioning), 3); s.DescribedAt = reportAt - 30_000; return &s }()},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.RunningTasks = new(1) }),
+			want: &Plan{Slave: counting(known(Decommissioning), 1)},
+		},
+		{
+			name: "DECOMMISSIONING with the count already stored writes nothing",
+			snap: Snapshot{Slave: func() *Slave { s := counting(known(Decommissioning), 3); return &s }()},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.RunningTasks = new(3); o.At = reportAt + 1 }),
+		},
+		{
+			name: "DECOMMISSIONING with no running tasks clears the count it had",
+			snap: Snapshot{Slave: func() *Slave { s := counting(known(Decommissioning), 1); s.DescribedAt = reportAt - 30_000; return &s }()},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.RunningTasks = new(0) }),
+			want: &Plan{Slave: step(described(known(Decommissioning), sameAsKnown()), Decommissioned, "earlier@example.com", "earlier change")},
+		},
+		{
+			name: "DECOMMISSIONING reported lost clears the count even from a report older than the description",
+			snap: Snapshot{Slave: func() *Slave { s := counting(known(Decommissioning), 1); return &s }()},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.Lost = true; o.At = reportAt - 1 }),
+			want: &Plan{Slave: func() Slave {
+				s := step(counting(known(Decommissioning), 1), Dead, "", anyReason)
+				s.RunningTasks = nil
+				return s
+			}()},
+		},
+		{
+			name: "ACTIVE whose count moves writes nothing",
+			snap: Snapshot{Slave: func() *Slave { s := described(known(Active), sameAsKnown()); return &s }()},
+			obs:  with(sameAsKnown(), func(o *Observation) { o.RunningTasks = new(9); o.At = reportAt + 60_000 }),
 		},
 		{
 			name: "DECOMMISSIONED with running tasks stays",

@@ -48,6 +48,11 @@ func (s State) IsInactive() bool { return s == Dead || s == MissingOnStartup }
 // MAX_DECOMMISSIONING_SLAVES places.
 func (s State) CountsTowardLimit() bool { return s == StartingDecommission || s == Decommissioning }
 
+// Draining reports whether a slave in s is being emptied of its tasks
+// (STARTING_DECOMMISSION or DECOMMISSIONING): the only states in which its
+// reported running-task count is stored.
+func (s State) Draining() bool { return s == StartingDecommission || s == Decommissioning }
+
 // ParseQuery reads the lenient `state` query parameter: surrounding space
 // dropped, '-' and '.' read as '_', case ignored. It returns fault.Invalid
 // naming every state when q matches none.

@@ -131,6 +131,9 @@ func transition(snap Snapshot, entry Update) *Plan {
 	slave := *snap.Slave
 	entry.Timestamp = max(entry.Timestamp, slave.Current.Timestamp)
 	slave.Current = entry
+	if !entry.State.Draining() {
+		slave.RunningTasks = nil
+	}
 	return &Plan{
 		Slave:        slave,
 		Entry:        &entry,

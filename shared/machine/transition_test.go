@@ -493,6 +493,25 @@ func TestUserChangeLeavesTheDescriptionUntouched(t *testing.T) {
 	}
 }
 
+func TestUserChangeOutOfTheDrainingStatesClearsTheRunningTaskCount(t *testing.T) {
+	for _, from := range []State{StartingDecommission, Decommissioning} {
+		t.Run("activate from "+string(from), func(t *testing.T) {
+			before := someSlave(from)
+			before.RunningTasks = new(3)
+			plan, err := UserChange(Change{SlaveID: slaveID, Target: Active, Now: clockAt(2)}, testLimits)(Snapshot{Slave: before})
+			if err != nil {
+				t.Fatalf("got %v, want a plan", err)
+			}
+			if plan.Slave.RunningTasks != nil {
+				t.Errorf("running tasks: got %d, want none", *plan.Slave.RunningTasks)
+			}
+			if *before.RunningTasks != 3 {
+				t.Errorf("the snapshot's count: got %d, want it untouched (3)", *before.RunningTasks)
+			}
+		})
+	}
+}
+
 func TestAfterLimitChangeFollowsTheLastLimitChangeUnlessItIsBeyondAnyClock(t *testing.T) {
 	const at = int64(1_000_000)
 	skew := MaxClockSkew.Milliseconds()

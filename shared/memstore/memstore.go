@@ -336,6 +336,8 @@ func (s *Store) change(w change.Write) error {
 		}
 		if plan.Describe {
 			describe(&item.slave, slave)
+		} else if !slave.Current.State.Draining() {
+			item.slave.RunningTasks = nil // leaving the draining states clears the count
 		}
 		item.slave.Current = slave.Current
 	}
@@ -406,7 +408,7 @@ func (s *Store) expiringIs(id string, read *machine.Expiring) bool {
 // else.
 func describe(dst *machine.Slave, src machine.Slave) {
 	dst.Host, dst.RackID, dst.DescribedAt = src.Host, src.RackID, src.DescribedAt
-	dst.Attributes, dst.Resources = src.Attributes, src.Resources
+	dst.Attributes, dst.Resources, dst.RunningTasks = src.Attributes, src.Resources, src.RunningTasks
 	if dst.Attributes == nil {
 		dst.Attributes = map[string]string{}
 	}
@@ -427,6 +429,9 @@ func cloneSlave(s machine.Slave) machine.Slave {
 		s.Resources = nil
 	} else {
 		s.Resources = json.RawMessage(slices.Clone(s.Resources))
+	}
+	if s.RunningTasks != nil {
+		s.RunningTasks = new(*s.RunningTasks)
 	}
 	return s
 }

@@ -144,6 +144,7 @@ type slave struct {
 	RackID       string            `json:"rackId"`
 	Attributes   map[string]string `json:"attributes"`
 	Resources    map[string]any    `json:"resources"`
+	RunningTasks *int              `json:"runningTasks"`
 }
 
 func history(t *testing.T, h http.Handler, id string) []update {
@@ -201,7 +202,24 @@ func TestReports(t *testing.T) {
 		if got := state(t, h, ids[0]); got != "DECOMMISSIONING" {
 			t.Fatalf("got %s, want DECOMMISSIONING", got)
 		}
+		report(t, fmt.Sprintf(`{"machines":[{"id":%q,"host":"h","runningTasks":2},{"id":%q,"host":"h","runningTasks":5}]}`, ids[0], ids[1]))
+		wantTasks := func(id string, want string) {
+			t.Helper()
+			r := call(t, h, "GET", "/api/slaves/slave/"+id+"/details", "")
+			r.want(t, 200, "*")
+			got := "absent"
+			if n := decode[slave](t, r.body).RunningTasks; n != nil {
+				got = fmt.Sprint(*n)
+			}
+			listed := call(t, h, "GET", "/api/slaves", "")
+			if got != want || !strings.Contains(listed.body, r.body) {
+				t.Errorf("%s runningTasks: got %s (details %s), want %s, and the list to say the same", id, got, r.body, want)
+			}
+		}
+		wantTasks(ids[0], "2")
+		wantTasks(ids[1], "absent") // ACTIVE: its count is not stored
 		report(t, fmt.Sprintf(`{"machines":[{"id":%q,"host":"h","runningTasks":0}]}`, ids[0]))
+		wantTasks(ids[0], "absent")
 		hist := history(t, h, ids[0])
 		if hist[0].State != "DECOMMISSIONED" || hist[0].Message == nil || *hist[0].Message != "retire" {
 			t.Errorf("got %+v, want DECOMMISSIONED with the operator's message", hist[0])

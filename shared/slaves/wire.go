@@ -26,6 +26,7 @@ type slaveJSON struct {
 	RackID       string            `json:"rackId"`
 	Attributes   map[string]string `json:"attributes"`
 	Resources    json.RawMessage   `json:"resources,omitempty"`
+	RunningTasks *int              `json:"runningTasks,omitempty"`
 }
 
 type changeRequestJSON struct {
@@ -63,6 +64,7 @@ func toSlaveJSON(s machine.Slave) slaveJSON {
 		RackID:       s.RackID,
 		Attributes:   attrs,
 		Resources:    s.Resources,
+		RunningTasks: s.RunningTasks,
 	}
 }
 

@@ -326,6 +326,46 @@ var cases = []struct {
 		e.report("S3")
 		e.must(e.change("S3", machine.StartingDecommission, e.at+10))
 	}},
+	{name: "a draining slave's running-task count is stored and read back, and leaving the draining states clears it", run: func(e *env) {
+		e.decommission("S1", "S2")
+		tasks := func(id string, n int, at int64) {
+			e.t.Helper()
+			e.must(e.s.Apply(e.ctx(), id, machine.Observe(machine.Observation{ID: id, Host: "host-" + id, RunningTasks: new(n), At: at}, at)))
+		}
+		wantTasks := func(id string, want *int) {
+			e.t.Helper()
+			got := e.get(id)
+			all, err := e.list()
+			e.must(err)
+			for _, s := range all {
+				if s.ID == id && !reflect.DeepEqual(s.RunningTasks, got.RunningTasks) {
+					e.t.Errorf("%s: List has running tasks %v, Get %v", id, s.RunningTasks, got.RunningTasks)
+				}
+			}
+			switch {
+			case want == nil && got.RunningTasks != nil:
+				e.t.Errorf("%s in %s: got %d running tasks, want none stored", id, got.Current.State, *got.RunningTasks)
+			case want != nil && (got.RunningTasks == nil || *got.RunningTasks != *want):
+				e.t.Errorf("%s in %s: got running tasks %v, want %d", id, got.Current.State, got.RunningTasks, *want)
+			}
+		}
+		tasks("S1", 3, e.at+5)
+		wantTasks("S1", new(3))
+		tasks("S1", 1, e.at+6)
+		wantTasks("S1", new(1))
+		e.must(e.change("S1", machine.Active, e.at+10))
+		wantTasks("S1", nil)
+		tasks("S1", 4, e.at+15)
+		wantTasks("S1", nil)
+
+		tasks("S2", 2, e.at+5)
+		wantTasks("S2", new(2))
+		tasks("S2", 0, e.at+6)
+		if got := e.get("S2"); got.Current.State != machine.Decommissioned {
+			e.t.Errorf("S2: got %s, want DECOMMISSIONED", got.Current.State)
+		}
+		wantTasks("S2", nil)
+	}},
 	{name: "deleting a decommissioning slave frees its place", run: func(e *env) {
 		e.decommission("S1", "S2")
 		if ok, err := e.s.Delete(e.ctx(), "S1", nil); !ok || err != nil {

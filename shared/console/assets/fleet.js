@@ -27,18 +27,21 @@ const COLUMNS = [
   { key: "by", label: "By", value: (r) => r.s.currentState.user || "" },
   { key: "message", label: "Message", value: (r) => r.s.currentState.message || "", cell: (r) => h("span", { class: "msg", title: r.s.currentState.message || null }, linkTasks(r.s.currentState.message)) },
   { key: "pending", label: "Pending change", value: (r) => (r.x ? due(r.x) : Infinity), cell: (r) => r.x && pending(r.x) },
-  // Capacity is what the reports carry in resources (cpus, mem in MB); the
-  // API keeps no running-task count.
+  // Capacity is what the reports carry in resources (cpus, mem in MB), and
+  // the running-task count, which the API carries only while a machine
+  // drains: elsewhere the cell is empty, and a card has no Tasks line.
   { key: "cpus", label: "CPUs", value: (r) => resource(r, "cpus"), cell: (r) => (resource(r, "cpus") < 0 ? "—" : number(resource(r, "cpus"))) },
   { key: "mem", label: "Memory", value: (r) => resource(r, "mem"), cell: (r) => (resource(r, "mem") < 0 ? "—" : size(resource(r, "mem") * 1048576)) },
+  { key: "tasks", label: "Tasks", value: (r) => tasks(r), cell: (r) => (tasks(r) < 0 ? null : number(tasks(r))) },
 ];
-const DEFAULT_COLUMNS = ["id", "host", "rack", "state", "since", "by", "message", "pending", "cpus", "mem"];
+const DEFAULT_COLUMNS = ["id", "host", "rack", "state", "since", "by", "message", "pending", "cpus", "mem", "tasks"];
 const SIZES = [50, 100, 250];
 // CUT are the columns a wide table cuts with an ellipsis: the whole value is
 // the cell's title (the message's is its own).
 const CUT = new Set(["host", "by"]);
 
 const resource = (r, k) => (typeof r.s.resources?.[k] === "number" ? r.s.resources[k] : -1);
+const tasks = (r) => (typeof r.s.runningTasks === "number" ? r.s.runningTasks : -1);
 const due = (x) => x.startMillis + x.expiringAPIRequestObject.durationMillis;
 export const pending = (x) => h("span", { class: "pending" }, "→ ", x.revertToState, " ", time(due(x), "until"));
 

@@ -7,7 +7,7 @@
 import { h } from "./dom.js";
 import * as api from "./api.js";
 import { href } from "./router.js";
-import { time, exact } from "./format.js";
+import { time, exact, number } from "./format.js";
 import { badge } from "./badge.js";
 import { problem, info } from "./notice.js";
 import { confirm } from "./confirm.js";
@@ -67,6 +67,8 @@ export function render(root, route) {
           fact("Id", h("code", {}, slave.id)), fact("Host", slave.host), fact("Rack", slave.rackId),
           fact("State", [badge(st.state), " since ", time(st.timestamp)]),
           st.user && fact("By", st.user), st.message && fact("Message", linkTasks(st.message)),
+          // The API carries the count only while the machine drains.
+          typeof slave.runningTasks === "number" && fact("Running tasks", number(slave.runningTasks)),
           fact("First seen", [time(slave.firstSeenAt), " (", exact(slave.firstSeenAt), ")"])),
         map("Attributes", slave.attributes), map("Resources", slave.resources));
       current = slave;
