@@ -388,16 +388,8 @@ func reportPeak(ctx context.Context, e *env, size int) (row, error) {
 		return row{}, err
 	}
 	defer os.RemoveAll(dir)
-	binary := filepath.Join(dir, "bootstrap")
-	if err := lambdarun.Build(ctx, e.root, runtime.GOARCH, "./functions/inventory", binary); err != nil {
-		return row{}, err
-	}
-	cfg, err := e.local.Template.FunctionConfig("InventoryFunction")
+	fn, err := inventoryFunction(ctx, e, dir)
 	if err != nil {
-		return row{}, err
-	}
-	fn := lambdarun.Function{Binary: binary, Name: "InventoryFunction", MemorySize: cfg.MemorySize, Timeout: cfg.Timeout}
-	if fn.Env, err = localFunctionEnv(e, "InventoryFunction"); err != nil {
 		return row{}, err
 	}
 	fn.Env["AWS_ENDPOINT_URL_DYNAMODB"] = srv.URL
@@ -415,6 +407,23 @@ func reportPeak(ctx context.Context, e *env, size int) (row, error) {
 	return row{figure: fmt.Sprintf("InventoryFunction applying a complete report object of %d machines (%.1f MB gzip): peak memory (Lambda's Max Memory Used)", size, mb(len(body))),
 		value:  fmt.Sprintf("%d MB at MemorySize %d MB (%.1f s, %d Scan pages; %s)", res.MaxMemory>>20, fn.MemorySize, res.Handler().Seconds(), table.Scans(), strings.TrimSpace(string(res.Response))),
 		target: fmt.Sprintf("≤ %d MB", fn.MemorySize), met: verdict(res.MaxMemory <= int64(fn.MemorySize)<<20)}, nil
+}
+
+// inventoryFunction builds the real InventoryFunction binary into dir, for
+// this machine, and gives it the template's memory size and timeout and
+// the local stack's environment, as make report runs it.
+func inventoryFunction(ctx context.Context, e *env, dir string) (lambdarun.Function, error) {
+	binary := filepath.Join(dir, "bootstrap")
+	if err := lambdarun.Build(ctx, e.root, runtime.GOARCH, "./functions/inventory", binary); err != nil {
+		return lambdarun.Function{}, err
+	}
+	cfg, err := e.local.Template.FunctionConfig("InventoryFunction")
+	if err != nil {
+		return lambdarun.Function{}, err
+	}
+	fn := lambdarun.Function{Binary: binary, Name: "InventoryFunction", MemorySize: cfg.MemorySize, Timeout: cfg.Timeout}
+	fn.Env, err = localFunctionEnv(e, "InventoryFunction")
+	return fn, err
 }
 
 // emulatorReport sends a first report of size new machines through the
@@ -439,16 +448,8 @@ func emulatorReport(ctx context.Context, e *env, size int) (row, error) {
 		return row{}, err
 	}
 	defer os.RemoveAll(dir)
-	binary := filepath.Join(dir, "bootstrap")
-	if err := lambdarun.Build(ctx, e.root, runtime.GOARCH, "./functions/inventory", binary); err != nil {
-		return row{}, err
-	}
-	cfg, err := e.local.Template.FunctionConfig("InventoryFunction")
+	fn, err := inventoryFunction(ctx, e, dir)
 	if err != nil {
-		return row{}, err
-	}
-	fn := lambdarun.Function{Binary: binary, Name: "InventoryFunction", MemorySize: cfg.MemorySize, Timeout: cfg.Timeout}
-	if fn.Env, err = localFunctionEnv(e, "InventoryFunction"); err != nil {
 		return row{}, err
 	}
 	fn.Env["REPORT_PART_SIZE"] = emulatorPartSize
