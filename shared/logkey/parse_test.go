@@ -1,0 +1,67 @@
+package logkey
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestParseReadsBackTheIDsOfEveryKeyAnUploaderWrites renders keys the way an
+// uploader does, in several formats, and parses them back.
+func TestParseReadsBackTheIDsOfEveryKeyAnUploaderWrites(t *testing.T) {
+	formats := []string{
+		DefaultFormat,
+		"%requestId/%Y/%m/%d/%H/%taskId-%index-%s-%filename",
+		"%group/%requestId/%taskId/%host/%Y/%m/%d/%index%fileext",
+		"%requestId/%deployId/%Y/%m/%taskId/%index-%filename",
+		"logs/%requestId/%taskId/%guid-%filename",
+		"%requestId/%deployId/%host/%Y/%filename",
+	}
+	ids := []string{
+		fmt.Sprintf("foo-D-%d-0-h1-r1", ms(2025, 12, 31, 22, 0)),
+		fmt.Sprintf("foo-bar-D2-%d-3-h_2-r_1", ms(2026, 2, 1, 0, 0)),
+	}
+	names := []string{"service.log", "a_b-c-1-2.log.gz", "noext"}
+	for _, src := range formats {
+		f, err := ParseFormat(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			task := mustTask(t, id)
+			for i, name := range names {
+				key := f.Key(File{Task: task, Filename: name, GUID: "g-1", Index: i, Modified: time.UnixMilli(task.StartedAt + 1000)})
+				t.Run(key, func(t *testing.T) {
+					got, ok := f.Parse(key)
+					want := Parsed{TaskID: id, RequestID: task.RequestID, DeployID: task.DeployID}
+					if !strings.Contains(src, "%taskId") {
+						want.TaskID = ""
+					}
+					if !ok || got != want {
+						t.Errorf("got %+v, %v, want %+v", got, ok, want)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestParseRefusesKeysTheFormatDidNotWrite(t *testing.T) {
+	for _, key := range []string{
+		"",
+		"web-api/2026/11/not-a-task_0-1-x",
+		"web-api/2026/1/web-api-v1-1-0-h-r_0-1-x",
+		"other/2026/11/web-api-v1-1-0-h-r_0-1-x", // request and task disagree
+		"web-api/2026/11/web-api-v1-1-0-h-r_x-1-x",
+		"web-api/2026/11/web-api-v1-1-0-h-r_0-1-",
+		"web-api/2026/11/web-api-v1-1-0-h-r_0-1-a/b",
+		"web-api/2026/11/" + strings.Repeat("a-", 500),
+	} {
+		t.Run(key, func(t *testing.T) {
+			if got, ok := (Format{}).Parse(key); ok {
+				t.Errorf("got %+v, want no match", got)
+			}
+		})
+	}
+}
