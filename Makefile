@@ -32,7 +32,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 
-FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction ConsoleFunction
+FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction ConsoleFunction IndexerFunction
 
 # Lambda runs the functions on Linux, arm64 (template.yaml, Architectures);
 # make invoke builds them for this machine instead.
@@ -82,6 +82,9 @@ build-InventoryFunction:
 
 build-ExpiryFunction:
 	$(call lambda_build,expiry)
+
+build-IndexerFunction:
+	$(call lambda_build,indexer)
 
 build-ConsoleFunction:
 	$(call lambda_build,console)

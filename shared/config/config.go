@@ -125,6 +125,30 @@ func LoadReports(getenv func(string) string) (Reports, error) {
 	return c, r.err
 }
 
+// Indexer is the configuration of the task-log indexer.
+type Indexer struct {
+	Buckets []string      // LOG_BUCKETS: events of other buckets are skipped
+	Format  logkey.Format // LOG_KEY_FORMAT, which the indexer parses keys with
+	Table   string        // LOG_INDEX_TABLE
+	S3      S3            // S3_FORCE_PATH_STYLE
+	// DynamoDBAttemptTimeout is DYNAMODB_ATTEMPT_TIMEOUT, as for the slave
+	// functions.
+	DynamoDBAttemptTimeout time.Duration
+}
+
+// LoadIndexer reads the indexer's variables from getenv.
+func LoadIndexer(getenv func(string) string) (Indexer, error) {
+	r := reader{getenv: getenv}
+	c := Indexer{
+		Buckets:                r.buckets("LOG_BUCKETS"),
+		Format:                 r.format("LOG_KEY_FORMAT"),
+		Table:                  r.required("LOG_INDEX_TABLE"),
+		S3:                     S3{PathStyle: r.boolean("S3_FORCE_PATH_STYLE")},
+		DynamoDBAttemptTimeout: r.duration("DYNAMODB_ATTEMPT_TIMEOUT", DefaultDynamoDBAttemptTimeout),
+	}
+	return c, r.err
+}
+
 // LoadLogs reads the log function's variables from getenv.
 func LoadLogs(getenv func(string) string) (Logs, error) {
 	r := reader{getenv: getenv}
