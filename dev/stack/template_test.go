@@ -318,6 +318,8 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		"LOG_LOOKBACK":        "720h",
 		"LOG_LIST_TIMEOUT":    "5s",
 		"LOG_LINK_TIMEOUT":    "2s",
+		"LOG_INDEX":           "false",
+		"LOG_INDEX_TABLE":     "LogIndexTable",
 		"S3_FORCE_PATH_STYLE": "false",
 	})
 	for _, fn := range tpl.Functions() {
@@ -371,12 +373,15 @@ func TestRepoTemplatePoliciesGrantNoWildcard(t *testing.T) {
 // LogBuckets, one bucket ARN and one object ARN per bucket.
 func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
 	tpl := loadRepoTemplate(t)
+	const logIndex = "arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable/index/ByUntil"
 	for buckets, want := range map[string][]policyStatement{
 		"": { // the default, task-logs
+			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: []string{logIndex}},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*"}},
 		},
 		"task-logs,archive.logs": {
+			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: []string{logIndex}},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs", "arn:aws:s3:::archive.logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*", "arn:aws:s3:::archive.logs/*"}},
 		},
@@ -537,8 +542,10 @@ type policyStatement struct {
 // only read. Every function may use DynamoDB and S3 only; a new service
 // must be added here deliberately.
 var (
-	s3Functions       = map[string]bool{"LogsFunction": true, "InventoryFunction": true, "IndexerFunction": true}
-	noDynamoDB        = map[string]bool{"LogsFunction": true}
+	s3Functions = map[string]bool{"LogsFunction": true, "InventoryFunction": true, "IndexerFunction": true}
+	noDynamoDB  = map[string]bool{"LogsFunction": true}
+	// indexReaders may Query the log index, and nothing else of DynamoDB.
+	indexReaders      = map[string]bool{"LogsFunction": true}
 	readOnlyFunctions = map[string]bool{"LogsFunction": true}
 )
 
@@ -635,7 +642,7 @@ func actionProblem(fn, action string) string {
 	service, name, _ := strings.Cut(action, ":")
 	switch strings.ToLower(service) {
 	case "dynamodb":
-		if noDynamoDB[fn] {
+		if noDynamoDB[fn] && !(indexReaders[fn] && action == "dynamodb:Query") {
 			return "is DynamoDB, which " + fn + " does not use"
 		}
 	case "s3":

@@ -18,7 +18,7 @@ type Objects interface {
 
 // Index is what the indexer writes.
 type Index interface {
-	Put(ctx context.Context, partitions []string, e Entry, seq string) error
+	Put(ctx context.Context, partitions []string, e logkey.Entry, seq string) error
 	Remove(ctx context.Context, partitions []string, bucket, key, seq string) error
 }
 
@@ -103,7 +103,7 @@ func (x *Indexer) Handle(ctx context.Context, raw json.RawMessage) (Result, erro
 		// Deleted since: its delete event, later, removes it.
 		return r, nil
 	}
-	if err := x.index.Put(ctx, partitions, Entry{Object: obj, Start: start, End: end}, seq); err != nil {
+	if err := x.index.Put(ctx, partitions, logkey.Entry{Object: obj, Start: start, End: end}, seq); err != nil {
 		return r, err
 	}
 	r.Outcome = "indexed"

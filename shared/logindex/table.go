@@ -38,16 +38,9 @@ const byUntil = "ByUntil"
 // 24 hours; a week is far past any late event.
 const tombstoneTTL = 7 * 24 * time.Hour
 
-// Entry is one indexed log: the object and, when its uploader set them, its
-// start and end times (epoch ms).
-type Entry struct {
-	logkey.Object
-	Start, End *int64
-}
-
-// span is the time the entry covers: from its start time to its end time,
-// each falling back on the last-modified time.
-func (e Entry) span() (from, until int64) {
+// span is the time a log covers: from its start time to its end time, each
+// falling back on the last-modified time.
+func span(e logkey.Entry) (from, until int64) {
 	from, until = e.LastModified, e.LastModified
 	if e.Start != nil {
 		from = *e.Start
@@ -113,8 +106,8 @@ func object(bucket, key string) string {
 // (NormalizeSequencer). A partition that already holds an equal or later
 // event of the object keeps it: S3 delivers events at least once and in no
 // order. Errors: fault.Unavailable when DynamoDB throttles.
-func (t *Table) Put(ctx context.Context, partitions []string, e Entry, seq string) error {
-	from, until := e.span()
+func (t *Table) Put(ctx context.Context, partitions []string, e logkey.Entry, seq string) error {
+	from, until := span(e)
 	item := map[string]types.AttributeValue{
 		"bucket":   &types.AttributeValueMemberS{Value: e.Bucket},
 		"key":      &types.AttributeValueMemberS{Value: e.Key},
@@ -173,7 +166,7 @@ func (t *Table) putAll(ctx context.Context, partitions []string, sk, seq string,
 // at or after w.Start (the index's key condition, so nothing older is read)
 // and starting before w.End (a filter). Errors: fault.Unavailable when
 // DynamoDB throttles, fault.Timeout when ctx expires.
-func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]Entry, error) {
+func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]logkey.Entry, error) {
 	if w.Start >= w.End {
 		return nil, nil
 	}
@@ -189,7 +182,7 @@ func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]
 			":end":   number(w.End),
 		},
 	}
-	var out []Entry
+	var out []logkey.Entry
 	for {
 		page, err := t.api.Query(ctx, in)
 		if err != nil {
@@ -209,10 +202,25 @@ func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]
 	}
 }
 
+// Task returns the logs of a task over w, as Logs does.
+func (t *Table) Task(ctx context.Context, taskID string, w logkey.Window) ([]logkey.Entry, error) {
+	return t.Logs(ctx, TaskPartition(taskID), w)
+}
+
+// Request returns the logs of a request over w, as Logs does.
+func (t *Table) Request(ctx context.Context, requestID string, w logkey.Window) ([]logkey.Entry, error) {
+	return t.Logs(ctx, RequestPartition(requestID), w)
+}
+
+// Deploy returns the logs of a deploy over w, as Logs does.
+func (t *Table) Deploy(ctx context.Context, requestID, deployID string, w logkey.Window) ([]logkey.Entry, error) {
+	return t.Logs(ctx, DeployPartition(requestID, deployID), w)
+}
+
 // entry reads an item back; the table is ours, but a malformed item fails
 // the lookup rather than answering a wrong log.
-func entry(item map[string]types.AttributeValue) (Entry, error) {
-	var e Entry
+func entry(item map[string]types.AttributeValue) (logkey.Entry, error) {
+	var e logkey.Entry
 	var err error
 	str := func(name string) string {
 		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
