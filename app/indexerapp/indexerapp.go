@@ -14,11 +14,13 @@ import (
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 // Options are what a caller brings instead of what the environment says.
 type Options struct {
-	Log *slog.Logger // required
+	Log     *slog.Logger     // required
+	Metrics *metrics.Emitter // nil emits nothing
 	// DynamoDB is the client of the index table; nil builds one from the
 	// SDK's environment.
 	DynamoDB logindex.API
@@ -50,5 +52,5 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (Handler
 	} else if objects, err = logstore.Open(ctx, cfg.S3.PathStyle); err != nil {
 		return nil, err
 	}
-	return logindex.NewIndexer(objects, table, cfg.Format, cfg.Buckets, opts.Log).Handle, nil
+	return logindex.NewIndexer(objects, table, cfg.Format, cfg.Buckets, opts.Log, opts.Metrics).Handle, nil
 }

@@ -51,7 +51,7 @@ func run(ctx context.Context, after string, page int) error {
 	}
 	store := logstore.New(local.S3, s3.NewPresignClient(local.S3))
 	x := logindex.NewIndexer(store, logindex.NewTable(local.DynamoDB, cfg.Table), cfg.Format, cfg.Buckets,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	began := time.Now()
 	for _, bucket := range cfg.Buckets {
 		steps := 0

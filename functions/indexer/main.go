@@ -13,6 +13,6 @@ import (
 
 func main() {
 	startup.Events("indexer", func(ctx context.Context, s startup.Setup) (indexerapp.Handler, error) {
-		return indexerapp.New(ctx, os.Getenv, indexerapp.Options{Log: s.Log})
+		return indexerapp.New(ctx, os.Getenv, indexerapp.Options{Log: s.Log, Metrics: s.Metrics})
 	})
 }

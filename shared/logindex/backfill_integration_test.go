@@ -49,7 +49,7 @@ func TestABackfillIndexesTheBucketInResumableStepsAndLosesNoRaceWithEvents(t *te
 	victim := keys[3]
 
 	store := logstore.New(local.S3, s3.NewPresignClient(local.S3))
-	backfill := logindex.NewIndexer(racingObjects{store, t, r, victim}, r.table, logkey.Format{}, local.LogBuckets, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	backfill := logindex.NewIndexer(racingObjects{store, t, r, victim}, r.table, logkey.Format{}, local.LogBuckets, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	after, steps := "", 0
 	for done := false; !done; steps++ {
 		var err error

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 // Objects is what the indexer reads of a log: one HEAD.
@@ -30,12 +32,14 @@ type Indexer struct {
 	format  logkey.Format
 	buckets []string
 	log     *slog.Logger
+	metrics *metrics.Emitter
 }
 
 // NewIndexer returns the indexer of the logs that buckets hold under
-// format.
-func NewIndexer(objects Objects, index Index, format logkey.Format, buckets []string, log *slog.Logger) *Indexer {
-	return &Indexer{objects: objects, index: index, format: format, buckets: buckets, log: log}
+// format. It logs each event's outcome on log and its throttled backend
+// calls on m (nil emits nothing).
+func NewIndexer(objects Objects, index Index, format logkey.Format, buckets []string, log *slog.Logger, m *metrics.Emitter) *Indexer {
+	return &Indexer{objects: objects, index: index, format: format, buckets: buckets, log: log, metrics: m}
 }
 
 // Result is what one event did: "indexed", "removed" or "skipped" (a key
@@ -64,7 +68,24 @@ type event struct {
 // Handle applies one "Object Created" or "Object Deleted" event of S3.
 // Another event fails, so that a misrouted one is seen. A key the format
 // did not write is logged and skipped: the bucket may hold other objects.
+// The outcome is logged once, with the backend calls it took; throttled
+// ones are counted in BackendThrottles.
 func (x *Indexer) Handle(ctx context.Context, raw json.RawMessage) (Result, error) {
+	ctx, calls := callcount.With(ctx)
+	r, err := x.apply(ctx, raw)
+	if throttled := calls.Throttled(); throttled > 0 {
+		x.metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
+	}
+	attrs := []any{"outcome", r.Outcome, "bucket", r.Bucket, "key", r.Key, "backend_calls", calls.Calls()}
+	if err != nil {
+		x.log.ErrorContext(ctx, "s3 event not applied", append(attrs, "error", err.Error())...)
+		return r, err
+	}
+	x.log.InfoContext(ctx, "s3 event applied", attrs...)
+	return r, nil
+}
+
+func (x *Indexer) apply(ctx context.Context, raw json.RawMessage) (Result, error) {
 	var ev event
 	if err := json.Unmarshal(raw, &ev); err != nil {
 		return Result{}, fmt.Errorf("s3 object event: %w", err)

@@ -1,6 +1,7 @@
 package logindex
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/metrics"
 )
 
 func TestSequencersOrderAsTheirEventsOnceNormalized(t *testing.T) {
@@ -32,7 +35,7 @@ func TestSequencersOrderAsTheirEventsOnceNormalized(t *testing.T) {
 }
 
 func TestTheIndexerRefusesEventsThatAreNotS3ObjectEvents(t *testing.T) {
-	x := NewIndexer(nil, nil, logkey.Format{}, []string{"task-logs"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	x := NewIndexer(nil, nil, logkey.Format{}, []string{"task-logs"}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	for _, raw := range []string{
 		`{"source":"aws.events","detail-type":"Scheduled Event","detail":{}}`,
 		`{"source":"aws.s3","detail-type":"Object Restore Completed","detail":{}}`,
@@ -42,5 +45,36 @@ func TestTheIndexerRefusesEventsThatAreNotS3ObjectEvents(t *testing.T) {
 		if res, err := x.Handle(context.Background(), json.RawMessage(raw)); err == nil {
 			t.Errorf("got %+v for %s, want an error", res, raw)
 		}
+	}
+}
+
+// throttledObjects is S3 throttling once before it answers that the object
+// is gone.
+type throttledObjects struct{}
+
+func (throttledObjects) Stat(ctx context.Context, bucket, key string) (logkey.Object, *int64, *int64, bool, error) {
+	callcount.From(ctx).Add(true)
+	callcount.From(ctx).Add(false)
+	return logkey.Object{}, nil, nil, false, nil
+}
+
+func TestTheIndexerCountsThrottledCallsAndLogsEachOutcome(t *testing.T) {
+	var out, logged bytes.Buffer
+	m, err := metrics.New(&out, "Fleet", "IndexerFunction")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := NewIndexer(throttledObjects{}, nil, logkey.Format{}, []string{"task-logs"}, slog.New(slog.NewJSONHandler(&logged, nil)), m)
+	raw := `{"source":"aws.s3","detail-type":"Object Created","detail":{"bucket":{"name":"task-logs"},` +
+		`"object":{"key":"web-api/2026/11/web-api-v42-1793491200000-0-node17-r1_0-1793494800000-stdout","sequencer":"0055AED6DCD90281E5"}}}`
+	res, err := x.Handle(context.Background(), json.RawMessage(raw))
+	if err != nil || res.Outcome != "skipped" {
+		t.Fatalf("got %+v, %v, want skipped (the object is gone)", res, err)
+	}
+	if !strings.Contains(out.String(), `"BackendThrottles":1`) {
+		t.Errorf("got metrics %s, want BackendThrottles 1", out.String())
+	}
+	if !strings.Contains(logged.String(), `"backend_calls":2`) || !strings.Contains(logged.String(), `"outcome":"skipped"`) {
+		t.Errorf("got log %s, want the outcome and 2 backend calls", logged.String())
 	}
 }
