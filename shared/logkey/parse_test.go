@@ -65,3 +65,24 @@ func TestParseRefusesKeysTheFormatDidNotWrite(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseReadsBackWhatKeyWrites checks that every key the uploader writes
+// in the default format, for a valid task id and any base name, parses
+// back to the task that wrote it.
+func FuzzParseReadsBackWhatKeyWrites(f *testing.F) {
+	f.Add("web-api-v42-1793491200000-0-node17-us_east_1a", "stdout", 0, int64(1793494800000))
+	f.Add("a-b-1-0-h-r_5", "x_0-1-y.log", 12, int64(0))
+	f.Add("r\u00e9q-d-1-0-h-r", "-", 3, int64(253402300799999))
+	f.Fuzz(func(t *testing.T, id, name string, index int, modified int64) {
+		task, err := ParseTaskID(id)
+		if err != nil || name == "" || strings.Contains(name, "/") || index < 0 || modified < 0 || modified > 253402300799999 {
+			return
+		}
+		key := (Format{}).Key(File{Task: task, Filename: name, Index: index, Modified: time.UnixMilli(modified)})
+		got, ok := (Format{}).Parse(key)
+		want := Parsed{TaskID: id, RequestID: task.RequestID, DeployID: task.DeployID}
+		if !ok || got != want {
+			t.Errorf("Parse(%q): got %+v, %v, want %+v", key, got, ok, want)
+		}
+	})
+}
