@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,5 +77,20 @@ func TestTheIndexerCountsThrottledCallsAndLogsEachOutcome(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), `"backend_calls":2`) || !strings.Contains(logged.String(), `"outcome":"skipped"`) {
 		t.Errorf("got log %s, want the outcome and 2 backend calls", logged.String())
+	}
+}
+
+func TestLogsOfAnotherGroupGoWhereNoLookupReads(t *testing.T) {
+	p := logkey.Parsed{TaskID: "r-d-1-0-h-k", RequestID: "r", DeployID: "d"}
+	want := []string{"t#r-d-1-0-h-k", "r#r", "d#r/d"}
+	for _, group := range []string{"", logkey.DefaultGroup} {
+		p.Group = group
+		if got := Partitions(p); !slices.Equal(got, want) {
+			t.Errorf("group %q: got %q, want %q", group, got, want)
+		}
+	}
+	p.Group = "batch"
+	if got, want := Partitions(p), []string{"t#r-d-1-0-h-k/batch", "r#r/batch", "d#r/d/batch"}; !slices.Equal(got, want) {
+		t.Errorf("group batch: got %q, want %q", got, want)
 	}
 }

@@ -53,7 +53,10 @@ func span(e logkey.Entry) (from, until int64) {
 
 // Partitions are the index partitions of a log: its task's (when the key
 // format writes the task id), its request's and its deploy's (when the key
-// tells the deploy).
+// tells the deploy). The lookups read group "default" only, as the listing
+// does: a log of another %group goes to partitions of their own, named
+// with "/<group>" after the ids (ids never hold '/'), which no lookup reads
+// yet.
 func Partitions(p logkey.Parsed) []string {
 	var out []string
 	if p.TaskID != "" {
@@ -62,6 +65,11 @@ func Partitions(p logkey.Parsed) []string {
 	out = append(out, RequestPartition(p.RequestID))
 	if p.DeployID != "" {
 		out = append(out, DeployPartition(p.RequestID, p.DeployID))
+	}
+	if p.Group != "" && p.Group != logkey.DefaultGroup {
+		for i := range out {
+			out[i] += "/" + p.Group
+		}
 	}
 	return out
 }

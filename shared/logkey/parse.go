@@ -4,11 +4,13 @@ import "strings"
 
 // Parsed is what a key tells about its log: the ids its format wrote. A
 // format without %taskId leaves TaskID empty, one without %deployId (and
-// without %taskId) leaves DeployID empty.
+// without %taskId) leaves DeployID empty, one without %group leaves Group
+// empty.
 type Parsed struct {
 	TaskID    string
 	RequestID string
 	DeployID  string
+	Group     string
 }
 
 // maxParseSteps bounds the work of one Parse: the ids may hold the format's
@@ -27,7 +29,7 @@ func (f Format) Parse(key string) (p Parsed, ok bool) {
 	if !m.match(0, 0) {
 		return Parsed{}, false
 	}
-	p = Parsed{TaskID: m.vals[tokTaskID], RequestID: m.vals[tokRequestID], DeployID: m.vals[tokDeployID]}
+	p = Parsed{TaskID: m.vals[tokTaskID], RequestID: m.vals[tokRequestID], DeployID: m.vals[tokDeployID], Group: m.vals[tokGroup]}
 	if p.TaskID != "" {
 		t, _ := ParseTaskID(p.TaskID)
 		p.RequestID, p.DeployID = t.RequestID, t.DeployID
