@@ -62,6 +62,7 @@ var steps = []struct {
 	{"logs-request.json", "LogsFunction", 200, ""},
 	{"logs-deploy.json", "LogsFunction", 200, ""},
 	{"logs-search.json", "LogsFunction", 200, ""},
+	{"indexer-object-created.json", "IndexerFunction", 0, `"outcome":"indexed"`},
 	{"console-page.json", "ConsoleFunction", 200, `<script type="module" src="assets/`},
 }
 
@@ -69,7 +70,7 @@ var steps = []struct {
 // LOG_KEY_FORMAT.
 const sampleLog = "web-api/2026/11/web-api-v42-1793491200000-0-node17-us_east_1a_0-1793494800000-stdout"
 
-var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console"}
+var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer"}
 
 func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	ctx := context.Background()
@@ -130,6 +131,9 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 				t.Fatalf("got error %v, want a response", err)
 			}
 			if s.status == 0 {
+				if !strings.Contains(string(out), s.contains) {
+					t.Errorf("got %s, want it to contain %s", out, s.contains)
+				}
 				return
 			}
 			var resp struct {
@@ -189,6 +193,7 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 		{"inventory-machine-report.json", "SlavesFunction", "not an API Gateway proxy event"},
 		{"expiry-run.json", "LogsFunction", "not an API Gateway proxy event"},
 		{"expiry-run.json", "ConsoleFunction", "not an API Gateway proxy event"},
+		{"expiry-run.json", "IndexerFunction", `not an S3 "Object Created" or "Object Deleted" event`},
 	}
 	for _, f := range foreign {
 		t.Run(f.function+" refuses "+f.file, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
 )
@@ -20,6 +21,9 @@ type Options struct {
 	// S3 is the client of the log buckets, which also presigns the links;
 	// nil builds one from the SDK's environment and S3_FORCE_PATH_STYLE.
 	S3 *s3.Client
+	// DynamoDB is the client of the log index, read with LOG_INDEX=true;
+	// nil builds one from the SDK's environment.
+	DynamoDB logindex.API
 }
 
 // New reads LogsFunction's variables from getenv and returns the /api/logs
@@ -33,11 +37,25 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (http.Ha
 	if err != nil {
 		return nil, err
 	}
+	idx, err := config.LoadLogIndex(getenv)
+	if err != nil {
+		return nil, err
+	}
 	var store *logstore.Store
 	if opts.S3 != nil {
 		store = logstore.New(opts.S3, s3.NewPresignClient(opts.S3))
 	} else if store, err = logstore.Open(ctx, s3cfg.PathStyle); err != nil {
 		return nil, err
 	}
-	return logs.New(store, logs.Config(cfg)), nil
+	h := logs.New(store, logs.Config(cfg))
+	if !idx.On {
+		return h, nil
+	}
+	var table *logindex.Table
+	if opts.DynamoDB != nil {
+		table = logindex.NewTable(opts.DynamoDB, idx.Table)
+	} else if table, err = logindex.OpenTable(ctx, idx.Table, idx.DynamoDBAttemptTimeout); err != nil {
+		return nil, err
+	}
+	return h.ReadsIndex(table), nil
 }

@@ -123,7 +123,12 @@ var tablesUsed = map[string][]string{
 	"ExpiryFunction":    {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE"},
 	"LogsFunction":      nil,
 	"ConsoleFunction":   nil,
+	"IndexerFunction":   {"LOG_INDEX_TABLE"},
 }
+
+// listsLogBuckets are the functions that list the log buckets; the others
+// of LOG_BUCKETS only read the objects S3's events name.
+var listsLogBuckets = map[string]bool{"LogsFunction": true}
 
 // checkPolicies checks, on each function's role, what the emulator does not
 // enforce: the role may use the tables of the variables its code uses, every
@@ -160,7 +165,7 @@ func checkPolicies(s *Stack) []error {
 			if b = strings.TrimSpace(b); b == "" {
 				continue
 			}
-			if !allows(f.Policies, "s3:ListBucket", "arn:aws:s3:::"+b) || !allows(f.Policies, "s3:GetObject", "arn:aws:s3:::"+b+"/*") {
+			if listsLogBuckets[fn] && !allows(f.Policies, "s3:ListBucket", "arn:aws:s3:::"+b) || !allows(f.Policies, "s3:GetObject", "arn:aws:s3:::"+b+"/*") {
 				problems = append(problems, fmt.Errorf("%s: its role may not list and read the log bucket %s", fn, b))
 			}
 		}

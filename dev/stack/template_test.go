@@ -280,10 +280,10 @@ Resources:
 
 func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	tpl := loadRepoTemplate(t)
-	if got, want := tpl.Functions(), []string{"ConsoleFunction", "ExpiryFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
+	if got, want := tpl.Functions(), []string{"ConsoleFunction", "ExpiryFunction", "IndexerFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
 		t.Errorf("Functions: got %v, want %v", got, want)
 	}
-	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
+	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "LogIndexTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
 		t.Errorf("Tables: got %v, want %v", got, want)
 	}
 	spec, err := tpl.tableSpec("SlavesTable")
@@ -318,6 +318,8 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		"LOG_LOOKBACK":        "720h",
 		"LOG_LIST_TIMEOUT":    "5s",
 		"LOG_LINK_TIMEOUT":    "2s",
+		"LOG_INDEX":           "false",
+		"LOG_INDEX_TABLE":     "LogIndexTable",
 		"S3_FORCE_PATH_STYLE": "false",
 	})
 	for _, fn := range tpl.Functions() {
@@ -336,6 +338,10 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 			want = maps.Clone(want)
 			want["MAX_LOST_FRACTION"], want["LOST_WINDOW"] = "0.2", "60s"
 			want["REPORTS_BUCKET"], want["S3_FORCE_PATH_STYLE"], want["GOMEMLIMIT"], want["REPORT_PART_SIZE"] = "reportsbucket", "false", "400MiB", "2000"
+		case "IndexerFunction":
+			want = maps.Clone(want)
+			want["LOG_BUCKETS"], want["LOG_KEY_FORMAT"] = logs["LOG_BUCKETS"], logs["LOG_KEY_FORMAT"]
+			want["LOG_INDEX_TABLE"], want["S3_FORCE_PATH_STYLE"] = "LogIndexTable", "false"
 		case "ConsoleFunction":
 			want = maps.Clone(want)
 			want["API_AUTHORIZER"], want["COGNITO_DOMAIN"], want["COGNITO_CLIENT_ID"] = "AWS_IAM", "", ""
@@ -367,12 +373,15 @@ func TestRepoTemplatePoliciesGrantNoWildcard(t *testing.T) {
 // LogBuckets, one bucket ARN and one object ARN per bucket.
 func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
 	tpl := loadRepoTemplate(t)
+	const logIndex = "arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable/index/ByUntil"
 	for buckets, want := range map[string][]policyStatement{
 		"": { // the default, task-logs
+			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: []string{logIndex}},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*"}},
 		},
 		"task-logs,archive.logs": {
+			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: []string{logIndex}},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs", "arn:aws:s3:::archive.logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*", "arn:aws:s3:::archive.logs/*"}},
 		},
@@ -482,7 +491,7 @@ func TestPolicyProblemsReportsEveryOverGrant(t *testing.T) {
 		`SlavesFunction: policy 1 statement 1: Action "dynamodb:*" is a wildcard`,
 		`SlavesFunction: policy 1 statement 1: Resource "*" is every resource`,
 		`SlavesFunction: policy 1 statement TableChildren: Resource "arn:aws:dynamodb:us-east-1:123456789012:table/Table/*" is a wildcard`,
-		`SlavesFunction: policy 1 statement 3: Action "s3:GetObject" is S3, which only InventoryFunction, LogsFunction may use`,
+		`SlavesFunction: policy 1 statement 3: Action "s3:GetObject" is S3, which only IndexerFunction, InventoryFunction, LogsFunction may use`,
 		`SlavesFunction: policy 1 statement 4: Action "dynamodb:Get*" is a wildcard`,
 		`SlavesFunction: policy 1 statement 4: Resource "arn:aws:dynamodb:us-east-1:123456789012:table/*" is a wildcard`,
 		`SlavesFunction: policy 1 statement 5: NotAction grants everything it does not name`,
@@ -533,8 +542,10 @@ type policyStatement struct {
 // only read. Every function may use DynamoDB and S3 only; a new service
 // must be added here deliberately.
 var (
-	s3Functions       = map[string]bool{"LogsFunction": true, "InventoryFunction": true}
-	noDynamoDB        = map[string]bool{"LogsFunction": true}
+	s3Functions = map[string]bool{"LogsFunction": true, "InventoryFunction": true, "IndexerFunction": true}
+	noDynamoDB  = map[string]bool{"LogsFunction": true}
+	// indexReaders may Query the log index, and nothing else of DynamoDB.
+	indexReaders      = map[string]bool{"LogsFunction": true}
 	readOnlyFunctions = map[string]bool{"LogsFunction": true}
 )
 
@@ -631,7 +642,7 @@ func actionProblem(fn, action string) string {
 	service, name, _ := strings.Cut(action, ":")
 	switch strings.ToLower(service) {
 	case "dynamodb":
-		if noDynamoDB[fn] {
+		if noDynamoDB[fn] && !(indexReaders[fn] && action == "dynamodb:Query") {
 			return "is DynamoDB, which " + fn + " does not use"
 		}
 	case "s3":

@@ -40,8 +40,8 @@ const DefaultDynamoDBAttemptTimeout = time.Second
 
 // Tables names the DynamoDB tables; it converts to dynamo.Tables. The config
 // package does not import the DynamoDB adapter, so that the log function,
-// which reads no table, links no DynamoDB client (a millisecond of cold
-// start, BENCHMARKS.md).
+// which reads none of these tables, does not link the slave store (a
+// millisecond of cold start, BENCHMARKS.md).
 type Tables struct {
 	Slaves, History, Expiring, Requests string
 }
@@ -121,6 +121,49 @@ func LoadReports(getenv func(string) string) (Reports, error) {
 		PartSize: r.count("REPORT_PART_SIZE", DefaultPartSize)}
 	if c.PartSize == 0 {
 		r.fail("REPORT_PART_SIZE", "must be at least 1")
+	}
+	return c, r.err
+}
+
+// Indexer is the configuration of the task-log indexer.
+type Indexer struct {
+	Buckets []string      // LOG_BUCKETS: events of other buckets are skipped
+	Format  logkey.Format // LOG_KEY_FORMAT, which the indexer parses keys with
+	Table   string        // LOG_INDEX_TABLE
+	S3      S3            // S3_FORCE_PATH_STYLE
+	// DynamoDBAttemptTimeout is DYNAMODB_ATTEMPT_TIMEOUT, as for the slave
+	// functions.
+	DynamoDBAttemptTimeout time.Duration
+}
+
+// LoadIndexer reads the indexer's variables from getenv.
+func LoadIndexer(getenv func(string) string) (Indexer, error) {
+	r := reader{getenv: getenv}
+	c := Indexer{
+		Buckets:                r.buckets("LOG_BUCKETS"),
+		Format:                 r.format("LOG_KEY_FORMAT"),
+		Table:                  r.required("LOG_INDEX_TABLE"),
+		S3:                     S3{PathStyle: r.boolean("S3_FORCE_PATH_STYLE")},
+		DynamoDBAttemptTimeout: r.duration("DYNAMODB_ATTEMPT_TIMEOUT", DefaultDynamoDBAttemptTimeout),
+	}
+	return c, r.err
+}
+
+// LogIndex is whether and where the log function reads the task-log index.
+type LogIndex struct {
+	On    bool   // LOG_INDEX: lookups read the index instead of listing the buckets
+	Table string // LOG_INDEX_TABLE, required when On
+	// DynamoDBAttemptTimeout is DYNAMODB_ATTEMPT_TIMEOUT, as for the slave
+	// functions.
+	DynamoDBAttemptTimeout time.Duration
+}
+
+// LoadLogIndex reads the log function's index variables from getenv.
+func LoadLogIndex(getenv func(string) string) (LogIndex, error) {
+	r := reader{getenv: getenv}
+	c := LogIndex{On: r.boolean("LOG_INDEX"), DynamoDBAttemptTimeout: r.duration("DYNAMODB_ATTEMPT_TIMEOUT", DefaultDynamoDBAttemptTimeout)}
+	if c.On {
+		c.Table = r.required("LOG_INDEX_TABLE")
 	}
 	return c, r.err
 }

@@ -256,3 +256,21 @@ func TestLoadReports(t *testing.T) {
 		t.Errorf("got %v, want an error naming S3_FORCE_PATH_STYLE", err)
 	}
 }
+
+func TestTheLogIndexIsOffUnlessTurnedOnWithItsTable(t *testing.T) {
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	if c, err := config.LoadLogIndex(env(nil)); err != nil || c.On {
+		t.Errorf("unset: got %+v, %v, want off", c, err)
+	}
+	if c, err := config.LoadLogIndex(env(map[string]string{"LOG_INDEX": "true", "LOG_INDEX_TABLE": "idx"})); err != nil || !c.On || c.Table != "idx" {
+		t.Errorf("on: got %+v, %v, want on over idx", c, err)
+	}
+	for _, vars := range []map[string]string{{"LOG_INDEX": "true"}, {"LOG_INDEX": "on", "LOG_INDEX_TABLE": "idx"}} {
+		if c, err := config.LoadLogIndex(env(vars)); err == nil {
+			t.Errorf("%v: got %+v, want an error", vars, c)
+		}
+	}
+	if c, err := config.LoadIndexer(env(map[string]string{"LOG_BUCKETS": "task-logs"})); err == nil {
+		t.Errorf("indexer without LOG_INDEX_TABLE: got %+v, want an error", c)
+	}
+}

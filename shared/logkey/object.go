@@ -7,3 +7,10 @@ type Object struct {
 	LastModified int64 // epoch ms
 	Size         int64 // bytes
 }
+
+// Entry is a stored log with the start and end times (epoch ms) its
+// uploader set in the object's metadata, nil when absent.
+type Entry struct {
+	Object
+	Start, End *int64
+}

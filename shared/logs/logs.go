@@ -31,6 +31,17 @@ type Store interface {
 	Links(ctx context.Context, bucket, key string, ttl time.Duration) (get, download string, err error)
 }
 
+// Index is what the GET lookups read instead of listing the buckets when
+// the task-log index is on (docs/behaviour.md "Task-log index"): the logs of
+// a task, request or deploy whose span overlaps the window, with their
+// start and end times, in one query. Errors: fault.Unavailable and
+// fault.Timeout.
+type Index interface {
+	Task(ctx context.Context, taskID string, w logkey.Window) ([]logkey.Entry, error)
+	Request(ctx context.Context, requestID string, w logkey.Window) ([]logkey.Entry, error)
+	Deploy(ctx context.Context, requestID, deployID string, w logkey.Window) ([]logkey.Entry, error)
+}
+
 // Bounds on the S3 calls one lookup makes at once. The lists of a lookup
 // are one wave (a year of monthly prefixes is 12). HEADs wait for the lists,
 // so their pool is wider: 50 logs are one wave, and the lookup's critical
@@ -61,6 +72,7 @@ type Config struct {
 // Handler serves /api/logs.
 type Handler struct {
 	store  Store
+	index  Index // nil: lookups list the buckets
 	cfg    Config
 	now    func() time.Time
 	routes *web.Routes
@@ -73,6 +85,14 @@ func New(store Store, cfg Config) *Handler {
 	h.routes.HandleNamed("GET /api/logs/request/{requestId}", access.Read, counted{"request", h.request})
 	h.routes.HandleNamed("GET /api/logs/request/{requestId}/deploy/{deployId}", access.Read, counted{"deploy", h.deploy})
 	h.routes.Handle("POST /api/logs/search", access.Read, counted{"search", h.search})
+	return h
+}
+
+// ReadsIndex makes the GET lookups read index, with exact windows, instead
+// of listing the buckets; links are still presigned by the store, and the
+// search still lists. It returns h.
+func (h *Handler) ReadsIndex(index Index) *Handler {
+	h.index = index
 	return h
 }
 
@@ -156,7 +176,13 @@ func millis(v map[string][]string, name string) (*int64, error) {
 func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("taskId")
 	noteIDs(r)
-	h.lookup(w, r, "task", id, false, func(q query, now int64) ([]string, error) {
+	h.lookup(w, r, "task", id, false, func(ctx context.Context, q query, now int64) ([]logkey.Entry, error) {
+		t, err := logkey.ParseTaskID(id)
+		if err != nil {
+			return nil, err
+		}
+		return h.index.Task(ctx, t.ID, logkey.TaskWindow(t, q.start, q.end, now))
+	}, func(q query, now int64) ([]string, error) {
 		t, err := logkey.ParseTaskID(id)
 		if err != nil {
 			return nil, err
@@ -169,7 +195,12 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("requestId")
 	noteIDs(r)
-	h.lookup(w, r, "request", id, true, func(q query, now int64) ([]string, error) {
+	h.lookup(w, r, "request", id, true, func(ctx context.Context, q query, now int64) ([]logkey.Entry, error) {
+		if err := logkey.CheckRequestID(id); err != nil {
+			return nil, err
+		}
+		return h.index.Request(ctx, id, logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now))
+	}, func(q query, now int64) ([]string, error) {
 		return h.cfg.Format.Prefixes(logkey.RequestScope(id), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
 	})
 }
@@ -177,16 +208,28 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 	req, dep := r.PathValue("requestId"), r.PathValue("deployId")
 	noteIDs(r)
-	h.lookup(w, r, "deploy", req+"/"+dep, true, func(q query, now int64) ([]string, error) {
+	h.lookup(w, r, "deploy", req+"/"+dep, true, func(ctx context.Context, q query, now int64) ([]logkey.Entry, error) {
+		if err := logkey.CheckRequestID(req); err != nil {
+			return nil, err
+		}
+		if err := logkey.CheckDeployID(dep); err != nil {
+			return nil, err
+		}
+		return h.index.Deploy(ctx, req, dep, logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now))
+	}, func(q query, now int64) ([]string, error) {
 		return h.cfg.Format.Prefixes(logkey.DeployScope(req, dep), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
 	})
 }
 
-// lookup answers a GET lookup of what: every object under the prefixes, in
-// every bucket, newest first (docs/behaviour.md "Task logs"). scope names the lookup in the
-// metrics.
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, prefixes func(query, int64) ([]string, error)) {
-	logs, err := h.find(r, what, paged, prefixes)
+// indexed reads one lookup's logs from the index.
+type indexed func(ctx context.Context, q query, now int64) ([]logkey.Entry, error)
+
+// lookup answers a GET lookup of what: from the index when it is on (the
+// logs over the exact window), else every object under the prefixes, in
+// every bucket; newest first (docs/behaviour.md "Task logs"). scope names
+// the lookup in the metrics.
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, fromIndex indexed, prefixes func(query, int64) ([]string, error)) {
+	logs, err := h.find(r, what, paged, fromIndex, prefixes)
 	countLookup(r, scope, len(logs))
 	if err != nil {
 		web.Error(w, r, err)
@@ -195,13 +238,16 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what str
 	web.JSON(w, http.StatusOK, logs)
 }
 
-func (h *Handler) find(r *http.Request, what string, paged bool, prefixes func(query, int64) ([]string, error)) ([]logJSON, error) {
+func (h *Handler) find(r *http.Request, what string, paged bool, fromIndex indexed, prefixes func(query, int64) ([]string, error)) ([]logJSON, error) {
 	q, err := parseQuery(r, paged)
 	if err != nil {
 		return nil, err
 	}
 	if len(h.cfg.Buckets) == 0 {
 		return nil, fault.NotFound("S3 configuration was absent")
+	}
+	if h.index != nil {
+		return h.findIndexed(r.Context(), what, q, fromIndex)
 	}
 	ps, err := prefixes(q, h.now().UnixMilli())
 	if err != nil {
@@ -215,10 +261,31 @@ func (h *Handler) find(r *http.Request, what string, paged bool, prefixes func(q
 	if err := gone.report(r, h.cfg.Buckets); err != nil {
 		return nil, err
 	}
+	entries := unknownTimes(found)
 	if q.maxPerPage > 0 {
-		found = capPerBucket(found, q.maxPerPage)
+		entries = capPerBucket(entries, q.maxPerPage)
 	}
-	return h.describe(r.Context(), what, found, !q.excludeMetadata, !q.list)
+	return h.describe(r.Context(), what, entries, !q.excludeMetadata, !q.list, false)
+}
+
+// findIndexed answers a lookup from the index: one query, the logs of
+// buckets outside LOG_BUCKETS dropped, their times as indexed, so that
+// metadata costs no HEAD.
+func (h *Handler) findIndexed(ctx context.Context, what string, q query, fromIndex indexed) ([]logJSON, error) {
+	qctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
+	defer cancel()
+	entries, err := fromIndex(qctx, q, h.now().UnixMilli())
+	if err != nil {
+		if errors.Is(qctx.Err(), context.DeadlineExceeded) {
+			return nil, fault.Timeout("Timed out waiting for the log index for %s", what)
+		}
+		return nil, err
+	}
+	entries = slices.DeleteFunc(entries, func(e logkey.Entry) bool { return !slices.Contains(h.cfg.Buckets, e.Bucket) })
+	if q.maxPerPage > 0 {
+		entries = capPerBucket(entries, q.maxPerPage)
+	}
+	return h.describe(ctx, what, entries, !q.excludeMetadata, !q.list, true)
 }
 
 // countLookup records one lookup, answered or not: in the metrics, by scope,
@@ -260,30 +327,47 @@ func (h *Handler) listAll(ctx context.Context, what string, prefixes []string, g
 	return slices.Concat(lists...), nil
 }
 
+// unknownTimes turns listed objects into entries whose times a HEAD
+// must read.
+func unknownTimes(objs []logkey.Object) []logkey.Entry {
+	out := make([]logkey.Entry, len(objs))
+	for i, o := range objs {
+		out[i].Object = o
+	}
+	return out
+}
+
 // capPerBucket keeps the newest n objects of each bucket.
-func capPerBucket(objs []logkey.Object, n int) []logkey.Object {
+func capPerBucket(objs []logkey.Entry, n int) []logkey.Entry {
 	newestFirst(objs)
 	kept := map[string]int{}
-	return slices.DeleteFunc(objs, func(o logkey.Object) bool {
+	return slices.DeleteFunc(objs, func(o logkey.Entry) bool {
 		kept[o.Bucket]++
 		return kept[o.Bucket] > n
 	})
 }
 
-func newestFirst(objs []logkey.Object) {
-	slices.SortStableFunc(objs, func(a, b logkey.Object) int {
+func newestFirst(objs []logkey.Entry) {
+	slices.SortStableFunc(objs, func(a, b logkey.Entry) int {
 		return cmp.Or(cmp.Compare(b.LastModified, a.LastModified), strings.Compare(a.Bucket, b.Bucket), strings.Compare(a.Key, b.Key))
 	})
 }
 
 // describe turns objects into the wire form, newest first: with metadata
-// (one HEAD each) and presigned URLs unless told not to, within
-// LOG_LINK_TIMEOUT. Both URLs expire at the same instant.
-func (h *Handler) describe(ctx context.Context, what string, objs []logkey.Object, metadata, links bool) ([]logJSON, error) {
+// (one HEAD each, unless timesKnown: the index holds them) and presigned
+// URLs unless told not to, within LOG_LINK_TIMEOUT. Both URLs expire at the
+// same instant.
+func (h *Handler) describe(ctx context.Context, what string, objs []logkey.Entry, metadata, links, timesKnown bool) ([]logJSON, error) {
 	newestFirst(objs)
 	out := make([]logJSON, len(objs))
 	for i, o := range objs {
 		out[i] = logJSON{Key: o.Key, LastModified: o.LastModified, Size: o.Size}
+		if metadata && timesKnown {
+			out[i].StartTime, out[i].EndTime = o.Start, o.End
+		}
+	}
+	if timesKnown {
+		metadata = false
 	}
 	if !metadata && !links {
 		return out, nil
@@ -291,7 +375,7 @@ func (h *Handler) describe(ctx context.Context, what string, objs []logkey.Objec
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.LinkTimeout)
 	defer cancel()
 	err := each(ctx, len(objs), headWorkers, func(ctx context.Context, i int) error {
-		o := objs[i]
+		o := objs[i].Object
 		if metadata {
 			start, end, err := h.store.Times(ctx, o.Bucket, o.Key)
 			if err != nil {

@@ -81,9 +81,14 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 			found = append(found, hit.object)
 		}
 	}
-	results, err := h.describe(r.Context(), "search", found, !req.ExcludeMetadata, !req.ListOnly)
+	entries := unknownTimes(found)
+	results, err := h.describe(r.Context(), "search", entries, !req.ExcludeMetadata, !req.ListOnly, false)
 	if err != nil {
 		return none, err
+	}
+	// describe put the entries in the results' order; fitPage pairs them.
+	for i, e := range entries {
+		found[i] = e.Object
 	}
 	results, tokens = fitPage(base, hits, found, results, tokens, req.ContinuationTokens)
 	last := true

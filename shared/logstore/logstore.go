@@ -163,6 +163,25 @@ func (s *Store) Times(ctx context.Context, bucket, key string) (start, end *int6
 	return parseMillis(out.Metadata["starttime"]), parseMillis(out.Metadata["endtime"]), nil
 }
 
+// Stat returns what one HEAD tells of the object: its size, last-modified
+// time (epoch ms, whole seconds as HTTP dates carry it) and start and end
+// times as Times reads them. found is false when the object does not exist
+// (deleted since it was announced).
+//
+// Errors: those of Times.
+func (s *Store) Stat(ctx context.Context, bucket, key string) (obj logkey.Object, start, end *int64, found bool, err error) {
+	out, err := s.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
+	var missing *types.NotFound
+	if errors.As(err, &missing) {
+		return logkey.Object{}, nil, nil, false, nil
+	}
+	if err != nil {
+		return logkey.Object{}, nil, nil, false, translate(fmt.Sprintf("head s3://%s/%s", bucket, key), bucket, err)
+	}
+	obj = logkey.Object{Bucket: bucket, Key: key, LastModified: millis(out.LastModified), Size: aws.ToInt64(out.ContentLength)}
+	return obj, parseMillis(out.Metadata["starttime"]), parseMillis(out.Metadata["endtime"]), true, nil
+}
+
 // parseMillis reads one metadata value; the SDK has lower-cased the names and
 // trimmed the values.
 func parseMillis(v string) *int64 {

@@ -1,0 +1,56 @@
+// Package indexerapp is the composition root of IndexerFunction: the one
+// constructor from the function's environment to its handler, which keeps
+// the task-log index from the log buckets' S3 events (docs/decisions.md
+// "One composition root per function").
+package indexerapp
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fleetops/fleet/shared/config"
+	"github.com/fleetops/fleet/shared/logindex"
+	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/metrics"
+)
+
+// Options are what a caller brings instead of what the environment says.
+type Options struct {
+	Log     *slog.Logger     // required
+	Metrics *metrics.Emitter // nil emits nothing
+	// DynamoDB is the client of the index table; nil builds one from the
+	// SDK's environment.
+	DynamoDB logindex.API
+	// S3 is the client of the log buckets; nil builds one from the SDK's
+	// environment and S3_FORCE_PATH_STYLE.
+	S3 *s3.Client
+}
+
+// Handler is the function's handler: one S3 object event in, what it did
+// out.
+type Handler = func(context.Context, json.RawMessage) (logindex.Result, error)
+
+// New reads IndexerFunction's variables from getenv and returns its
+// handler.
+func New(ctx context.Context, getenv func(string) string, opts Options) (Handler, error) {
+	cfg, err := config.LoadIndexer(getenv)
+	if err != nil {
+		return nil, err
+	}
+	var table *logindex.Table
+	if opts.DynamoDB != nil {
+		table = logindex.NewTable(opts.DynamoDB, cfg.Table)
+	} else if table, err = logindex.OpenTable(ctx, cfg.Table, cfg.DynamoDBAttemptTimeout); err != nil {
+		return nil, err
+	}
+	var objects *logstore.Store
+	if opts.S3 != nil {
+		objects = logstore.New(opts.S3, s3.NewPresignClient(opts.S3))
+	} else if objects, err = logstore.Open(ctx, cfg.S3.PathStyle); err != nil {
+		return nil, err
+	}
+	return logindex.NewIndexer(objects, table, cfg.Format, cfg.Buckets, opts.Log, opts.Metrics).Handle, nil
+}

@@ -1,0 +1,281 @@
+// Package logindex owns the task-log index (docs/tables.md "LogIndexTable"):
+// the indexer that S3's object created and deleted events drive, and the
+// DynamoDB adapter that writes the index's items and reads a task's,
+// request's or deploy's logs over an exact time window with one Query.
+package logindex
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/sdkconfig"
+)
+
+// API is the part of the DynamoDB client the table uses.
+type API interface {
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// byUntil is the local secondary index that sorts a partition's logs by
+// the end of their span.
+const byUntil = "ByUntil"
+
+// tombstoneTTL is how long a deleted log's tombstone keeps an older created
+// event from bringing it back. EventBridge retries a delivery for at most
+// 24 hours; a week is far past any late event.
+const tombstoneTTL = 7 * 24 * time.Hour
+
+// span is the time a log covers: from its start time to its end time, each
+// falling back on the last-modified time.
+func span(e logkey.Entry) (from, until int64) {
+	from, until = e.LastModified, e.LastModified
+	if e.Start != nil {
+		from = *e.Start
+	}
+	if e.End != nil {
+		until = *e.End
+	}
+	return min(from, until), max(from, until)
+}
+
+// Partitions are the index partitions of a log: its task's (when the key
+// format writes the task id), its request's and its deploy's (when the key
+// tells the deploy). The lookups read group "default" only, as the listing
+// does: a log of another %group goes to partitions of their own, named
+// with "/<group>" after the ids (ids never hold '/'), which no lookup reads
+// yet.
+func Partitions(p logkey.Parsed) []string {
+	var out []string
+	if p.TaskID != "" {
+		out = append(out, TaskPartition(p.TaskID))
+	}
+	out = append(out, RequestPartition(p.RequestID))
+	if p.DeployID != "" {
+		out = append(out, DeployPartition(p.RequestID, p.DeployID))
+	}
+	if p.Group != "" && p.Group != logkey.DefaultGroup {
+		for i := range out {
+			out[i] += "/" + p.Group
+		}
+	}
+	return out
+}
+
+// TaskPartition, RequestPartition and DeployPartition name the partition
+// of one lookup. Ids cannot hold '/' (logkey.CheckRequestID), so the
+// deploy's two ids cannot be cut another way.
+func TaskPartition(taskID string) string       { return "t#" + taskID }
+func RequestPartition(requestID string) string { return "r#" + requestID }
+func DeployPartition(requestID, deployID string) string {
+	return "d#" + requestID + "/" + deployID
+}
+
+// Table is the index in DynamoDB.
+type Table struct {
+	api  API
+	name string
+	now  func() time.Time
+}
+
+// NewTable returns the index stored in the table name.
+func NewTable(api API, name string) *Table { return &Table{api: api, name: name, now: time.Now} }
+
+// OpenTable builds the index on a DynamoDB client configured by sdkconfig.
+func OpenTable(ctx context.Context, name string, attemptTimeout time.Duration) (*Table, error) {
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, attemptTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return NewTable(dynamodb.NewFromConfig(cfg), name), nil
+}
+
+// object is the sort key of a log in every partition: a hash of where it
+// is, which fits the sort key's 1,024 bytes whatever the key's length and
+// stays the same when the log is written again with other times.
+func object(bucket, key string) string {
+	sum := sha256.Sum256([]byte(bucket + "/" + key))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Put records e in each partition as of the event numbered seq
+// (NormalizeSequencer). A partition that already holds an equal or later
+// event of the object keeps it: S3 delivers events at least once and in no
+// order. Errors: fault.Unavailable when DynamoDB throttles.
+func (t *Table) Put(ctx context.Context, partitions []string, e logkey.Entry, seq string) error {
+	from, until := span(e)
+	item := map[string]types.AttributeValue{
+		"bucket":   &types.AttributeValueMemberS{Value: e.Bucket},
+		"key":      &types.AttributeValueMemberS{Value: e.Key},
+		"size":     number(e.Size),
+		"modified": number(e.LastModified),
+		"from":     number(from),
+		"until":    number(until),
+	}
+	if e.Start != nil {
+		item["start"] = number(*e.Start)
+	}
+	if e.End != nil {
+		item["end"] = number(*e.End)
+	}
+	return t.putAll(ctx, partitions, object(e.Bucket, e.Key), seq, item)
+}
+
+// Remove records the deletion of bucket/key in each partition as of seq: a
+// tombstone without a span, so that no lookup reads it, which keeps an
+// older created event from writing the log back until it expires. Errors:
+// those of Put.
+func (t *Table) Remove(ctx context.Context, partitions []string, bucket, key, seq string) error {
+	item := map[string]types.AttributeValue{"expiresAt": number(t.now().Add(tombstoneTTL).Unix())}
+	return t.putAll(ctx, partitions, object(bucket, key), seq, item)
+}
+
+func (t *Table) putAll(ctx context.Context, partitions []string, sk, seq string, attrs map[string]types.AttributeValue) error {
+	for _, p := range partitions {
+		item := map[string]types.AttributeValue{
+			"pk":  &types.AttributeValueMemberS{Value: p},
+			"sk":  &types.AttributeValueMemberS{Value: sk},
+			"seq": &types.AttributeValueMemberS{Value: seq},
+		}
+		for k, v := range attrs {
+			item[k] = v
+		}
+		_, err := t.api.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName:                 &t.name,
+			Item:                      item,
+			ConditionExpression:       aws.String("attribute_not_exists(#seq) OR #seq < :seq"),
+			ExpressionAttributeNames:  map[string]string{"#seq": "seq"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":seq": &types.AttributeValueMemberS{Value: seq}},
+		})
+		var stale *types.ConditionalCheckFailedException
+		if errors.As(err, &stale) {
+			continue // an equal or later event is recorded already
+		}
+		if err != nil {
+			return translate(fmt.Sprintf("index %s in %s", p, t.name), err)
+		}
+	}
+	return nil
+}
+
+// Logs returns the logs of partition whose span overlaps w: those ending
+// at or after w.Start (the index's key condition, so nothing older is read)
+// and starting before w.End (a filter). Errors: fault.Unavailable when
+// DynamoDB throttles, fault.Timeout when ctx expires.
+func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]logkey.Entry, error) {
+	if w.Start >= w.End {
+		return nil, nil
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                &t.name,
+		IndexName:                aws.String(byUntil),
+		KeyConditionExpression:   aws.String("pk = :p AND #until >= :start"),
+		FilterExpression:         aws.String("#from < :end"),
+		ExpressionAttributeNames: map[string]string{"#until": "until", "#from": "from"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p":     &types.AttributeValueMemberS{Value: partition},
+			":start": number(w.Start),
+			":end":   number(w.End),
+		},
+	}
+	var out []logkey.Entry
+	for {
+		page, err := t.api.Query(ctx, in)
+		if err != nil {
+			return nil, translate(fmt.Sprintf("query %s in %s", partition, t.name), err)
+		}
+		for _, item := range page.Items {
+			e, err := entry(item)
+			if err != nil {
+				return nil, fmt.Errorf("query %s in %s: %w", partition, t.name, err)
+			}
+			out = append(out, e)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// Task returns the logs of a task over w, as Logs does.
+func (t *Table) Task(ctx context.Context, taskID string, w logkey.Window) ([]logkey.Entry, error) {
+	return t.Logs(ctx, TaskPartition(taskID), w)
+}
+
+// Request returns the logs of a request over w, as Logs does.
+func (t *Table) Request(ctx context.Context, requestID string, w logkey.Window) ([]logkey.Entry, error) {
+	return t.Logs(ctx, RequestPartition(requestID), w)
+}
+
+// Deploy returns the logs of a deploy over w, as Logs does.
+func (t *Table) Deploy(ctx context.Context, requestID, deployID string, w logkey.Window) ([]logkey.Entry, error) {
+	return t.Logs(ctx, DeployPartition(requestID, deployID), w)
+}
+
+// entry reads an item back; the table is ours, but a malformed item fails
+// the lookup rather than answering a wrong log.
+func entry(item map[string]types.AttributeValue) (logkey.Entry, error) {
+	var e logkey.Entry
+	var err error
+	str := func(name string) string {
+		if v, ok := item[name].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		err = errors.Join(err, fmt.Errorf("item has no string %s", name))
+		return ""
+	}
+	num := func(name string, optional bool) *int64 {
+		v, ok := item[name].(*types.AttributeValueMemberN)
+		if !ok {
+			if !optional {
+				err = errors.Join(err, fmt.Errorf("item has no number %s", name))
+			}
+			return nil
+		}
+		n, perr := strconv.ParseInt(v.Value, 10, 64)
+		if perr != nil {
+			err = errors.Join(err, fmt.Errorf("item's %s %q is not an integer", name, v.Value))
+			return nil
+		}
+		return &n
+	}
+	e.Bucket, e.Key = str("bucket"), str("key")
+	if n := num("size", false); n != nil {
+		e.Size = *n
+	}
+	if n := num("modified", false); n != nil {
+		e.LastModified = *n
+	}
+	e.Start, e.End = num("start", true), num("end", true)
+	return e, err
+}
+
+func number(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+// translate maps DynamoDB's throttling and deadlines onto fault kinds.
+func translate(what string, err error) error {
+	var throttled *types.ProvisionedThroughputExceededException
+	var limited *types.RequestLimitExceeded
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for DynamoDB"), err)
+	case errors.As(err, &throttled), errors.As(err, &limited), strings.Contains(err.Error(), "ThrottlingException"):
+		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB is busy, try again"), err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

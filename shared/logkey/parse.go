@@ -1,0 +1,169 @@
+package logkey
+
+import "strings"
+
+// Parsed is what a key tells about its log: the ids its format wrote. A
+// format without %taskId leaves TaskID empty, one without %deployId (and
+// without %taskId) leaves DeployID empty, one without %group leaves Group
+// empty.
+type Parsed struct {
+	TaskID    string
+	RequestID string
+	DeployID  string
+	Group     string
+}
+
+// maxParseSteps bounds the work of one Parse: the ids may hold the format's
+// literals ('-' and '_' in the default one), so a hostile key could make the
+// search try every way of cutting it.
+const maxParseSteps = 100_000
+
+// Parse reads key back with f: it finds the values of f's tokens that
+// render key, with every id valid (ParseTaskID, CheckRequestID,
+// CheckDeployID) and agreeing with the task id (its request, deploy and
+// host). When several cuts fit, the one giving the shortest values from the
+// left wins, so a file name may hold the format's separators. ok is false
+// when no cut fits: the key was not written by f.
+func (f Format) Parse(key string) (p Parsed, ok bool) {
+	m := matcher{parts: f.get().parts, key: key, vals: map[token]string{}}
+	if !m.match(0, 0) {
+		return Parsed{}, false
+	}
+	p = Parsed{TaskID: m.vals[tokTaskID], RequestID: m.vals[tokRequestID], DeployID: m.vals[tokDeployID], Group: m.vals[tokGroup]}
+	if p.TaskID != "" {
+		t, _ := ParseTaskID(p.TaskID)
+		p.RequestID, p.DeployID = t.RequestID, t.DeployID
+	}
+	return p, p.RequestID != ""
+}
+
+// matcher is one Parse's backtracking search.
+type matcher struct {
+	parts []part
+	key   string
+	vals  map[token]string
+	steps int
+}
+
+// match reports whether parts[i:] render key[at:], binding vals.
+func (m *matcher) match(i, at int) bool {
+	if m.steps++; m.steps > maxParseSteps {
+		return false
+	}
+	if i == len(m.parts) {
+		return at == len(m.key)
+	}
+	p, rest := m.parts[i], m.key[at:]
+	if p.tok == literal {
+		return strings.HasPrefix(rest, p.lit) && m.match(i+1, at+len(p.lit))
+	}
+	if v, bound := m.vals[p.tok]; bound {
+		return strings.HasPrefix(rest, v) && m.match(i+1, at+len(v))
+	}
+	// A value never crosses a '/': ids cannot hold one, nor can a base name.
+	end := strings.IndexByte(rest, '/')
+	if end < 0 {
+		end = len(rest)
+	}
+	for n := minLen(p.tok); n <= end; n++ {
+		v := rest[:n]
+		if !fits(p.tok, v) {
+			if fixedDigits(p.tok) > 0 || !prefixCanGrow(p.tok, v) {
+				break
+			}
+			continue
+		}
+		if !m.agrees(p.tok, v) {
+			continue
+		}
+		m.vals[p.tok] = v
+		if m.match(i+1, at+n) {
+			return true
+		}
+		delete(m.vals, p.tok)
+	}
+	return false
+}
+
+// minLen is the shortest value of t: %tag and %fileext may be empty.
+func minLen(t token) int {
+	switch t {
+	case tokTag, tokFileExt:
+		return 0
+	}
+	if n := fixedDigits(t); n > 0 {
+		return n
+	}
+	return 1
+}
+
+// fixedDigits is the width of a time token, 0 for the others.
+func fixedDigits(t token) int {
+	switch t {
+	case tokYear:
+		return 4
+	case tokMonth, tokDay, tokHour:
+		return 2
+	}
+	return 0
+}
+
+// prefixCanGrow reports whether a value that does not fit t could still
+// fit once longer: digits stop at the first non-digit.
+func prefixCanGrow(t token, v string) bool {
+	if t == tokIndex || t == tokMillis {
+		return digitsOnly(v)
+	}
+	return true
+}
+
+// fits reports whether v is a value t can render to.
+func fits(t token, v string) bool {
+	switch t {
+	case tokYear, tokMonth, tokDay, tokHour:
+		return len(v) == fixedDigits(t) && digitsOnly(v)
+	case tokIndex, tokMillis:
+		_, err := parseDigits(v, 63)
+		return err == nil
+	case tokTaskID:
+		_, err := ParseTaskID(v)
+		return err == nil
+	case tokRequestID:
+		return CheckRequestID(v) == nil
+	case tokDeployID:
+		return CheckDeployID(v) == nil
+	case tokFileExt:
+		return v == "" || v[0] == '.' && !strings.Contains(v[1:], ".")
+	case tokTag:
+		return v == "" || validID(v)
+	}
+	return v != "" // %host %group %guid %filename
+}
+
+func digitsOnly(v string) bool {
+	return v != "" && strings.Trim(v, "0123456789") == ""
+}
+
+// agrees reports whether binding t to v keeps the task id and the other
+// ids of the key consistent.
+func (m *matcher) agrees(t token, v string) bool {
+	task, hasTask := m.vals[tokTaskID]
+	switch t {
+	case tokTaskID:
+		parsed, _ := ParseTaskID(v)
+		return m.same(tokRequestID, parsed.RequestID) && m.same(tokDeployID, parsed.DeployID) && m.same(tokHost, parsed.Host)
+	case tokRequestID, tokDeployID, tokHost:
+		if !hasTask {
+			return true
+		}
+		parsed, _ := ParseTaskID(task)
+		return v == map[token]string{tokRequestID: parsed.RequestID, tokDeployID: parsed.DeployID, tokHost: parsed.Host}[t]
+	}
+	return true
+}
+
+// same reports whether t is unbound or bound to v.
+func (m *matcher) same(t token, v string) bool {
+	got, bound := m.vals[t]
+	return !bound || got == v
+}

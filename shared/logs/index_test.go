@@ -1,0 +1,90 @@
+package logs_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/logs"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// fakeIndex answers every lookup with its entries and records the windows
+// it was asked.
+type fakeIndex struct {
+	entries []logkey.Entry
+	asked   []string
+}
+
+func (f *fakeIndex) answer(what string, w logkey.Window) []logkey.Entry {
+	f.asked = append(f.asked, what)
+	var out []logkey.Entry
+	for _, e := range f.entries {
+		if e.LastModified >= w.Start && e.LastModified < w.End {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (f *fakeIndex) Task(_ context.Context, id string, w logkey.Window) ([]logkey.Entry, error) {
+	return f.answer("task "+id, w), nil
+}
+
+func (f *fakeIndex) Request(_ context.Context, id string, w logkey.Window) ([]logkey.Entry, error) {
+	return f.answer("request "+id, w), nil
+}
+
+func (f *fakeIndex) Deploy(_ context.Context, req, dep string, w logkey.Window) ([]logkey.Entry, error) {
+	return f.answer("deploy "+req+"/"+dep, w), nil
+}
+
+func indexedRoutes(store logs.Store, index logs.Index) http.Handler {
+	h := logs.New(store, settings("logs-a")).ReadsIndex(index)
+	logs.SetClock(h, func() time.Time { return taskStart.Add(5 * 24 * time.Hour) })
+	return web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+func TestIndexedLookupsListNothingAndHeadNothing(t *testing.T) {
+	start, end := int64(10), int64(20)
+	at := taskStart.Add(time.Hour).UnixMilli()
+	index := &fakeIndex{entries: []logkey.Entry{
+		{Object: logkey.Object{Bucket: "logs-a", Key: "k1", LastModified: at, Size: 3}, Start: &start, End: &end},
+		{Object: logkey.Object{Bucket: "elsewhere", Key: "k2", LastModified: at, Size: 3}},
+	}}
+	store := newRecordingStore()
+	h := indexedRoutes(store, index)
+	for _, path := range []string{
+		"/api/logs/task/" + taskID,
+		"/api/logs/request/web-api?excludeMetadata=true",
+		"/api/logs/request/web-api/deploy/v42?list=true",
+	} {
+		r := serve(t, h, http.MethodGet, path, "")
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: got %d %s", path, r.status, r.body)
+		}
+		got := decode[[]logEntry](t, r)
+		if len(got) != 1 || got[0].Key != "k1" {
+			t.Fatalf("%s: got %+v, want k1 only (elsewhere is not a configured bucket)", path, got)
+		}
+		if metadata := !strings.Contains(path, "excludeMetadata=true"); (got[0].StartTime != nil) != metadata || metadata && *got[0].StartTime != start {
+			t.Errorf("%s: got startTime %v, want the indexed start only when metadata is asked for", path, got[0].StartTime)
+		}
+	}
+	if store.lists.Load() != 0 || store.heads.Load() != 0 {
+		t.Errorf("got %d lists and %d HEADs, want none: the index holds the times", store.lists.Load(), store.heads.Load())
+	}
+	if len(index.asked) != 3 {
+		t.Errorf("got %q, want one query per lookup", index.asked)
+	}
+	bad := serve(t, h, http.MethodGet, "/api/logs/request/web-api/deploy/v-42", "")
+	bad.wantJSONError(t, http.StatusBadRequest, "v-42 is not a valid deploy id")
+	if len(index.asked) != 3 {
+		t.Errorf("got %q, want no query for an invalid id", index.asked)
+	}
+}
