@@ -55,17 +55,13 @@ var figures struct {
 const attemptTimeout = 300 * time.Millisecond
 
 func TestMain(m *testing.M) {
-	os.Exit(runSuite(m))
+	os.Exit(stack.Main(func(l *stack.Local) int {
+		local = l
+		return runSuite(m)
+	}))
 }
 
 func runSuite(m *testing.M) int {
-	var err error
-	local, err = stack.Up(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer local.Close()
 	code := m.Run()
 	// dev/resilience (the runner) reads this line.
 	fmt.Printf("resilience-figures: requests=%d faults=%d violations=%d model_ops=%d lin_checks=%d\n",

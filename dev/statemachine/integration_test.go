@@ -37,18 +37,10 @@ var (
 const partSize = 10
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	local, err = stack.Up(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer local.Close()
-	return m.Run()
+	os.Exit(stack.Main(func(l *stack.Local) int {
+		local = l
+		return m.Run()
+	}))
 }
 
 // harness is the template's ReportStateMachine run by the local driver

@@ -27,17 +27,10 @@ var (
 // TestMain starts a moto_server of its own and creates the tables from
 // template.yaml, so the suite never depends on something already running.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	if local, err = stack.Up(context.Background(), "127.0.0.1:0"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer local.Close()
-	return m.Run()
+	os.Exit(stack.Main(func(l *stack.Local) int {
+		local = l
+		return m.Run()
+	}))
 }
 
 // queries records the Query calls a store makes: the Limit each asked for

@@ -36,18 +36,10 @@ var (
 // TestMain starts a moto_server of its own with the template's tables and
 // buckets, so the suite never depends on something already running.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	local, err = stack.Up(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer local.Close()
-	return m.Run()
+	os.Exit(stack.Main(func(l *stack.Local) int {
+		local = l
+		return m.Run()
+	}))
 }
 
 // emptyFleet recreates the tables, so that a complete report of one test

@@ -49,20 +49,12 @@ const (
 // TestMain starts a moto_server of its own and creates the tables from
 // template.yaml, so the suite never depends on something already running.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	local, err = stack.Up(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer local.Close()
-	store = dynamo.New(local.DynamoDB, tables, historyRetention)
-	api = web.Wrap(slaves.New(store, access.Policy{Mode: access.ModeAuthorizer}, limits), web.Options{Logger: quiet})
-	return m.Run()
+	os.Exit(stack.Main(func(l *stack.Local) int {
+		local = l
+		store = dynamo.New(local.DynamoDB, tables, historyRetention)
+		api = web.Wrap(slaves.New(store, access.Policy{Mode: access.ModeAuthorizer}, limits), web.Options{Logger: quiet})
+		return m.Run()
+	}))
 }
 
 func runner(db dynamo.API) *jobs.Runner {

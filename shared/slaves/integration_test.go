@@ -31,22 +31,14 @@ var store *dynamo.Store
 // TestMain starts a moto_server of its own and creates the tables from
 // template.yaml, so the suite never depends on something already running.
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	local, err := stack.Up(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer local.Close()
-	store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
-	code := m.Run()
-	if code == 0 {
-		code = apidoc.Exercised("/api/slaves")
-	}
-	return code
+	os.Exit(stack.Main(func(local *stack.Local) int {
+		store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
+		code := m.Run()
+		if code == 0 {
+			code = apidoc.Exercised("/api/slaves")
+		}
+		return code
+	}))
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
