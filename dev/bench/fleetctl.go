@@ -33,9 +33,9 @@ func fleetctlLogs(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(work)
-	binary := filepath.Join(work, "fleetctl")
-	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/fleetctl").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build fleetctl: %v: %s", err, out)
+	binary, err := buildFleetctl(work)
+	if err != nil {
+		return nil, err
 	}
 	s, err := apitest.Up(ctx)
 	if err != nil {
@@ -205,3 +205,13 @@ func (r *benchReporter) Errorf(format string, args ...any) {
 }
 
 func bytesText(n int64) string { return fmt.Sprintf("%.0f MB", float64(n)/1e6) }
+
+// buildFleetctl builds fleetctl for this machine into dir, as make fleetctl
+// does, for the sections that run it as a user would.
+func buildFleetctl(dir string) (string, error) {
+	binary := filepath.Join(dir, "fleetctl")
+	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/fleetctl").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build fleetctl: %v: %s", err, out)
+	}
+	return binary, nil
+}

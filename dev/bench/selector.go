@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -29,9 +28,9 @@ func fleetctlSelector(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(work)
-	binary := filepath.Join(work, "fleetctl")
-	if out, err := exec.Command("go", "build", "-o", binary, "./cmd/fleetctl").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build fleetctl: %v: %s", err, out)
+	binary, err := buildFleetctl(work)
+	if err != nil {
+		return nil, err
 	}
 	s, err := apitest.Up(ctx)
 	if err != nil {
