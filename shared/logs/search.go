@@ -25,10 +25,12 @@ type source struct {
 	window              logkey.Window
 }
 
-// hit is an object a page listed, with the key of the source it came from.
+// hit is an object a page listed, with the key of the source it came from
+// and the window of that source.
 type hit struct {
 	object logkey.Object
 	source string
+	window logkey.Window
 }
 
 // search serves POST /api/logs/search (docs/behaviour.md "Task logs"). A page holds at most
@@ -77,18 +79,28 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 		return none, err
 	}
 	allow := req.allowlist()
-	var found []logkey.Object
+	var entries []logkey.Entry
+	windows := map[[2]string]logkey.Window{}
 	for _, hit := range hits {
 		if len(allow) == 0 || slices.ContainsFunc(allow, func(a string) bool { return strings.HasPrefix(hit.object.Key, a) }) {
-			found = append(found, hit.object)
+			entries = append(entries, logkey.Entry{Object: hit.object})
+			windows[[2]string{hit.object.Bucket, hit.object.Key}] = hit.window
 		}
 	}
-	entries := unknownTimes(found)
-	results, err := h.describe(r.Context(), "search", entries, !req.ExcludeMetadata, !req.ListOnly, false)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
+	defer cancel()
+	if !req.ExcludeMetadata {
+		if err := h.readTimes(ctx, "search", entries); err != nil {
+			return none, err
+		}
+	}
+	entries = h.within(entries, func(e logkey.Entry) logkey.Window { return windows[[2]string{e.Bucket, e.Key}] })
+	results, err := h.describe(ctx, "search", entries, !req.ExcludeMetadata, !req.ListOnly)
 	if err != nil {
 		return none, err
 	}
 	// describe put the entries in the results' order; fitPage pairs them.
+	found := make([]logkey.Object, len(entries))
 	for i, e := range entries {
 		found[i] = e.Object
 	}
@@ -227,7 +239,7 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, go
 			}
 			taken := pages[i][:min(room, len(pages[i]))]
 			for _, o := range taken {
-				found = append(found, hit{object: o, source: s.key})
+				found = append(found, hit{object: o, source: s.key, window: s.window})
 			}
 			room -= len(taken)
 			t := tokens[s.key]
