@@ -184,6 +184,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 		return target{
 			scope:  logkey.TaskScope(t),
 			window: logkey.TaskWindow(t, q.start, q.end, now),
+			fresh:  true,
 			index: func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error) {
 				return h.index.Task(ctx, t.ID, w)
 			},
@@ -235,6 +236,7 @@ type target struct {
 	scope  logkey.Scope
 	window logkey.Window
 	index  func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error)
+	fresh  bool // on the index, also list the newest prefixes (findIndexed)
 }
 
 // lookup answers a GET lookup of what: the logs of the target that resolve
@@ -265,7 +267,7 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 		return nil, err
 	}
 	if h.index != nil {
-		return h.findIndexed(r.Context(), what, q, t)
+		return h.findIndexed(r, what, q, t)
 	}
 	ps, err := h.cfg.Format.Prefixes(t.scope, t.window, logkey.MaxPrefixes)
 	if err != nil {
@@ -296,24 +298,78 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 
 // findIndexed answers a lookup from the index: one query over the exact
 // window, the logs of buckets outside LOG_BUCKETS dropped, their times as
-// indexed, so that metadata costs no HEAD.
-func (h *Handler) findIndexed(ctx context.Context, what string, q query, t target) ([]logJSON, error) {
-	qctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
+// indexed, so that metadata costs no HEAD. A task lookup whose window
+// reaches into the index's lag also lists the task's newest prefixes, in
+// parallel, and adds the logs the index does not hold yet (fresh).
+func (h *Handler) findIndexed(r *http.Request, what string, q query, t target) ([]logJSON, error) {
+	now := h.now()
+	qctx, cancel := context.WithTimeout(r.Context(), h.cfg.ListTimeout)
 	defer cancel()
-	entries, err := t.index(qctx, t.window)
-	if err != nil {
+	var entries []logkey.Entry
+	var listed []logkey.Object
+	var gone missingBuckets
+	g, gctx := errgroup.WithContext(qctx)
+	g.Go(func() (err error) {
+		entries, err = t.index(gctx, t.window)
+		return err
+	})
+	recent := logkey.Window{Start: max(t.window.Start, now.Add(-freshness).UnixMilli()), End: t.window.End}
+	if t.fresh && recent.Start < recent.End {
+		g.Go(func() error {
+			ps, err := h.cfg.Format.Prefixes(t.scope, recent, logkey.MaxPrefixes)
+			if err == nil {
+				listed, err = h.listAll(gctx, what, ps, &gone)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
 		if errors.Is(qctx.Err(), context.DeadlineExceeded) {
 			return nil, fault.Timeout("Timed out waiting for the log index for %s", what)
 		}
 		return nil, err
 	}
+	if err := gone.report(r, h.cfg.Buckets); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
+	defer cancel()
+	unindexed, err := h.unindexed(lctx, what, q, t.window, entries, listed)
+	if err != nil {
+		return nil, err
+	}
+	entries = append(entries, unindexed...)
 	entries = slices.DeleteFunc(entries, func(e logkey.Entry) bool { return !slices.Contains(h.cfg.Buckets, e.Bucket) })
 	if q.maxPerPage > 0 {
 		entries = capPerBucket(entries, q.maxPerPage)
 	}
-	lctx, cancel := context.WithTimeout(ctx, h.cfg.LinkTimeout)
-	defer cancel()
 	return h.describe(lctx, what, entries, !q.excludeMetadata, !q.list)
+}
+
+// freshness is how far back from now a task lookup on the index also lists
+// the task's newest prefixes: far longer than the index lags behind an
+// upload (docs/behaviour.md "Task-log index").
+const freshness = time.Minute
+
+// unindexed returns the listed objects the index does not hold, in the
+// window, with their times (one HEAD each) unless metadata is excluded.
+func (h *Handler) unindexed(ctx context.Context, what string, q query, w logkey.Window, indexed []logkey.Entry, listed []logkey.Object) ([]logkey.Entry, error) {
+	held := make(map[[2]string]bool, len(indexed))
+	for _, e := range indexed {
+		held[[2]string{e.Bucket, e.Key}] = true
+	}
+	var out []logkey.Entry
+	for _, o := range listed {
+		if !held[[2]string{o.Bucket, o.Key}] {
+			out = append(out, logkey.Entry{Object: o})
+		}
+	}
+	if !q.excludeMetadata {
+		if err := h.readTimes(ctx, what, out); err != nil {
+			return nil, err
+		}
+	}
+	return h.within(out, func(logkey.Entry) logkey.Window { return w }), nil
 }
 
 // within keeps the entries whose span overlaps the window that window
