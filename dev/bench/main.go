@@ -135,6 +135,7 @@ var sections = []section{
 	{"per-request overhead", overhead},
 	{"round trips", roundTrips},
 	{"log critical path", logPath},
+	{"log index", logIndex},
 	{"fleet scale", fleet},
 	{"expiry throughput", expiryThroughput},
 	{"console", consoleFigures},
