@@ -1,12 +1,12 @@
 package logs_test
 
 import (
-	"fmt"
-	"slices"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
