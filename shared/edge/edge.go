@@ -321,12 +321,16 @@ func Response(f Format, res *http.Response) (json.RawMessage, error) {
 	return json.Marshal(out)
 }
 
+// writeError answers an event the handler never saw as the API answers its
+// own errors (shared/web): a JSON line, not to be sniffed or cached.
 func writeError(w http.ResponseWriter, status int, message string) {
 	b, _ := json.Marshal(struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	}{status, message})
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(b, '\n'))
 }

@@ -403,6 +403,10 @@ func TestHandlerAnswersMalformedEventsWith400WithoutCallingTheHandler(t *testing
 			if got := a.Headers["Content-Type"]; got != "application/json" {
 				t.Errorf("got Content-Type %q, want application/json", got)
 			}
+			// The same headers and ending as every other error of the API.
+			if a.Headers["X-Content-Type-Options"] != "nosniff" || a.Headers["Cache-Control"] != "no-store" || !strings.HasSuffix(a.Body, "}\n") {
+				t.Errorf("got headers %v and body %q, want nosniff, no-store and one line, ended", a.Headers, a.Body)
+			}
 			// Only the v2 format has a cookies field.
 			if got := bytes.Contains(out, []byte(`"cookies"`)); got != (tt.format == FormatV2) {
 				t.Errorf("got cookies field present %v, want %v (format %d): %s", got, tt.format == FormatV2, tt.format, out)
