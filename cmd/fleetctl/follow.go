@@ -30,7 +30,9 @@ func (a *app) logsFollowCommand() *cobra.Command {
 moves with the clock, and prints the key of each log not seen before,
 oldest first; with --fetch it downloads each into the cache (as logs fetch
 does) and prints its local path. It starts with the logs of --since (default
-10m) and runs until interrupted (exit code 130).`,
+10m) and runs until interrupted (exit code 130). Each lookup reaches a
+minute before the previous one, so a log that the service shows a few
+seconds after its upload is still printed, once.`,
 		Example: `  fleetctl logs follow --request web-api
   fleetctl logs follow --request web-api --deploy v42 --file 'stderr*' --since 1h
   fleetctl logs follow --request web-api --host 'node1*' --fetch`,
@@ -74,7 +76,7 @@ does) and prints its local path. It starts with the logs of --since (default
 	f := cmd.Flags()
 	f.StringVar(&request, "request", "", "follow this request's logs")
 	f.StringVar(&deploy, "deploy", "", "only this deploy's logs")
-	f.StringVar(&since, "since", "", "start with the logs from this long ago or this date (default 10m)")
+	f.StringVar(&since, "since", "", "start with the logs from this long ago (15m, 1h30m) or this instant, as logs ls (default 10m)")
 	f.DurationVar(&poll, "poll", 5*time.Second, "how often to look for new logs")
 	f.BoolVar(&fetch, "fetch", false, "download each new log into the cache and print its local path")
 	filter.register(f)
