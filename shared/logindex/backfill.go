@@ -37,7 +37,7 @@ func (x *Indexer) Backfill(ctx context.Context, objects Lister, bucket, after st
 				return next, false, err
 			}
 			if found {
-				if err := x.index.Put(ctx, Partitions(parsed), logkey.Entry{Object: obj, Start: start, End: end}, backfillSeq); err != nil {
+				if err := x.index.Put(ctx, parsed, logkey.Entry{Object: obj, Start: start, End: end}, backfillSeq); err != nil {
 					return next, false, err
 				}
 			}

@@ -20,8 +20,8 @@ type Objects interface {
 
 // Index is what the indexer writes.
 type Index interface {
-	Put(ctx context.Context, partitions []string, e logkey.Entry, seq string) error
-	Remove(ctx context.Context, partitions []string, bucket, key, seq string) error
+	Put(ctx context.Context, p logkey.Parsed, e logkey.Entry, seq string) error
+	Remove(ctx context.Context, p logkey.Parsed, bucket, key, seq string) error
 }
 
 // Indexer keeps the index as S3's events announce the log buckets'
@@ -108,9 +108,8 @@ func (x *Indexer) apply(ctx context.Context, raw json.RawMessage) (Result, error
 		x.log.Warn("skipped a key that LOG_KEY_FORMAT did not write", "bucket", bucket, "key", key, "format", x.format.String())
 		return r, nil
 	}
-	partitions := Partitions(parsed)
 	if ev.DetailType == "Object Deleted" {
-		if err := x.index.Remove(ctx, partitions, bucket, key, seq); err != nil {
+		if err := x.index.Remove(ctx, parsed, bucket, key, seq); err != nil {
 			return r, err
 		}
 		r.Outcome = "removed"
@@ -124,7 +123,7 @@ func (x *Indexer) apply(ctx context.Context, raw json.RawMessage) (Result, error
 		// Deleted since: its delete event, later, removes it.
 		return r, nil
 	}
-	if err := x.index.Put(ctx, partitions, logkey.Entry{Object: obj, Start: start, End: end}, seq); err != nil {
+	if err := x.index.Put(ctx, parsed, logkey.Entry{Object: obj, Start: start, End: end}, seq); err != nil {
 		return r, err
 	}
 	r.Outcome = "indexed"

@@ -38,19 +38,6 @@ const byUntil = "ByUntil"
 // 24 hours; a week is far past any late event.
 const tombstoneTTL = 7 * 24 * time.Hour
 
-// span is the time a log covers: from its start time to its end time, each
-// falling back on the last-modified time.
-func span(e logkey.Entry) (from, until int64) {
-	from, until = e.LastModified, e.LastModified
-	if e.Start != nil {
-		from = *e.Start
-	}
-	if e.End != nil {
-		until = *e.End
-	}
-	return min(from, until), max(from, until)
-}
-
 // Partitions are the index partitions of a log: its task's (when the key
 // format writes the task id), its request's and its deploy's (when the key
 // tells the deploy). The lookups read group "default" only, as the listing
@@ -110,12 +97,13 @@ func object(bucket, key string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Put records e in each partition as of the event numbered seq
-// (NormalizeSequencer). A partition that already holds an equal or later
-// event of the object keeps it: S3 delivers events at least once and in no
-// order. Errors: fault.Unavailable when DynamoDB throttles.
-func (t *Table) Put(ctx context.Context, partitions []string, e logkey.Entry, seq string) error {
-	from, until := span(e)
+// Put records e, whose key parsed as p, in each of its Partitions as of
+// the event numbered seq (NormalizeSequencer), with its span (Entry.Span)
+// for the lookups' windows. A partition that already holds an equal or
+// later event of the object keeps it: S3 delivers events at least once and
+// in no order. Errors: fault.Unavailable when DynamoDB throttles.
+func (t *Table) Put(ctx context.Context, p logkey.Parsed, e logkey.Entry, seq string) error {
+	from, until := e.Span(p.Time)
 	item := map[string]types.AttributeValue{
 		"bucket":   &types.AttributeValueMemberS{Value: e.Bucket},
 		"key":      &types.AttributeValueMemberS{Value: e.Key},
@@ -130,16 +118,17 @@ func (t *Table) Put(ctx context.Context, partitions []string, e logkey.Entry, se
 	if e.End != nil {
 		item["end"] = number(*e.End)
 	}
-	return t.putAll(ctx, partitions, object(e.Bucket, e.Key), seq, item)
+	return t.putAll(ctx, Partitions(p), object(e.Bucket, e.Key), seq, item)
 }
 
-// Remove records the deletion of bucket/key in each partition as of seq: a
+// Remove records the deletion of bucket/key, whose key parsed as p, in each
+// of its Partitions as of seq: a
 // tombstone without a span, so that no lookup reads it, which keeps an
 // older created event from writing the log back until it expires. Errors:
 // those of Put.
-func (t *Table) Remove(ctx context.Context, partitions []string, bucket, key, seq string) error {
+func (t *Table) Remove(ctx context.Context, p logkey.Parsed, bucket, key, seq string) error {
 	item := map[string]types.AttributeValue{"expiresAt": number(t.now().Add(tombstoneTTL).Unix())}
-	return t.putAll(ctx, partitions, object(bucket, key), seq, item)
+	return t.putAll(ctx, Partitions(p), object(bucket, key), seq, item)
 }
 
 func (t *Table) putAll(ctx context.Context, partitions []string, sk, seq string, attrs map[string]types.AttributeValue) error {

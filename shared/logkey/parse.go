@@ -5,12 +5,13 @@ import "strings"
 // Parsed is what a key tells about its log: the ids its format wrote. A
 // format without %taskId leaves TaskID empty, one without %deployId (and
 // without %taskId) leaves DeployID empty, one without %group leaves Group
-// empty.
+// empty, one without %s leaves Time nil.
 type Parsed struct {
 	TaskID    string
 	RequestID string
 	DeployID  string
 	Group     string
+	Time      *int64 // the %s time of the key, nil when the format has none
 }
 
 // maxParseSteps bounds the work of one Parse: the ids may hold the format's
@@ -30,6 +31,12 @@ func (f Format) Parse(key string) (p Parsed, ok bool) {
 		return Parsed{}, false
 	}
 	p = Parsed{TaskID: m.vals[tokTaskID], RequestID: m.vals[tokRequestID], DeployID: m.vals[tokDeployID], Group: m.vals[tokGroup]}
+	if v, ok := m.vals[tokMillis]; ok {
+		if n, err := parseDigits(v, 63); err == nil {
+			ms := int64(n)
+			p.Time = &ms
+		}
+	}
 	if p.TaskID != "" {
 		t, _ := ParseTaskID(p.TaskID)
 		p.RequestID, p.DeployID = t.RequestID, t.DeployID
@@ -166,4 +173,14 @@ func (m *matcher) agrees(t token, v string) bool {
 func (m *matcher) same(t token, v string) bool {
 	got, bound := m.vals[t]
 	return !bound || got == v
+}
+
+// KeyTime returns the %s time key was written with: nil when f has no %s
+// or did not write key.
+func (f Format) KeyTime(key string) *int64 {
+	p, ok := f.Parse(key)
+	if !ok {
+		return nil
+	}
+	return p.Time
 }

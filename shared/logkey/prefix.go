@@ -133,6 +133,10 @@ func (f Format) fill(s Scope) []part {
 // Window is the time range [Start, End) of a lookup, in epoch ms.
 type Window struct{ Start, End int64 }
 
+// Overlaps reports whether a log whose span is [from, until] (Entry.Span)
+// belongs to w: it starts before w ends and ends at or after w starts.
+func (w Window) Overlaps(from, until int64) bool { return from < w.End && until >= w.Start }
+
 // TaskWindow is the window of a task lookup (docs/behaviour.md "Task logs"): from the later of
 // start and the task's start, to end or, when end is nil, now. A running
 // task writes logs for as long as it runs, and when it ended is not known.

@@ -1,6 +1,8 @@
 package logs_test
 
 import (
+	"fmt"
+	"slices"
 	"context"
 	"io"
 	"log/slog"
@@ -60,7 +62,8 @@ func TestIndexedLookupsListNothingAndHeadNothing(t *testing.T) {
 	store := newRecordingStore()
 	h := indexedRoutes(store, index)
 	for _, path := range []string{
-		"/api/logs/task/" + taskID,
+		// Ending before the last minute: the newest prefix is not listed.
+		fmt.Sprintf("/api/logs/task/%s?end=%d", taskID, taskStart.Add(2*time.Hour).UnixMilli()),
 		"/api/logs/request/web-api?excludeMetadata=true",
 		"/api/logs/request/web-api/deploy/v42?list=true",
 	} {
@@ -86,5 +89,38 @@ func TestIndexedLookupsListNothingAndHeadNothing(t *testing.T) {
 	bad.wantJSONError(t, http.StatusBadRequest, "v-42 is not a valid deploy id")
 	if len(index.asked) != 3 {
 		t.Errorf("got %q, want no query for an invalid id", index.asked)
+	}
+}
+
+func TestTaskLookupsOnTheIndexAlsoListTheNewestPrefix(t *testing.T) {
+	now := taskStart.Add(5 * 24 * time.Hour)
+	f := &fakeStore{}
+	format, _ := logkey.ParseFormat(logkey.DefaultFormat)
+	task, _ := logkey.ParseTaskID(taskID)
+	put := func(name string, at time.Time) logkey.Object {
+		key := format.Key(logkey.File{Task: task, Filename: name, Modified: at})
+		f.add("logs-a", key, at)
+		return logkey.Object{Bucket: "logs-a", Key: key, LastModified: at.UnixMilli(), Size: int64(len(key))}
+	}
+	indexed := put("indexed.log", now.Add(-time.Hour))
+	uploading := put("just-uploaded.log", now.Add(-2*time.Second)) // its event is not applied yet
+	index := &fakeIndex{entries: []logkey.Entry{{Object: indexed}}}
+	h := indexedRoutes(f, index)
+
+	got := sortedKeys(decode[[]logEntry](t, serve(t, h, http.MethodGet, "/api/logs/task/"+taskID, "")))
+	if want := slices.Sorted(slices.Values([]string{indexed.Key, uploading.Key})); !slices.Equal(got, want) {
+		t.Errorf("task lookup up to now: got %q, want the indexed log and the one uploaded seconds ago %q", got, want)
+	}
+	if f.lists.Load() != 1 {
+		t.Errorf("got %d lists, want 1: the task's newest prefix only", f.lists.Load())
+	}
+	if f.heads.Load() != 1 {
+		t.Errorf("got %d HEADs, want 1: the log the index does not hold", f.heads.Load())
+	}
+
+	lists := f.lists.Load()
+	got = sortedKeys(decode[[]logEntry](t, serve(t, h, http.MethodGet, "/api/logs/request/web-api", "")))
+	if !slices.Equal(got, []string{indexed.Key}) || f.lists.Load() != lists {
+		t.Errorf("request lookup: got %q and %d more lists, want the indexed log only and no list (its newest prefix is the whole month)", got, f.lists.Load()-lists)
 	}
 }

@@ -440,8 +440,10 @@ func TestLiveRequestAndDeployLookups(t *testing.T) {
 	h := liveHandler(t, liveStore, settings(bucketA, bucketB))
 	since := liveMillis(liveSince)
 	dec, jan := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
-	inMonths := func(match func(liveObject) bool, from, to time.Time) func(liveObject) bool {
-		return func(o liveObject) bool { return match(o) && !o.modified.Before(from) && o.modified.Before(to) }
+	// A log belongs to a window when its span, from its starttime to its
+	// endtime, overlaps it.
+	inWindow := func(match func(liveObject) bool, from, to time.Time) func(liveObject) bool {
+		return func(o liveObject) bool { return match(o) && o.start < to.UnixMilli() && o.end >= from.UnixMilli() }
 	}
 	tests := []struct {
 		name, path string
@@ -454,12 +456,10 @@ func TestLiveRequestAndDeployLookups(t *testing.T) {
 		{"deploy d2 of request pay", "/api/logs/request/pay/deploy/d2?start=" + since, ofDeploy("pay", "d2")},
 		{"a deploy that wrote nothing", "/api/logs/request/pay/deploy/d12?start=" + since, func(liveObject) bool { return false }},
 		{"request pay-api in December 2026 only", "/api/logs/request/pay-api?start=" + liveMillis(dec) + "&end=" + liveMillis(jan),
-			inMonths(ofRequest("pay-api"), dec, jan)},
-		{"request pay-api across the new year", "/api/logs/request/pay-api?start=" + liveMillis(dec.Add(14*24*time.Hour)) + "&end=" + liveMillis(jan.Add(9*24*time.Hour)),
-			inMonths(ofRequest("pay-api"), dec, jan.AddDate(0, 1, 0))},
-		// 30 days before liveNow is in January: the January and February
-		// prefixes are listed whole.
-		{"request pay-api over the default lookback", "/api/logs/request/pay-api", inMonths(ofRequest("pay-api"), jan, liveNow)},
+			inWindow(ofRequest("pay-api"), dec, jan)},
+		{"request pay-api across the new year, to the day", "/api/logs/request/pay-api?start=" + liveMillis(dec.Add(14*24*time.Hour)) + "&end=" + liveMillis(jan.Add(9*24*time.Hour)),
+			inWindow(ofRequest("pay-api"), dec.Add(14*24*time.Hour), jan.Add(9*24*time.Hour))},
+		{"request pay-api over the default lookback of 30 days", "/api/logs/request/pay-api", inWindow(ofRequest("pay-api"), liveNow.Add(-30*24*time.Hour), liveNow)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

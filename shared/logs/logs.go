@@ -176,18 +176,19 @@ func millis(v map[string][]string, name string) (*int64, error) {
 func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("taskId")
 	noteIDs(r)
-	h.lookup(w, r, "task", id, false, func(ctx context.Context, q query, now int64) ([]logkey.Entry, error) {
+	h.lookup(w, r, "task", id, false, func(q query, now int64) (target, error) {
 		t, err := logkey.ParseTaskID(id)
 		if err != nil {
-			return nil, err
+			return target{}, err
 		}
-		return h.index.Task(ctx, t.ID, logkey.TaskWindow(t, q.start, q.end, now))
-	}, func(q query, now int64) ([]string, error) {
-		t, err := logkey.ParseTaskID(id)
-		if err != nil {
-			return nil, err
-		}
-		return h.cfg.Format.Prefixes(logkey.TaskScope(t), logkey.TaskWindow(t, q.start, q.end, now), logkey.MaxPrefixes)
+		return target{
+			scope:  logkey.TaskScope(t),
+			window: logkey.TaskWindow(t, q.start, q.end, now),
+			fresh:  true,
+			index: func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error) {
+				return h.index.Task(ctx, t.ID, w)
+			},
+		}, nil
 	})
 }
 
@@ -195,41 +196,56 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("requestId")
 	noteIDs(r)
-	h.lookup(w, r, "request", id, true, func(ctx context.Context, q query, now int64) ([]logkey.Entry, error) {
+	h.lookup(w, r, "request", id, true, func(q query, now int64) (target, error) {
 		if err := logkey.CheckRequestID(id); err != nil {
-			return nil, err
+			return target{}, err
 		}
-		return h.index.Request(ctx, id, logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now))
-	}, func(q query, now int64) ([]string, error) {
-		return h.cfg.Format.Prefixes(logkey.RequestScope(id), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
+		return target{
+			scope:  logkey.RequestScope(id),
+			window: logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now),
+			index: func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error) {
+				return h.index.Request(ctx, id, w)
+			},
+		}, nil
 	})
 }
 
 func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 	req, dep := r.PathValue("requestId"), r.PathValue("deployId")
 	noteIDs(r)
-	h.lookup(w, r, "deploy", req+"/"+dep, true, func(ctx context.Context, q query, now int64) ([]logkey.Entry, error) {
+	h.lookup(w, r, "deploy", req+"/"+dep, true, func(q query, now int64) (target, error) {
 		if err := logkey.CheckRequestID(req); err != nil {
-			return nil, err
+			return target{}, err
 		}
 		if err := logkey.CheckDeployID(dep); err != nil {
-			return nil, err
+			return target{}, err
 		}
-		return h.index.Deploy(ctx, req, dep, logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now))
-	}, func(q query, now int64) ([]string, error) {
-		return h.cfg.Format.Prefixes(logkey.DeployScope(req, dep), logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now), logkey.MaxPrefixes)
+		return target{
+			scope:  logkey.DeployScope(req, dep),
+			window: logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now),
+			index: func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error) {
+				return h.index.Deploy(ctx, req, dep, w)
+			},
+		}, nil
 	})
 }
 
-// indexed reads one lookup's logs from the index.
-type indexed func(ctx context.Context, q query, now int64) ([]logkey.Entry, error)
+// target is what a GET lookup looks for: the logs of a scope over a window,
+// read from the index when it is on, else listed under the scope's prefixes.
+type target struct {
+	scope  logkey.Scope
+	window logkey.Window
+	index  func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error)
+	fresh  bool // on the index, also list the newest prefixes (findIndexed)
+}
 
-// lookup answers a GET lookup of what: from the index when it is on (the
-// logs over the exact window), else every object under the prefixes, in
-// every bucket; newest first (docs/behaviour.md "Task logs"). scope names
-// the lookup in the metrics.
-func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, fromIndex indexed, prefixes func(query, int64) ([]string, error)) {
-	logs, err := h.find(r, what, paged, fromIndex, prefixes)
+// lookup answers a GET lookup of what: the logs of the target that resolve
+// returns whose span overlaps its window, exactly (docs/behaviour.md "Task
+// logs"), from the index when it is on, else from every object under the
+// scope's prefixes in every bucket; newest first. scope names the lookup in
+// the metrics.
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, resolve func(q query, now int64) (target, error)) {
+	logs, err := h.find(r, what, paged, resolve)
 	countLookup(r, scope, len(logs))
 	if err != nil {
 		web.Error(w, r, err)
@@ -238,7 +254,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what str
 	web.JSON(w, http.StatusOK, logs)
 }
 
-func (h *Handler) find(r *http.Request, what string, paged bool, fromIndex indexed, prefixes func(query, int64) ([]string, error)) ([]logJSON, error) {
+func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q query, now int64) (target, error)) ([]logJSON, error) {
 	q, err := parseQuery(r, paged)
 	if err != nil {
 		return nil, err
@@ -246,10 +262,14 @@ func (h *Handler) find(r *http.Request, what string, paged bool, fromIndex index
 	if len(h.cfg.Buckets) == 0 {
 		return nil, fault.NotFound("S3 configuration was absent")
 	}
-	if h.index != nil {
-		return h.findIndexed(r.Context(), what, q, fromIndex)
+	t, err := resolve(q, h.now().UnixMilli())
+	if err != nil {
+		return nil, err
 	}
-	ps, err := prefixes(q, h.now().UnixMilli())
+	if h.index != nil {
+		return h.findIndexed(r, what, q, t)
+	}
+	ps, err := h.cfg.Format.Prefixes(t.scope, t.window, logkey.MaxPrefixes)
 	if err != nil {
 		return nil, err
 	}
@@ -261,31 +281,105 @@ func (h *Handler) find(r *http.Request, what string, paged bool, fromIndex index
 	if err := gone.report(r, h.cfg.Buckets); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
+	defer cancel()
 	entries := unknownTimes(found)
+	if !q.excludeMetadata {
+		if err := h.readTimes(ctx, what, entries); err != nil {
+			return nil, err
+		}
+	}
+	entries = h.within(entries, func(logkey.Entry) logkey.Window { return t.window })
 	if q.maxPerPage > 0 {
 		entries = capPerBucket(entries, q.maxPerPage)
 	}
-	return h.describe(r.Context(), what, entries, !q.excludeMetadata, !q.list, false)
+	return h.describe(ctx, what, entries, !q.excludeMetadata, !q.list)
 }
 
-// findIndexed answers a lookup from the index: one query, the logs of
-// buckets outside LOG_BUCKETS dropped, their times as indexed, so that
-// metadata costs no HEAD.
-func (h *Handler) findIndexed(ctx context.Context, what string, q query, fromIndex indexed) ([]logJSON, error) {
-	qctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
+// findIndexed answers a lookup from the index: one query over the exact
+// window, the logs of buckets outside LOG_BUCKETS dropped, their times as
+// indexed, so that metadata costs no HEAD. A task lookup whose window
+// reaches into the index's lag also lists the task's newest prefixes, in
+// parallel, and adds the logs the index does not hold yet (fresh).
+func (h *Handler) findIndexed(r *http.Request, what string, q query, t target) ([]logJSON, error) {
+	now := h.now()
+	qctx, cancel := context.WithTimeout(r.Context(), h.cfg.ListTimeout)
 	defer cancel()
-	entries, err := fromIndex(qctx, q, h.now().UnixMilli())
-	if err != nil {
+	var entries []logkey.Entry
+	var listed []logkey.Object
+	var gone missingBuckets
+	g, gctx := errgroup.WithContext(qctx)
+	g.Go(func() (err error) {
+		entries, err = t.index(gctx, t.window)
+		return err
+	})
+	recent := logkey.Window{Start: max(t.window.Start, now.Add(-freshness).UnixMilli()), End: t.window.End}
+	if t.fresh && recent.Start < recent.End {
+		g.Go(func() error {
+			ps, err := h.cfg.Format.Prefixes(t.scope, recent, logkey.MaxPrefixes)
+			if err == nil {
+				listed, err = h.listAll(gctx, what, ps, &gone)
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
 		if errors.Is(qctx.Err(), context.DeadlineExceeded) {
 			return nil, fault.Timeout("Timed out waiting for the log index for %s", what)
 		}
 		return nil, err
 	}
+	if err := gone.report(r, h.cfg.Buckets); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
+	defer cancel()
+	unindexed, err := h.unindexed(lctx, what, q, t.window, entries, listed)
+	if err != nil {
+		return nil, err
+	}
+	entries = append(entries, unindexed...)
 	entries = slices.DeleteFunc(entries, func(e logkey.Entry) bool { return !slices.Contains(h.cfg.Buckets, e.Bucket) })
 	if q.maxPerPage > 0 {
 		entries = capPerBucket(entries, q.maxPerPage)
 	}
-	return h.describe(ctx, what, entries, !q.excludeMetadata, !q.list, true)
+	return h.describe(lctx, what, entries, !q.excludeMetadata, !q.list)
+}
+
+// freshness is how far back from now a task lookup on the index also lists
+// the task's newest prefixes: far longer than the index lags behind an
+// upload (docs/behaviour.md "Task-log index").
+const freshness = time.Minute
+
+// unindexed returns the listed objects the index does not hold, in the
+// window, with their times (one HEAD each) unless metadata is excluded.
+func (h *Handler) unindexed(ctx context.Context, what string, q query, w logkey.Window, indexed []logkey.Entry, listed []logkey.Object) ([]logkey.Entry, error) {
+	held := make(map[[2]string]bool, len(indexed))
+	for _, e := range indexed {
+		held[[2]string{e.Bucket, e.Key}] = true
+	}
+	var out []logkey.Entry
+	for _, o := range listed {
+		if !held[[2]string{o.Bucket, o.Key}] {
+			out = append(out, logkey.Entry{Object: o})
+		}
+	}
+	if !q.excludeMetadata {
+		if err := h.readTimes(ctx, what, out); err != nil {
+			return nil, err
+		}
+	}
+	return h.within(out, func(logkey.Entry) logkey.Window { return w }), nil
+}
+
+// within keeps the entries whose span overlaps the window that window
+// gives for each (docs/behaviour.md "Task logs"). Their times are those a
+// HEAD read, or none when the caller excluded metadata: then a span is
+// what the key's %s time and the last modification tell.
+func (h *Handler) within(entries []logkey.Entry, window func(logkey.Entry) logkey.Window) []logkey.Entry {
+	return slices.DeleteFunc(entries, func(e logkey.Entry) bool {
+		return !window(e).Overlaps(e.Span(h.cfg.Format.KeyTime(e.Key)))
+	})
 }
 
 // countLookup records one lookup, answered or not: in the metrics, by scope,
@@ -353,44 +447,36 @@ func newestFirst(objs []logkey.Entry) {
 	})
 }
 
-// describe turns objects into the wire form, newest first: with metadata
-// (one HEAD each, unless timesKnown: the index holds them) and presigned
-// URLs unless told not to, within LOG_LINK_TIMEOUT. Both URLs expire at the
-// same instant.
-func (h *Handler) describe(ctx context.Context, what string, objs []logkey.Entry, metadata, links, timesKnown bool) ([]logJSON, error) {
+// readTimes reads the start and end times of each entry from its
+// object's metadata, one HEAD each, in parallel, within ctx.
+func (h *Handler) readTimes(ctx context.Context, what string, entries []logkey.Entry) error {
+	err := each(ctx, len(entries), headWorkers, func(ctx context.Context, i int) error {
+		start, end, err := h.store.Times(ctx, entries[i].Bucket, entries[i].Key)
+		entries[i].Start, entries[i].End = start, end
+		return err
+	})
+	return timedOut(ctx, what, err)
+}
+
+// describe turns entries into the wire form, newest first: with their times
+// unless told not to, and presigned URLs unless told not to, within ctx.
+// Both URLs expire at the same instant.
+func (h *Handler) describe(ctx context.Context, what string, objs []logkey.Entry, metadata, links bool) ([]logJSON, error) {
 	newestFirst(objs)
 	out := make([]logJSON, len(objs))
 	for i, o := range objs {
 		out[i] = logJSON{Key: o.Key, LastModified: o.LastModified, Size: o.Size}
-		if metadata && timesKnown {
+		if metadata {
 			out[i].StartTime, out[i].EndTime = o.Start, o.End
 		}
 	}
-	if timesKnown {
-		metadata = false
-	}
-	if !metadata && !links {
+	if !links {
 		return out, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.LinkTimeout)
-	defer cancel()
 	err := each(ctx, len(objs), headWorkers, func(ctx context.Context, i int) error {
-		o := objs[i].Object
-		if metadata {
-			start, end, err := h.store.Times(ctx, o.Bucket, o.Key)
-			if err != nil {
-				return err
-			}
-			out[i].StartTime, out[i].EndTime = start, end
-		}
-		if links {
-			get, download, err := h.store.Links(ctx, o.Bucket, o.Key, h.cfg.URLTTL)
-			if err != nil {
-				return err
-			}
-			out[i].GetURL, out[i].DownloadURL = get, download
-		}
-		return nil
+		get, download, err := h.store.Links(ctx, objs[i].Bucket, objs[i].Key, h.cfg.URLTTL)
+		out[i].GetURL, out[i].DownloadURL = get, download
+		return err
 	})
 	if err != nil {
 		return nil, timedOut(ctx, what, err)
@@ -400,6 +486,9 @@ func (h *Handler) describe(ctx context.Context, what string, objs []logkey.Entry
 
 // timedOut turns a phase that ran out of time into the 504 of docs/behaviour.md "Task logs".
 func timedOut(ctx context.Context, what string, err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || fault.KindOf(err) == fault.KindTimeout {
 		return fault.Timeout("Timed out waiting for response from S3 for %s", what)
 	}

@@ -27,6 +27,7 @@ type fakeStore struct {
 	block   bool // every call waits for its context to end
 	heads   atomic.Int64
 	lists   atomic.Int64
+	times   map[string][2]*int64 // metadata start and end times by key; else the minute up to the last modification
 }
 
 func (f *fakeStore) add(bucket, key string, modified time.Time) {
@@ -73,8 +74,17 @@ func (f *fakeStore) Times(ctx context.Context, bucket, key string) (*int64, *int
 	if err := f.wait(ctx); err != nil {
 		return nil, nil, err
 	}
-	start, end := int64(1), int64(2)
-	return &start, &end, nil
+	if t, ok := f.times[key]; ok {
+		return t[0], t[1], nil
+	}
+	// A log written for a minute up to its last modification.
+	for _, o := range f.buckets[bucket] {
+		if o.Key == key {
+			start, end := o.LastModified-60_000, o.LastModified
+			return &start, &end, nil
+		}
+	}
+	return nil, nil, nil
 }
 
 func (f *fakeStore) Links(ctx context.Context, bucket, key string, ttl time.Duration) (string, string, error) {

@@ -18,15 +18,19 @@ import (
 // group is the only log group; it names continuation tokens (docs/behaviour.md "Task logs").
 const group = logkey.DefaultGroup
 
-// source is one (bucket, prefix) pair a search lists, with its token key.
+// source is one (bucket, prefix) pair a search lists, with its token key
+// and the window its logs are kept by.
 type source struct {
 	key, bucket, prefix string
+	window              logkey.Window
 }
 
-// hit is an object a page listed, with the key of the source it came from.
+// hit is an object a page listed, with the key of the source it came from
+// and the window of that source.
 type hit struct {
 	object logkey.Object
 	source string
+	window logkey.Window
 }
 
 // search serves POST /api/logs/search (docs/behaviour.md "Task logs"). A page holds at most
@@ -75,18 +79,28 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 		return none, err
 	}
 	allow := req.allowlist()
-	var found []logkey.Object
+	var entries []logkey.Entry
+	windows := map[[2]string]logkey.Window{}
 	for _, hit := range hits {
 		if len(allow) == 0 || slices.ContainsFunc(allow, func(a string) bool { return strings.HasPrefix(hit.object.Key, a) }) {
-			found = append(found, hit.object)
+			entries = append(entries, logkey.Entry{Object: hit.object})
+			windows[[2]string{hit.object.Bucket, hit.object.Key}] = hit.window
 		}
 	}
-	entries := unknownTimes(found)
-	results, err := h.describe(r.Context(), "search", entries, !req.ExcludeMetadata, !req.ListOnly, false)
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
+	defer cancel()
+	if !req.ExcludeMetadata {
+		if err := h.readTimes(ctx, "search", entries); err != nil {
+			return none, err
+		}
+	}
+	entries = h.within(entries, func(e logkey.Entry) logkey.Window { return windows[[2]string{e.Bucket, e.Key}] })
+	results, err := h.describe(ctx, "search", entries, !req.ExcludeMetadata, !req.ListOnly)
 	if err != nil {
 		return none, err
 	}
 	// describe put the entries in the results' order; fitPage pairs them.
+	found := make([]logkey.Object, len(entries))
 	for i, e := range entries {
 		found[i] = e.Object
 	}
@@ -100,17 +114,20 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 
 // sources returns every (bucket, prefix) the search covers, in a fixed
 // order: buckets in LOG_BUCKETS order, prefixes sorted, with no prefix that
-// extends another one of the same bucket.
+// extends another one of the same bucket. Each has the window of the
+// scopes it lists for.
 func (h *Handler) sources(req searchJSON) ([]source, error) {
 	now := h.now().UnixMilli()
 	budget := logkey.MaxPrefixes
-	var prefixes []string
-	add := func(ps []string, err error) error {
+	var prefixes []scoped
+	add := func(w logkey.Window, ps []string, err error) error {
 		if err != nil {
 			return err
 		}
 		budget -= len(ps)
-		prefixes = append(prefixes, ps...)
+		for _, p := range ps {
+			prefixes = append(prefixes, scoped{prefix: p, window: w})
+		}
 		return nil
 	}
 	allow := req.allowlist()
@@ -119,8 +136,9 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 		if err != nil {
 			return nil, err
 		}
-		ps, err := h.cfg.Format.Prefixes(logkey.TaskScope(t), logkey.TaskWindow(t, req.Start, req.End, now), budget)
-		if err := add(logkey.Allow(ps, allow), err); err != nil {
+		w := logkey.TaskWindow(t, req.Start, req.End, now)
+		ps, err := h.cfg.Format.Prefixes(logkey.TaskScope(t), w, budget)
+		if err := add(w, logkey.Allow(ps, allow), err); err != nil {
 			return nil, err
 		}
 	}
@@ -128,24 +146,51 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 	for _, requestID := range slices.Sorted(maps.Keys(req.RequestsAndDeploys)) {
 		deploys := req.RequestsAndDeploys[requestID]
 		if len(deploys) == 0 {
-			if err := add(h.cfg.Format.Prefixes(logkey.RequestScope(requestID), window, budget)); err != nil {
+			ps, err := h.cfg.Format.Prefixes(logkey.RequestScope(requestID), window, budget)
+			if err := add(window, ps, err); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		for _, d := range deploys {
-			if err := add(h.cfg.Format.Prefixes(logkey.DeployScope(requestID, d), window, budget)); err != nil {
+			ps, err := h.cfg.Format.Prefixes(logkey.DeployScope(requestID, d), window, budget)
+			if err := add(window, ps, err); err != nil {
 				return nil, err
 			}
 		}
 	}
 	var out []source
 	for _, b := range h.cfg.Buckets {
-		for _, p := range logkey.Compact(prefixes) {
-			out = append(out, source{key: group + "-" + b + "-" + p, bucket: b, prefix: p})
+		for _, p := range compact(prefixes) {
+			out = append(out, source{key: group + "-" + b + "-" + p.prefix, bucket: b, prefix: p.prefix, window: p.window})
 		}
 	}
 	return out, nil
+}
+
+// scoped is a prefix a search lists, with the window of the scope that
+// named it.
+type scoped struct {
+	prefix string
+	window logkey.Window
+}
+
+// compact is logkey.Compact keeping windows: a prefix dropped because it
+// extends (or repeats) a kept one widens the kept one's window to cover
+// its own, so that the kept prefix answers every log either scope would.
+func compact(prefixes []scoped) []scoped {
+	slices.SortFunc(prefixes, func(a, b scoped) int { return strings.Compare(a.prefix, b.prefix) })
+	var out []scoped
+	for _, p := range prefixes {
+		// Sorted, the prefixes that extend one follow it directly.
+		if n := len(out); n > 0 && strings.HasPrefix(p.prefix, out[n-1].prefix) {
+			kept := &out[n-1].window
+			kept.Start, kept.End = min(kept.Start, p.window.Start), max(kept.End, p.window.End)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // page lists the next page of the search: at most maxPerPage objects over
@@ -194,7 +239,7 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, go
 			}
 			taken := pages[i][:min(room, len(pages[i]))]
 			for _, o := range taken {
-				found = append(found, hit{object: o, source: s.key})
+				found = append(found, hit{object: o, source: s.key, window: s.window})
 			}
 			room -= len(taken)
 			t := tokens[s.key]
