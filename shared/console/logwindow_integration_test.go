@@ -118,6 +118,7 @@ func TestLogWindowsNarrowerThanAMonth(t *testing.T) {
 					t.Errorf("window %s: got address %s, want the window in it", quick.window, url)
 				}
 			}
+			shot(t, ctx, fmt.Sprintf("logs-window-1h-%d", width))
 
 			// The keyboard picks the custom range, which starts as the hour
 			// it replaces, then types its ends in local time.
@@ -151,7 +152,7 @@ func TestLogWindowsNarrowerThanAMonth(t *testing.T) {
 			if url, want := address(), fmt.Sprintf("start=%d&end=%d", from.UnixMilli(), to.UnixMilli()); !strings.Contains(url, want) {
 				t.Errorf("got address %s, want it to hold %s", url, want)
 			}
-			shot(t, ctx, fmt.Sprintf("logs-window-%d", width))
+			shot(t, ctx, fmt.Sprintf("logs-window-custom-%d", width))
 			noSideways(t, ctx, width)
 			axeClean(t, ctx)
 
