@@ -162,10 +162,18 @@ func TestLogWindowsNarrowerThanAMonth(t *testing.T) {
 			do(t, other, emulation.SetTimezoneOverride("Asia/Kolkata"), chromedp.Navigate(url))
 			eventually(t, other, "the range's logs", has("main section h2", "2 logs"))
 
-			// A range that ends before it starts is said so, and not sent.
+			// A range that ends before it starts is said so, and a time
+			// typed in part is refused by the browser: neither is sent.
+			sent := changes.len()
 			do(t, ctx, chromedp.SetValue(`fieldset.custom .field:nth-child(2) input`, from.Add(-time.Hour).In(kolkata).Format("2006-01-02T15:04:05")))
 			do(t, ctx, chromedp.Click(`//button[text()="Find logs"]`, chromedp.BySearch))
 			eventually(t, ctx, "the problem", has("main .problem", "From is not before its To"))
+			first := `fieldset.custom .field:nth-child(1) input`
+			do(t, ctx, clear(first), chromedp.Focus(first), chromedp.SendKeys(first, "11"), chromedp.Click(`//button[text()="Find logs"]`, chromedp.BySearch))
+			eventually(t, ctx, "the part typed refused", `document.querySelector("`+first+`").matches(":invalid")`)
+			if got := changes.since(sent); len(got) != 0 {
+				t.Errorf("got %q sent, want nothing", got)
+			}
 		})
 	}
 }

@@ -16,7 +16,8 @@ const WINDOWS = [["15m", "Last 15 minutes", 15 * MINUTE], ["1h", "Last hour", HO
 // select is the quick choice, custom the range's fieldset (shown for
 // "Custom range…"). query() is what the address keeps; range(now) is the
 // [start, end) to send, either end null for the service's default, and
-// throws an Error that says what to fix.
+// throws an Error that says what to fix. A time typed in part is the
+// browser's to refuse: the form is not submitted while an input is invalid.
 export function windowPicker(params) {
   const given = params.get("window");
   let previous = WINDOWS.some(([k]) => k === given) ? given : params.get("start") ? "custom" : "7d";
@@ -67,7 +68,6 @@ export function windowPicker(params) {
     if (select.value !== "custom") {
       return { start: now - WINDOWS.find(([k]) => k === select.value)[2], end: now };
     }
-    if (from.validity.badInput || to.validity.badInput) throw new Error("Give the custom range's times in full: date, hours, minutes and seconds");
     const start = ms(from.value), end = ms(to.value);
     if (start != null && start >= (end ?? now)) throw new Error("The custom range's From is not before its To");
     return { start, end };
