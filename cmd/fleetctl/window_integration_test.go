@@ -132,7 +132,18 @@ func TestLogWindowsNarrowerThanAMonth(t *testing.T) {
 		})
 	}
 
-	t.Run("cat and grep read the same window", func(t *testing.T) {
+	t.Run("fetch, cat and grep read the same window", func(t *testing.T) {
+		fetched := fleetctl(t, apitest.None, nil, append([]string{"logs", "fetch", "--request", request, "--print"}, pairArgs...)...).want(t, 0).stdout
+		var paths []string
+		for _, p := range strings.Split(strings.TrimSuffix(fetched, "\n"), "\n") {
+			_, key, _ := strings.Cut(p, "/"+request+"/")
+			paths = append(paths, request+"/"+key)
+		}
+		slices.Sort(paths)
+		if !slices.Equal(paths, pair) {
+			t.Errorf("fetch --print: got\n%s\nwant the paths of %q", fetched, pair)
+		}
+
 		cat := fleetctl(t, apitest.None, nil, append([]string{"logs", "cat", "--request", request}, pairArgs...)...).want(t, 0).stdout
 		printed := strings.Split(strings.TrimSuffix(cat, "\n"), "\n")
 		slices.Sort(printed)
