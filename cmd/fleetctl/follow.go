@@ -13,8 +13,9 @@ import (
 )
 
 // followOverlap is how far back each lookup of logs follow reaches before
-// the previous one: a log that lands late (its upload took a while) is
-// still in the next window.
+// the previous one: a log that lands late (its upload took a while, or the
+// service's index saw it seconds after the upload) is still in the next
+// window.
 const followOverlap = time.Minute
 
 func (a *app) logsFollowCommand() *cobra.Command {
@@ -29,7 +30,9 @@ func (a *app) logsFollowCommand() *cobra.Command {
 moves with the clock, and prints the key of each log not seen before,
 oldest first; with --fetch it downloads each into the cache (as logs fetch
 does) and prints its local path. It starts with the logs of --since (default
-10m) and runs until interrupted (exit code 130).`,
+10m) and runs until interrupted (exit code 130). Each lookup reaches a
+minute before the previous one, so a log that the service shows a few
+seconds after its upload is still printed, once.`,
 		Example: `  fleetctl logs follow --request web-api
   fleetctl logs follow --request web-api --deploy v42 --file 'stderr*' --since 1h
   fleetctl logs follow --request web-api --host 'node1*' --fetch`,
@@ -73,7 +76,7 @@ does) and prints its local path. It starts with the logs of --since (default
 	f := cmd.Flags()
 	f.StringVar(&request, "request", "", "follow this request's logs")
 	f.StringVar(&deploy, "deploy", "", "only this deploy's logs")
-	f.StringVar(&since, "since", "", "start with the logs from this long ago or this date (default 10m)")
+	f.StringVar(&since, "since", "", "start with the logs from this long ago (15m, 1h30m) or this instant, as logs ls (default 10m)")
 	f.DurationVar(&poll, "poll", 5*time.Second, "how often to look for new logs")
 	f.BoolVar(&fetch, "fetch", false, "download each new log into the cache and print its local path")
 	filter.register(f)
@@ -81,9 +84,13 @@ does) and prints its local path. It starts with the logs of --since (default
 }
 
 // follow looks logs up from start on, every poll, and prints each new one
-// once, until ctx ends.
+// once, until ctx ends. A key is remembered while its span can still
+// overlap the window and forgotten once it ended before the window's
+// start; logs that ended before the start are dropped from every answer
+// by the same rule, so that a service answering wider than asked (a whole
+// month of keys) never has a forgotten log printed again.
 func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup func(context.Context, client.LogQuery) ([]client.Log, error), filter logFilter, start time.Time, poll time.Duration) error {
-	seen := map[string]int64{} // key → last modified, forgotten once out of the window
+	seen := map[string]int64{} // key → end of its span, forgotten once before the window
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
@@ -94,7 +101,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup
 		}
 		logs = slices.DeleteFunc(logs, func(l client.Log) bool {
 			_, old := seen[l.Key]
-			return old || !filter.keeps(l)
+			return old || spanEnd(l) < start.UnixMilli() || !filter.keeps(l)
 		})
 		slices.SortFunc(logs, func(x, y client.Log) int {
 			if x.LastModified != y.LastModified {
@@ -106,7 +113,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup
 			return err
 		}
 		for _, l := range logs {
-			seen[l.Key] = l.LastModified
+			seen[l.Key] = spanEnd(l)
 		}
 		if moved := polled.Add(-followOverlap); moved.After(start) {
 			start = moved
@@ -122,6 +129,16 @@ func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup
 		case <-tick.C:
 		}
 	}
+}
+
+// spanEnd is when a log's span ends, as the service reads it
+// (docs/behaviour.md "Task logs"): its endtime, else its last
+// modification. A log belongs to a window that starts at or before it.
+func spanEnd(l client.Log) int64 {
+	if l.EndTime != 0 {
+		return l.EndTime
+	}
+	return l.LastModified
 }
 
 // landed prints the new logs' keys, or fetches them and prints their paths.

@@ -27,13 +27,15 @@ func (s *selection) register(f *pflag.FlagSet) {
 	f.StringArrayVar(&s.tasks, "task", nil, "logs of this task id (repeatable)")
 	f.StringArrayVar(&s.requests, "request", nil, "logs of this request's tasks (repeatable)")
 	f.StringArrayVar(&s.deploys, "deploy", nil, "with one --request: only this deploy's tasks (repeatable)")
-	f.StringVar(&s.since, "since", "", "from this long ago (7d, 36h) or this date (2026-11-21, RFC 3339); default the service's (30 days for requests)")
-	f.StringVar(&s.until, "until", "", "up to this long ago or this date (exclusive); default now")
+	f.StringVar(&s.since, "since", "", "from this long ago (15m, 1h30m, 7d) or this instant (2026-11-24T08:00:00+01:00; without a zone, local time; a date alone is local midnight); default the service's (30 days for requests)")
+	f.StringVar(&s.until, "until", "", "up to this long ago or this instant (exclusive); default now")
 	s.filter.register(f)
 }
 
 // parseWhen reads --since and --until: a duration before now, or a date
-// (local midnight) or RFC 3339 instant.
+// (local midnight), a local date and time, or an RFC 3339 instant. The
+// instant is sent as it is, to the millisecond: the service keeps exactly
+// the logs of the window.
 func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -46,7 +48,7 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 			return t, nil
 		}
 	}
-	return time.Time{}, usageError("--%s %q is neither a duration (90m, 36h, 7d) nor a date (2026-11-21, 2026-11-21T08:00:00Z)", flag, s)
+	return time.Time{}, usageError("--%s %q is neither a duration (15m, 1h30m, 7d) nor a time (2026-11-21, 2026-11-21T08:00, 2026-11-21T08:00:00Z)", flag, s)
 }
 
 // request is the search the selection names.
@@ -120,10 +122,17 @@ func (a *app) logsCommand() *cobra.Command {
 		Long: `Task logs are found by task, request, or request and deploy, in a window
 (--since, --until), and kept by file name and task host (--file, --host
 globs). They are downloaded through the presigned links the
-API answers with: fleetctl never needs S3 credentials.`,
-		Example: `  fleetctl logs ls --request web-api --since 7d
+API answers with: fleetctl never needs S3 credentials.
+
+The window is exact, to the millisecond, however narrow: a log is in it
+when its span overlaps it, the span running from its starttime (else the
+time in its key, else its last modification) to its endtime (else its last
+modification). A log that ran across --since is in; one that starts at
+--until is not.`,
+		Example: `  fleetctl logs ls --request web-api --since 1h
+  fleetctl logs ls --request web-api --since 2026-11-24T08:00:00+01:00 --until 2026-11-24T10:00:00+01:00
   fleetctl logs fetch --request web-api --since 7d -j 8
-  fleetctl logs grep --request web-api --since 7d -i 'timeout'`,
+  fleetctl logs grep --request web-api --since 15m -i 'timeout'`,
 	}
 	cmd.Args = func(cmd *cobra.Command, argv []string) error {
 		if len(argv) > 0 {
@@ -147,7 +156,8 @@ func (a *app) logsLsCommand() *cobra.Command {
 and key (control characters in a key shown escaped), or with -o json the
 logs as the API answers them, presigned links included.`,
 		Example: `  fleetctl logs ls --task web-api-v42-1793491200000-0-node17-us_east_1a
-  fleetctl logs ls --request web-api --deploy v42 --since 2026-11-01 --until 2026-11-08
+  fleetctl logs ls --request web-api --since 90m
+  fleetctl logs ls --request web-api --deploy v42 --since 2026-11-24T08:00 --until 2026-11-24T10:00
   fleetctl logs ls --request web-api --since 7d -o json | jq -r '.[].key'`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -209,7 +219,7 @@ A log that cannot be fetched is named on stderr, one line each, and the
 others are still fetched; the exit code is then 8.`,
 		Example: `  fleetctl logs fetch --request web-api --since 7d
   fleetctl logs fetch --task web-api-v42-1793491200000-0-node17-us_east_1a -j 16
-  fleetctl logs fetch --request web-api --since 1d --print0 | xargs -0 zgrep -l panic`,
+  fleetctl logs fetch --request web-api --since 1h30m --print0 | xargs -0 zgrep -l panic`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if jobs < 1 {
@@ -268,7 +278,8 @@ func (a *app) logsCatCommand() *cobra.Command {
 		Use:   "cat",
 		Short: "Write the matching logs to stdout, oldest first, gunzipping .gz",
 		Example: `  fleetctl logs cat --task web-api-v42-1793491200000-0-node17-us_east_1a
-  fleetctl logs cat --request web-api --since 2h | less`,
+  fleetctl logs cat --request web-api --since 15m | less
+  fleetctl logs cat --request web-api --since 2026-11-24T09:00:00Z --until 2026-11-24T09:30:00Z`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logs, err := a.find(cmd.Context(), &sel)
@@ -308,7 +319,7 @@ streamed through its presigned link otherwise), several at once, gunzipping
 logs ls. With -A, -B or -C, lines of context are printed as key-line-text
 and groups apart are separated by a -- line, as grep does. PATTERN is a regular expression (Go syntax, as grep -E), or a
 fixed string with -F. Exit code 1 when no line matched, as grep.`,
-		Example: `  fleetctl logs grep --request web-api --since 7d 'status=5[0-9][0-9]'
+		Example: `  fleetctl logs grep --request web-api --since 1h 'status=5[0-9][0-9]'
   fleetctl logs grep --task web-api-v42-1793491200000-0-node17-us_east_1a -i -c timeout
   fleetctl logs grep --request web-api -l -F 'OutOfMemoryError'`,
 		Args: args(cobra.ExactArgs(1)),

@@ -39,6 +39,7 @@ import (
 
 var (
 	store    *dynamo.Store
+	logStore *s3.Client       // MinIO, where the tests put task logs
 	site     *httptest.Server // the API and the console
 	noS3Site *httptest.Server // the same with no LOG_BUCKETS
 	chrome   *browser.Browser
@@ -72,6 +73,7 @@ func run(m *testing.M) int {
 		return fail(err)
 	}
 	defer api.Close()
+	logStore = api.S3
 	if err := uploadLogs(ctx, api.S3); err != nil {
 		return fail(err)
 	}

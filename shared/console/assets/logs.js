@@ -1,16 +1,16 @@
 // The logs page: a task's, a request's or a deploy's logs in a time window,
 // page by page through the search route. "Load more" sends the previous
-// page's continuation tokens, so every object shows once; the window is
-// fixed when the lookup starts, so later pages do not slide with the clock.
+// page's continuation tokens, so every object shows once; the window
+// (timewindow.js) is fixed when the lookup starts, so later pages do not
+// slide with the clock.
 
 import { h, field, id } from "./dom.js";
 import * as api from "./api.js";
 import { href, replace } from "./router.js";
 import { size, stamp, ago } from "./format.js";
 import { problem, info } from "./notice.js";
+import { windowPicker } from "./timewindow.js";
 
-const WINDOWS = [["1h", "Last hour", 3600000], ["6h", "Last 6 hours", 21600000], ["24h", "Last 24 hours", 86400000],
-  ["7d", "Last 7 days", 604800000], ["30d", "Last 30 days", 2592000000], ["custom", "Custom…", 0]];
 const BY = [["task", "Task"], ["request", "Request"], ["deploy", "Request and deploy"]];
 const PAGE = 50;
 
@@ -21,14 +21,10 @@ export function render(root, route) {
   const task = h("input", { value: p.get("task") || "", spellcheck: false, autocomplete: "off", placeholder: "web-api-v42-1793491200000-0-node17-us_east_1a" });
   const request = h("input", { value: p.get("request") || "", spellcheck: false, autocomplete: "off", placeholder: "web-api" });
   const deploy = h("input", { value: p.get("deploy") || "", spellcheck: false, autocomplete: "off", placeholder: "v42" });
-  const win = h("select", { onchange: () => sync() },
-    WINDOWS.map(([k, l]) => h("option", { value: k, selected: k === (p.get("window") || (p.get("start") ? "custom" : "7d")) }, l)));
-  const start = h("input", { type: "datetime-local", step: 1, value: local(p.get("start")) });
-  const end = h("input", { type: "datetime-local", step: 1, value: local(p.get("end")) });
+  const win = windowPicker(p);
   const taskField = field("Task id", task, "Its logs from when it started.");
   const requestField = field("Request id", request);
   const deployField = field("Deploy id", deploy);
-  const customField = h("div", { class: "row" }, field("From (your time)", start), field("To (your time, empty for now)", end));
   const results = h("section", { "aria-live": "polite", "aria-label": "Results" });
 
   const radios = BY.map(([k, l]) => h("label", { class: "choice" },
@@ -38,22 +34,21 @@ export function render(root, route) {
     taskField.hidden = by !== "task";
     requestField.hidden = deployField.hidden = by === "task";
     deployField.hidden = by !== "deploy";
-    customField.hidden = win.value !== "custom";
   }
   sync();
 
   const form = h("form", { class: "panel", onsubmit: (e) => { e.preventDefault(); lookup(); }, "aria-labelledby": "logs-h" },
     h("fieldset", { class: "choices" }, h("legend", {}, "Look up by"), radios),
     h("div", { class: "row" }, taskField, requestField, deployField),
-    h("div", { class: "row" }, field("Window", win), customField),
+    h("div", { class: "row" }, field("Window", win.select)),
+    win.custom,
     h("div", { class: "buttons" }, h("button", { class: "primary" }, "Find logs")));
   root.replaceChildren(h("h1", { id: "logs-h" }, "Task logs"), form, results);
 
   function query() {
-    const q = { by, window: win.value };
+    const q = { by, ...win.query() };
     if (by === "task") q.task = task.value.trim(); else q.request = request.value.trim();
     if (by === "deploy") q.deploy = deploy.value.trim();
-    if (win.value === "custom") { q.start = ms(start.value); q.end = ms(end.value); }
     return q;
   }
 
@@ -64,18 +59,19 @@ export function render(root, route) {
       results.replaceChildren(problem(new Error("say which " + (by === "task" ? "task" : by === "deploy" ? "request and deploy" : "request") + " to look up")));
       return;
     }
+    let range;
+    try {
+      range = win.range(Date.now());
+    } catch (e) {
+      results.replaceChildren(problem(e));
+      return;
+    }
     replace(href("logs", q));
     const body = { maxPerPage: PAGE };
     if (by === "task") body.taskIds = [q.task];
     else body.requestsAndDeploys = { [q.request]: by === "deploy" ? [q.deploy] : [] };
-    const now = Date.now();
-    if (q.window === "custom") {
-      if (q.start) body.start = Number(q.start);
-      if (q.end) body.end = Number(q.end);
-    } else {
-      body.start = now - WINDOWS.find(([k]) => k === q.window)[2];
-      body.end = now;
-    }
+    if (range.start != null) body.start = range.start;
+    if (range.end != null) body.end = range.end;
     page(body, new Set(), []);
   }
 
@@ -148,11 +144,3 @@ function short(key) {
 }
 
 const when = (t) => h("time", { dateTime: new Date(t).toISOString(), title: ago(t) }, stamp(t));
-
-// The custom window's inputs hold local time; the URL holds epoch ms.
-function local(msText) {
-  if (!msText) return "";
-  const d = new Date(Number(msText));
-  return new Date(d.getTime() - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19);
-}
-const ms = (value) => (value ? String(new Date(value).getTime()) : "");
