@@ -135,6 +135,7 @@ var sections = []section{
 	{"per-request overhead", overhead},
 	{"round trips", roundTrips},
 	{"log critical path", logPath},
+	{"log search", logSearch},
 	{"fleet scale", fleet},
 	{"expiry throughput", expiryThroughput},
 	{"console", consoleFigures},

@@ -1,7 +1,8 @@
 // Package logindex owns the task-log index (docs/tables.md "LogIndexTable"):
 // the indexer that S3's object created and deleted events drive, and the
 // DynamoDB adapter that writes the index's items and reads a task's,
-// request's or deploy's logs over an exact time window with one Query.
+// request's or deploy's logs over an exact time window with one Query, or
+// a search's page of one prefix in key order.
 package logindex
 
 import (
