@@ -315,7 +315,10 @@ func keyRange(prefix, after string) (lo, hi string, ok bool) {
 			return "", "", false
 		}
 	}
-	return lo, hi, lo <= hi
+	if lo > hi {
+		return "", "", false
+	}
+	return lo, hi, true
 }
 
 // lastUnder returns the greatest string of at most maxKeyBytes bytes of

@@ -273,3 +273,18 @@ func firstDifference(got, want []page) string {
 	}
 	return "one is longer"
 }
+
+// stuckIndex answers no page before its context ends.
+type stuckIndex struct{ keyIndex }
+
+func (s *stuckIndex) Page(ctx context.Context, _ logkey.Task, _, _, _ string, _ int, _ logkey.Window) ([]logkey.Entry, bool, error) {
+	<-ctx.Done()
+	return nil, false, ctx.Err()
+}
+
+func TestAnIndexedSearchPastItsListTimeoutIs504(t *testing.T) {
+	cfg := settings("logs-a")
+	cfg.ListTimeout = 10 * time.Millisecond
+	h := indexedHandler(t, &fakeStore{}, &stuckIndex{}, cfg)
+	serve(t, h, "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"]}`).wantError(t, http.StatusGatewayTimeout, "Timed out waiting for the log index for search")
+}
