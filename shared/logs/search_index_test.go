@@ -288,3 +288,20 @@ func TestAnIndexedSearchPastItsListTimeoutIs504(t *testing.T) {
 	h := indexedHandler(t, &fakeStore{}, &stuckIndex{}, cfg)
 	serve(t, h, "POST", "/api/logs/search", `{"taskIds":["`+taskID+`"]}`).wantError(t, http.StatusGatewayTimeout, "Timed out waiting for the log index for search")
 }
+
+func TestADeploysPrefixIsReadFromItsPartitionAloneWhenItSwallowsItsTasks(t *testing.T) {
+	f := searchStore()
+	uploaded(f, "logs-a", taskID, 5)
+	index := indexOf(f, logkey.Format{})
+	h := indexedHandler(t, f, index, settings("logs-a"))
+	keys, _ := follow(t, h, map[string]any{"requestsAndDeploys": map[string][]string{"web-api": {"d1"}}, "taskIds": []string{taskID, other}, "maxPerPage": 1000})
+	if len(keys) == 0 {
+		t.Fatal("got nothing: the test searches nothing the index holds")
+	}
+	for _, a := range index.asked {
+		// The deploy's prefix swallows its task's; the other task's is its own.
+		if !strings.HasPrefix(a, "web-api/d1/ ") && !strings.HasPrefix(a, "web-api/d2/"+other+" ") {
+			t.Errorf("asked %s, want the deploy's partition, or the other task's for its own prefix", a)
+		}
+	}
+}
