@@ -136,6 +136,7 @@ var sections = []section{
 	{"round trips", roundTrips},
 	{"log critical path", logPath},
 	{"log index", logIndex},
+	{"log search", logSearch},
 	{"fleet scale", fleet},
 	{"expiry throughput", expiryThroughput},
 	{"console", consoleFigures},

@@ -373,15 +373,18 @@ func TestRepoTemplatePoliciesGrantNoWildcard(t *testing.T) {
 // LogBuckets, one bucket ARN and one object ARN per bucket.
 func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
 	tpl := loadRepoTemplate(t)
-	const logIndex = "arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable/index/ByUntil"
+	logIndex := []string{
+		"arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable/index/ByUntil",
+		"arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable/index/ByKey",
+	}
 	for buckets, want := range map[string][]policyStatement{
 		"": { // the default, task-logs
-			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: []string{logIndex}},
+			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: logIndex},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*"}},
 		},
 		"task-logs,archive.logs": {
-			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: []string{logIndex}},
+			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: logIndex},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs", "arn:aws:s3:::archive.logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*", "arn:aws:s3:::archive.logs/*"}},
 		},

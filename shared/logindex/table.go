@@ -1,7 +1,8 @@
 // Package logindex owns the task-log index (docs/tables.md "LogIndexTable"):
 // the indexer that S3's object created and deleted events drive, and the
 // DynamoDB adapter that writes the index's items and reads a task's,
-// request's or deploy's logs over an exact time window with one Query.
+// request's or deploy's logs over an exact time window with one Query, or
+// a search's page of one prefix in key order.
 package logindex
 
 import (
@@ -13,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -30,8 +33,15 @@ type API interface {
 }
 
 // byUntil is the local secondary index that sorts a partition's logs by
-// the end of their span.
-const byUntil = "ByUntil"
+// the end of their span; byKey sorts them by S3 key, as S3 lists them.
+const (
+	byUntil = "ByUntil"
+	byKey   = "ByKey"
+)
+
+// maxKeyBytes is the longest S3 key, which is also the longest sort key
+// DynamoDB takes: every value of ByKey's key conditions stays within it.
+const maxKeyBytes = 1024
 
 // tombstoneTTL is how long a deleted log's tombstone keeps an older created
 // event from bringing it back. EventBridge retries a delivery for at most
@@ -212,6 +222,144 @@ func (t *Table) Request(ctx context.Context, requestID string, w logkey.Window) 
 // Deploy returns the logs of a deploy over w, as Logs does.
 func (t *Table) Deploy(ctx context.Context, requestID, deployID string, w logkey.Window) ([]logkey.Entry, error) {
 	return t.Logs(ctx, DeployPartition(requestID, deployID), w)
+}
+
+// Page returns the logs of of's partition in bucket whose key starts with
+// prefix and comes after after, and whose span overlaps w: at most limit of
+// them, in key order (S3's, since DynamoDB too orders strings by their UTF-8
+// bytes), and whether there are no more. It is the index's answer to
+// logstore's Page of the same bucket, prefix and after, so that a search
+// can page across both with the same tokens. of names a task's partition
+// when of.ID is set, else a deploy's when of.DeployID is, else a request's.
+//
+// One Query of ByKey, over the keys between after and the last key under
+// prefix, usually answers: it asks for one log more than limit, so that a
+// prefix answered to its end says so at once. Only a window or bucket that
+// filters out logs makes it read on, each further call asking for twice as
+// many as the last. Errors: those of Logs.
+func (t *Table) Page(ctx context.Context, of logkey.Task, bucket, prefix, after string, limit int, w logkey.Window) ([]logkey.Entry, bool, error) {
+	partition := partitionOf(of)
+	if limit < 1 {
+		return nil, false, fmt.Errorf("query %s in %s: limit %d, want at least 1", partition, t.name, limit)
+	}
+	lo, hi, ok := keyRange(prefix, after)
+	if !ok || w.Start >= w.End {
+		return nil, true, nil
+	}
+	in := &dynamodb.QueryInput{
+		TableName:                &t.name,
+		IndexName:                aws.String(byKey),
+		KeyConditionExpression:   aws.String("pk = :p AND #key BETWEEN :lo AND :hi"),
+		FilterExpression:         aws.String("#bucket = :b AND #from < :end AND #until >= :start"),
+		ExpressionAttributeNames: map[string]string{"#key": "key", "#bucket": "bucket", "#from": "from", "#until": "until"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p":     &types.AttributeValueMemberS{Value: partition},
+			":lo":    &types.AttributeValueMemberS{Value: lo},
+			":hi":    &types.AttributeValueMemberS{Value: hi},
+			":b":     &types.AttributeValueMemberS{Value: bucket},
+			":start": number(w.Start),
+			":end":   number(w.End),
+		},
+		Limit: aws.Int32(int32(min(limit, maxQueryLimit-1) + 1)),
+	}
+	var out []logkey.Entry
+	for {
+		page, err := t.api.Query(ctx, in)
+		if err != nil {
+			return nil, false, translate(fmt.Sprintf("query %s in %s", partition, t.name), err)
+		}
+		for _, item := range page.Items {
+			e, err := entry(item)
+			if err != nil {
+				return nil, false, fmt.Errorf("query %s in %s: %w", partition, t.name, err)
+			}
+			out = append(out, e)
+		}
+		if len(out) > limit {
+			return out[:limit], false, nil
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, true, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+		in.Limit = aws.Int32(min(2**in.Limit, maxQueryLimit))
+	}
+}
+
+// maxQueryLimit bounds the Limit of one Query; DynamoDB stops at 1 MB of
+// items (about 4,000 logs) before it anyway.
+const maxQueryLimit = 1 << 16
+
+// partitionOf names the partition of a task, deploy or request (see Page).
+func partitionOf(of logkey.Task) string {
+	switch {
+	case of.ID != "":
+		return TaskPartition(of.ID)
+	case of.DeployID != "":
+		return DeployPartition(of.RequestID, of.DeployID)
+	}
+	return RequestPartition(of.RequestID)
+}
+
+// keyRange returns the bounds, both included, of the keys under prefix
+// that come after after, each within maxKeyBytes; ok is false when there
+// is no such key.
+func keyRange(prefix, after string) (lo, hi string, ok bool) {
+	hi, ok = lastUnder(prefix)
+	if !ok {
+		return "", "", false
+	}
+	lo = prefix
+	if after >= prefix {
+		if lo, ok = successor(after); !ok {
+			return "", "", false
+		}
+	}
+	if lo > hi {
+		return "", "", false
+	}
+	return lo, hi, true
+}
+
+// lastUnder returns the greatest string of at most maxKeyBytes bytes of
+// UTF-8 that starts with prefix: prefix followed by the greatest character
+// that fits, as often as it fits. Every key under prefix sorts at or before
+// it, since UTF-8 orders as code points do and no encoded character is a
+// prefix of another. ok is false when prefix is longer than any key.
+func lastUnder(prefix string) (string, bool) {
+	if len(prefix) > maxKeyBytes {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString(prefix)
+	for _, r := range []rune{unicode.MaxRune, 0xFFFF, 0x7FF, 0x7F} {
+		for b.Len()+utf8.RuneLen(r) <= maxKeyBytes {
+			b.WriteRune(r)
+		}
+	}
+	return b.String(), true
+}
+
+// successor returns the smallest string of at most maxKeyBytes bytes of
+// UTF-8 that sorts after s, and false when there is none. Below the limit
+// it is s followed by U+0000; at it, s's last character that can grow
+// within the limit grows by one, and what follows it goes.
+func successor(s string) (string, bool) {
+	if len(s) < maxKeyBytes {
+		return s + "\x00", true
+	}
+	s = strings.ToValidUTF8(s[:maxKeyBytes], "")
+	for s != "" {
+		r, size := utf8.DecodeLastRuneInString(s)
+		s = s[:len(s)-size]
+		if r++; r == 0xD800 {
+			r = 0xE000 // surrogates are not characters
+		}
+		if r <= unicode.MaxRune && len(s)+utf8.RuneLen(r) <= maxKeyBytes {
+			return s + string(r), true
+		}
+	}
+	return "", false
 }
 
 // entry reads an item back; the table is ours, but a malformed item fails

@@ -31,15 +31,18 @@ type Store interface {
 	Links(ctx context.Context, bucket, key string, ttl time.Duration) (get, download string, err error)
 }
 
-// Index is what the GET lookups read instead of listing the buckets when
-// the task-log index is on (docs/behaviour.md "Task-log index"): the logs of
-// a task, request or deploy whose span overlaps the window, with their
-// start and end times, in one query. Errors: fault.Unavailable and
-// fault.Timeout.
+// Index is what the lookups read instead of listing the buckets when the
+// task-log index is on (docs/behaviour.md "Task-log index"): the logs of a
+// task, request or deploy whose span overlaps the window, with their start
+// and end times, in one query. Page is the search's: Store.Page of one
+// bucket and prefix, kept to the logs of of (a task when of.ID is set, else
+// a deploy when of.DeployID is, else a request) over w. Errors:
+// fault.Unavailable and fault.Timeout.
 type Index interface {
 	Task(ctx context.Context, taskID string, w logkey.Window) ([]logkey.Entry, error)
 	Request(ctx context.Context, requestID string, w logkey.Window) ([]logkey.Entry, error)
 	Deploy(ctx context.Context, requestID, deployID string, w logkey.Window) ([]logkey.Entry, error)
+	Page(ctx context.Context, of logkey.Task, bucket, prefix, after string, limit int, w logkey.Window) ([]logkey.Entry, bool, error)
 }
 
 // Bounds on the S3 calls one lookup makes at once. The lists of a lookup
@@ -88,9 +91,9 @@ func New(store Store, cfg Config) *Handler {
 	return h
 }
 
-// ReadsIndex makes the GET lookups read index, with exact windows, instead
-// of listing the buckets; links are still presigned by the store, and the
-// search still lists. It returns h.
+// ReadsIndex makes the lookups and the search read index, with exact
+// windows, instead of listing the buckets; links are still presigned by the
+// store. It returns h.
 func (h *Handler) ReadsIndex(index Index) *Handler {
 	h.index = index
 	return h

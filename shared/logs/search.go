@@ -18,17 +18,18 @@ import (
 // group is the only log group; it names continuation tokens (docs/behaviour.md "Task logs").
 const group = logkey.DefaultGroup
 
-// source is one (bucket, prefix) pair a search lists, with its token key
-// and the window its logs are kept by.
+// source is one (bucket, prefix) pair a search lists, with its token key,
+// the window its logs are kept by and whose logs they are (see owners).
 type source struct {
 	key, bucket, prefix string
 	window              logkey.Window
+	owners              []logkey.Task
 }
 
-// hit is an object a page listed, with the key of the source it came from
-// and the window of that source.
+// hit is a log a page found, with the key and the window of the source it
+// came from. Its times are known when it was read from the index.
 type hit struct {
-	object logkey.Object
+	object logkey.Entry
 	source string
 	window logkey.Window
 }
@@ -79,30 +80,29 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 		return none, err
 	}
 	allow := req.allowlist()
-	var entries []logkey.Entry
+	var found []logkey.Entry
 	windows := map[[2]string]logkey.Window{}
 	for _, hit := range hits {
 		if len(allow) == 0 || slices.ContainsFunc(allow, func(a string) bool { return strings.HasPrefix(hit.object.Key, a) }) {
-			entries = append(entries, logkey.Entry{Object: hit.object})
+			found = append(found, hit.object)
 			windows[[2]string{hit.object.Bucket, hit.object.Key}] = hit.window
 		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
 	defer cancel()
-	if !req.ExcludeMetadata {
-		if err := h.readTimes(ctx, "search", entries); err != nil {
-			return none, err
+	if h.index == nil {
+		// The index answered its logs' times and its exact window already.
+		if !req.ExcludeMetadata {
+			if err := h.readTimes(ctx, "search", found); err != nil {
+				return none, err
+			}
 		}
+		found = h.within(found, func(e logkey.Entry) logkey.Window { return windows[[2]string{e.Bucket, e.Key}] })
 	}
-	entries = h.within(entries, func(e logkey.Entry) logkey.Window { return windows[[2]string{e.Bucket, e.Key}] })
-	results, err := h.describe(ctx, "search", entries, !req.ExcludeMetadata, !req.ListOnly)
+	// describe puts found in the results' order; fitPage pairs them.
+	results, err := h.describe(ctx, "search", found, !req.ExcludeMetadata, !req.ListOnly)
 	if err != nil {
 		return none, err
-	}
-	// describe put the entries in the results' order; fitPage pairs them.
-	found := make([]logkey.Object, len(entries))
-	for i, e := range entries {
-		found[i] = e.Object
 	}
 	results, tokens = fitPage(base, hits, found, results, tokens, req.ContinuationTokens)
 	last := true
@@ -120,13 +120,13 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 	now := h.now().UnixMilli()
 	budget := logkey.MaxPrefixes
 	var prefixes []scoped
-	add := func(w logkey.Window, ps []string, err error) error {
+	add := func(w logkey.Window, of logkey.Task, ps []string, err error) error {
 		if err != nil {
 			return err
 		}
 		budget -= len(ps)
 		for _, p := range ps {
-			prefixes = append(prefixes, scoped{prefix: p, window: w})
+			prefixes = append(prefixes, scoped{prefix: p, window: w, owners: []logkey.Task{h.indexedAs(of)}})
 		}
 		return nil
 	}
@@ -138,7 +138,7 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 		}
 		w := logkey.TaskWindow(t, req.Start, req.End, now)
 		ps, err := h.cfg.Format.Prefixes(logkey.TaskScope(t), w, budget)
-		if err := add(w, logkey.Allow(ps, allow), err); err != nil {
+		if err := add(w, t, logkey.Allow(ps, allow), err); err != nil {
 			return nil, err
 		}
 	}
@@ -147,14 +147,14 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 		deploys := req.RequestsAndDeploys[requestID]
 		if len(deploys) == 0 {
 			ps, err := h.cfg.Format.Prefixes(logkey.RequestScope(requestID), window, budget)
-			if err := add(window, ps, err); err != nil {
+			if err := add(window, logkey.Task{RequestID: requestID}, ps, err); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		for _, d := range deploys {
 			ps, err := h.cfg.Format.Prefixes(logkey.DeployScope(requestID, d), window, budget)
-			if err := add(window, ps, err); err != nil {
+			if err := add(window, logkey.Task{RequestID: requestID, DeployID: d}, ps, err); err != nil {
 				return nil, err
 			}
 		}
@@ -162,22 +162,24 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 	var out []source
 	for _, b := range h.cfg.Buckets {
 		for _, p := range compact(prefixes) {
-			out = append(out, source{key: group + "-" + b + "-" + p.prefix, bucket: b, prefix: p.prefix, window: p.window})
+			out = append(out, source{key: group + "-" + b + "-" + p.prefix, bucket: b, prefix: p.prefix, window: p.window, owners: p.owners})
 		}
 	}
 	return out, nil
 }
 
 // scoped is a prefix a search lists, with the window of the scope that
-// named it.
+// named it and whose logs it lists for.
 type scoped struct {
 	prefix string
 	window logkey.Window
+	owners []logkey.Task
 }
 
-// compact is logkey.Compact keeping windows: a prefix dropped because it
-// extends (or repeats) a kept one widens the kept one's window to cover
-// its own, so that the kept prefix answers every log either scope would.
+// compact is logkey.Compact keeping windows and owners: a prefix dropped
+// because it extends (or repeats) a kept one widens the kept one's window
+// to cover its own, and adds its owners, so that the kept prefix answers
+// every log either scope would.
 func compact(prefixes []scoped) []scoped {
 	slices.SortFunc(prefixes, func(a, b scoped) int { return strings.Compare(a.prefix, b.prefix) })
 	var out []scoped
@@ -186,6 +188,7 @@ func compact(prefixes []scoped) []scoped {
 		if n := len(out); n > 0 && strings.HasPrefix(p.prefix, out[n-1].prefix) {
 			kept := &out[n-1].window
 			kept.Start, kept.End = min(kept.Start, p.window.Start), max(kept.End, p.window.End)
+			out[n-1].owners = joinOwners(out[n-1].owners, p.owners)
 			continue
 		}
 		out = append(out, p)
@@ -196,7 +199,9 @@ func compact(prefixes []scoped) []scoped {
 // page lists the next page of the search: at most maxPerPage objects over
 // all sources, in the order they were listed (source by source, in key
 // order), and the token of every source. A source whose bucket does not
-// exist is final and empty, and the bucket is noted in gone.
+// exist is final and empty, and the bucket is noted in gone. With the
+// index on, each source's page is read from it instead (indexPage), with
+// the same tokens.
 func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, gone *missingBuckets) ([]hit, map[string]tokenJSON, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
 	defer cancel()
@@ -219,17 +224,26 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, go
 	for len(open) > 0 && room > 0 {
 		wave := open[:min(listWorkers, len(open))]
 		open = open[len(wave):]
-		pages := make([][]logkey.Object, len(wave))
+		pages := make([][]logkey.Entry, len(wave))
 		done := make([]bool, len(wave))
 		err := each(ctx, len(wave), listWorkers, func(ctx context.Context, i int) error {
-			var err error
-			pages[i], done[i], err = h.store.Page(ctx, wave[i].bucket, wave[i].prefix, tokenValue(tokens[wave[i].key]), room)
+			after := tokenValue(tokens[wave[i].key])
+			if h.index != nil {
+				var err error
+				pages[i], done[i], err = h.indexPage(ctx, wave[i], after, room)
+				return err
+			}
+			objs, last, err := h.store.Page(ctx, wave[i].bucket, wave[i].prefix, after, room)
 			if gone.skip(wave[i].bucket, err) {
 				pages[i], done[i] = nil, true
 				return nil
 			}
+			pages[i], done[i] = unknownTimes(objs), last
 			return err
 		})
+		if err != nil && h.index != nil {
+			return nil, nil, indexTimedOut(ctx, "search", err)
+		}
 		if err != nil {
 			return nil, nil, timedOut(ctx, "search", err)
 		}
@@ -314,7 +328,7 @@ func carried(v any) (int, error) {
 // found and results are the page's objects that passed the allowlist and
 // their results, index for index; hits that did not pass it cost only
 // their key, which a token may hold.
-func fitPage(base int, hits []hit, found []logkey.Object, results []logJSON, tokens, in map[string]tokenJSON) ([]logJSON, map[string]tokenJSON) {
+func fitPage(base int, hits []hit, found []logkey.Entry, results []logJSON, tokens, in map[string]tokenJSON) ([]logJSON, map[string]tokenJSON) {
 	index := make(map[[2]string]int, len(found))
 	for i, o := range found {
 		index[[2]string{o.Bucket, o.Key}] = i

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/logindex"
+	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/logs"
+	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/sdkconfig"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// logSearch compares the search's two ways of reading a page: listing the
+// buckets and reading the task-log index. One request holds 10,000 logs
+// (2,000 with -quick) over the last 28 days, so that the default 30-day
+// window names two monthly prefixes; the logs are in MinIO for the
+// listing and in moto's LogIndexTable for the index (written as the indexer
+// writes them, in the request's partition only: the search of a request
+// reads no other). Every backend call is then made 20 ms slower, as in
+// the log critical path, to count the calls made one after another.
+func logSearch(ctx context.Context, e *env) ([]row, error) {
+	const bucket = "bench-log-search"
+	n := 10_000
+	if e.quick {
+		n = 2_000
+	}
+	now := time.Now().UTC()
+	requestID := fmt.Sprintf("bench-search-%d", now.UnixMilli())
+	format, logged, err := putRequestLogs(ctx, e, bucket, requestID, n, now)
+	if err != nil {
+		return nil, err
+	}
+
+	c := newCalls()
+	next := http.DefaultTransport.(*http.Transport).Clone()
+	next.MaxIdleConnsPerHost = headPool
+	slow := &slowTransport{next: next}
+	scfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
+	if err != nil {
+		return nil, err
+	}
+	dcfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, stack.DynamoDBAttemptTimeout)
+	if err != nil {
+		return nil, err
+	}
+	for _, cfg := range []*aws.Config{&scfg, &dcfg} {
+		c.count(cfg)
+		cfg.HTTPClient = &http.Client{Transport: slow}
+	}
+	s3c := s3.NewFromConfig(scfg, func(o *s3.Options) { o.UsePathStyle = true })
+	listed := &keyCounter{API: s3c}
+	store := logstore.New(listed, s3.NewPresignClient(s3c))
+	table := logindex.NewTable(dynamodb.NewFromConfig(dcfg), stack.LocalName("LogIndexTable"))
+	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
+		ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second}
+	quiet := web.Options{Logger: e.quiet}
+	paths := []struct {
+		name string
+		h    http.Handler
+	}{
+		{"listing", web.Wrap(logs.New(store, settings), quiet)},
+		{"index", web.Wrap(logs.New(store, settings).ReadsIndex(table), quiet)},
+	}
+	body := fmt.Sprintf(`{"requestsAndDeploys":{%q:[]},"maxPerPage":100}`, requestID)
+
+	reps := 7
+	if e.quick {
+		reps = 3
+	}
+	type measured struct {
+		undelayed, delayed time.Duration
+		chain, returned    int
+		sources            int
+		counts             map[string]int
+		text               string
+		read               float64 // keys listed or index items read, a page
+	}
+	measure := func(name string, h http.Handler, body string) (measured, error) {
+		var m measured
+		status, answer := serve(ctx, h, "POST", "/api/logs/search", body)
+		var page struct {
+			ContinuationTokens map[string]any `json:"continuationTokens"`
+			Results            []any          `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(answer), &page); status != http.StatusOK || err != nil {
+			return m, fmt.Errorf("%s search: got %d %.300s", name, status, answer)
+		}
+		m.returned, m.sources = len(page.Results), len(page.ContinuationTokens)
+		var err error
+		slow.delay.Store(0)
+		if m.undelayed, _, _, _, err = timeLookup(ctx, h, c, slow, "POST", "/api/logs/search", body, reps); err != nil {
+			return m, err
+		}
+		slow.delay.Store(int64(s3Delay))
+		listed.keys.Store(0)
+		c.scanned.Store(0)
+		if m.delayed, m.chain, m.counts, m.text, err = timeLookup(ctx, h, c, slow, "POST", "/api/logs/search", body, reps); err != nil {
+			return m, err
+		}
+		m.read = float64(listed.keys.Load()+c.scanned.Load()) / float64(reps+1)
+		return m, nil
+	}
+	var got []measured
+	for _, p := range paths {
+		m, err := measure(p.name, p.h, body)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, m)
+	}
+	// The newest task's logs are the last of the month in key order (its
+	// deploy's name and start time sort last), so a window of the last
+	// seven hours holds exactly them and the index reads the whole month's
+	// keys before it to find them.
+	recent := fmt.Sprintf(`{"requestsAndDeploys":{%q:[]},"maxPerPage":100,"start":%d}`, requestID, now.Add(-7*time.Hour).UnixMilli())
+	narrow, err := measure("index, last 7 hours", paths[1].h, recent)
+	if err != nil {
+		return nil, err
+	}
+	list, index := got[0], got[1]
+	calls := func(m measured) (n int) {
+		for _, k := range m.counts {
+			n += k
+		}
+		return n
+	}
+	figure := fmt.Sprintf("POST /api/logs/search of a request, page of 100 over %d logs (%d monthly prefixes, default window), listing → index", logged, index.sources)
+	return []row{
+		{figure: figure + ": backend calls", value: fmt.Sprintf("%d (%s) → %d (%s)", calls(list), list.text, calls(index), index.text),
+			target: "index ≤ 2 calls, 0 HEADs", met: verdict(calls(index) <= 2 && index.counts["HeadObject"] == 0)},
+		{figure: "same: calls in sequence, and the page's latency at 20 ms a call", value: fmt.Sprintf("%d → %d: %s → %s (measured with every call +20 ms: %s → %s)",
+			list.chain, index.chain, ms(time.Duration(list.chain)*s3Delay), ms(time.Duration(index.chain)*s3Delay), ms(list.delayed), ms(index.delayed))},
+		{figure: "same: items read ÷ returned (keys listed; index items read)", value: fmt.Sprintf("%.0f ÷ %d = %.2f → %.0f ÷ %d = %.2f",
+			list.read, list.returned, list.read/float64(list.returned), index.read, index.returned, index.read/float64(index.returned))},
+		// moto answers a Query of a secondary index by walking every item of
+		// the table, so the index's latency here grows with the table, which
+		// DynamoDB's does not.
+		{figure: "same: latency on the emulators (MinIO's S3, moto's DynamoDB), undelayed", value: fmt.Sprintf("%s → %s", ms(list.undelayed), ms(index.undelayed))},
+		{figure: "index only, the last 7 hours (the newest task's 100 logs, last in the month's key order): calls, in sequence, items read ÷ returned",
+			value: fmt.Sprintf("%d (%s), %d in sequence (%s at 20 ms a call), %.0f ÷ %d = %.1f", calls(narrow), narrow.text, narrow.chain,
+				ms(time.Duration(narrow.chain)*s3Delay), narrow.read, narrow.returned, narrow.read/float64(max(narrow.returned, 1)))},
+	}, nil
+}
+
+// keyCounter counts the keys S3 lists.
+type keyCounter struct {
+	logstore.API
+	keys atomic.Int64
+}
+
+func (k *keyCounter) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, o ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
+	out, err := k.API.ListObjectsV2(ctx, in, o...)
+	if err == nil {
+		k.keys.Add(int64(len(out.Contents)))
+	}
+	return out, err
+}
+
+// putRequestLogs uploads n logs of 100 tasks of requestID to bucket on
+// MinIO under the default key format, spread over the 28 days before now,
+// each with starttime and endtime metadata, and indexes each in the
+// request's partition of LogIndexTable on moto. It returns the format and
+// how many logs it wrote.
+func putRequestLogs(ctx context.Context, e *env, bucket, requestID string, n int, now time.Time) (logkey.Format, int, error) {
+	client := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
+	if err := stack.CreateBuckets(ctx, client, bucket); err != nil {
+		return logkey.Format{}, 0, err
+	}
+	format, err := logkey.ParseFormat(logkey.DefaultFormat)
+	if err != nil {
+		return logkey.Format{}, 0, err
+	}
+	table := logindex.NewTable(e.local.DynamoDB, stack.LocalName("LogIndexTable"))
+	const tasks = 100
+	span := 28 * 24 * time.Hour
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs error
+		todo = make(chan int)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for i := range todo {
+				t := i % tasks
+				started := now.Add(-span + time.Duration(t)*span/tasks)
+				task, err := logkey.ParseTaskID(fmt.Sprintf("%s-d%d-%d-%d-node%d-rack1", requestID, t%5, started.UnixMilli(), t, t))
+				if err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+					continue
+				}
+				at := started.Add(time.Duration(i/tasks+1) * time.Minute)
+				key := format.Key(logkey.File{Task: task, Filename: "service.log", Index: i / tasks, Modified: at})
+				start, end := at.Add(-time.Minute).UnixMilli(), at.UnixMilli()
+				_, err = client.PutObject(ctx, &s3.PutObjectInput{
+					Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("log line\n"),
+					Metadata: map[string]string{"starttime": strconv.FormatInt(start, 10), "endtime": strconv.FormatInt(end, 10)},
+				})
+				if err == nil {
+					entry := logkey.Entry{Object: logkey.Object{Bucket: bucket, Key: key, LastModified: now.UnixMilli(), Size: 9}, Start: &start, End: &end}
+					err = table.Put(ctx, logkey.Parsed{RequestID: requestID}, entry, fmt.Sprintf("%064d", 1))
+				}
+				if err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, fmt.Errorf("log %s: %w", key, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		todo <- i
+	}
+	close(todo)
+	wg.Wait()
+	return format, n, errs
+}
