@@ -83,7 +83,7 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 	}
 	// The lookups read the index (the template's LogIndex): S3's event of
 	// the log reaches IndexerFunction first, as EventBridge delivers it.
-	if stdout, stderr, err := invoke(t, "IndexerFunction", "indexer-object-created.json"); err != nil || !strings.Contains(stdout, `"outcome":"indexed"`) {
+	if stdout, stderr, err := invoke(t, "IndexerFunction", "indexer-object-created.json"); err != nil || !strings.Contains(stdout, `"outcome": "indexed"`) {
 		t.Fatalf("got %q, %v\n%s, want the log indexed", stdout, err, stderr)
 	}
 	expires := func(t *testing.T, stdout string) string {
