@@ -25,6 +25,37 @@ compares key values through DynamoType's generic comparisons, which convert
 each value on every comparison; string keys are compared as strings here,
 with the same outcome, in half the walk's time.
 
+moto sends an S3 EventBridge notification (a bucket with
+EventBridgeConfiguration) to the rules of its event buses, and a rule may
+target an SQS queue, but every event carries the same detail.object.sequencer,
+"617f08299329d189". S3's sequencers grow from one event of a key to the next,
+and whoever orders events (the task-log indexer, docs/behaviour.md "Task-log
+index") compares them, so a delete after a create would look like a
+duplicate. Here each S3 EventBridge event gets a sequencer of its own, 16
+upper-case hex digits that grow with every event (the larger of the last one
+plus one and the clock in nanoseconds, so they also grow across restarts),
+compared as S3 documents: as strings, the shorter padded with zeros on the
+right. The event's time is EventBridge's ISO-8601 form once it is in an SQS
+queue: moto keeps it in epoch seconds and writes it so into the queue.
+
+A long poll (ReceiveMessage with WaitTimeSeconds) waits for a message inside
+moto, and would hold the global lock for the whole wait, so that no message
+could ever arrive: the wait releases the lock, and the poll takes it again to
+read the queue.
+
+An S3 write or delete (PutObject, DeleteObject, CopyObject, the end of a
+multipart upload...) whose EventBridge event a rule sent to an SQS queue is
+answered only once that queue holds no visible and no in-flight message, or
+after MOTOSERVER_EVENT_HOLD seconds (2 unless set; 0 turns the hold off),
+whichever comes first. The local stack stands that queue in for the Lambda
+target of the task-log indexer's rule and drains it (dev/stack, "Local S3
+event delivery"), so locally an uploaded log is indexed before its upload
+returns, where a deployment takes the seconds EventBridge takes. The hold
+waits outside the global lock, so that the delivery can call back into the
+emulator meanwhile; a write whose event went to no queue (no EventBridge
+notifications, or no rule with an SQS target, as in most tests) is answered
+at once.
+
 Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
 
 --port 0 picks a free port. Once listening, the server prints one line,
@@ -41,6 +72,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import types
 
 try:
@@ -48,32 +80,141 @@ try:
     from moto.dynamodb.responses import DynamoResult
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
+    from moto.events.models import Rule
+    from moto.s3 import notifications as s3_notifications
+    from moto.sqs.models import Queue, sqs_backends
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 except ImportError as err:
     sys.exit(f"motoserver: {err}; install moto with: python3 -m pip install 'moto[server]'")
 
 
-def serialized(app):
-    """Wrap a WSGI app so that one request at a time runs it.
+def serialized(app, lock, hold):
+    """Wrap a WSGI app so that one request at a time runs it, under lock.
 
     The response body is materialized inside the lock: a WSGI app may do its
     work lazily while the server iterates the body, after the call returns.
+    The answer then waits, outside the lock, for the queues hold names.
     """
-    lock = threading.Lock()
 
     def wrapped(environ, start_response):
-        with lock:
-            body = app(environ, start_response)
-            try:
-                chunks = list(body)
-            finally:
-                close = getattr(body, "close", None)
-                if close is not None:
-                    close()
+        try:
+            with lock:
+                body = app(environ, start_response)
+                try:
+                    chunks = list(body)
+                finally:
+                    close = getattr(body, "close", None)
+                    if close is not None:
+                        close()
+        finally:
+            hold.wait()
         return chunks
 
     return wrapped
+
+
+def long_polls_outside(lock):
+    """Make a long poll wait for its messages without the global lock.
+
+    receive_message waits on the queue's condition, a second at a time,
+    while its request holds the lock; nothing could send the message it
+    waits for. The lock is released for the wait and taken again after it,
+    before receive_message reads the queue again.
+    """
+    wait = Queue.wait_for_messages
+
+    def wait_for_messages(self, timeout):
+        lock.release()
+        try:
+            wait(self, timeout)
+        finally:
+            lock.acquire()
+
+    Queue.wait_for_messages = wait_for_messages
+
+
+class EventHold:
+    """The SQS queues the current request's S3 events went to, and the wait.
+
+    The patched rule records each queue it sends an S3 event to (in the
+    request's thread, under the lock); wait, outside the lock, holds the
+    request's answer until those queues are drained, at most timeout seconds.
+    """
+
+    def __init__(self, lock, timeout):
+        self.lock = lock
+        self.timeout = timeout
+        self.local = threading.local()
+
+    def queued(self, account_id, region, name):
+        if self.timeout <= 0:
+            return
+        queues = getattr(self.local, "queues", None)
+        if queues is None:
+            queues = self.local.queues = set()
+        queues.add((account_id, region, name))
+
+    def wait(self):
+        queues = getattr(self.local, "queues", None)
+        if not queues:
+            return
+        self.local.queues = None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            with self.lock:
+                if all(drained(q) for q in queues):
+                    return
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.002)
+
+
+def drained(queue_id):
+    """Whether the queue holds no visible and no in-flight message (or is gone)."""
+    account_id, region, name = queue_id
+    queue = sqs_backends[account_id][region].queues.get(name)
+    return queue is None or (queue.approximate_number_of_messages == 0
+                             and queue.approximate_number_of_messages_not_visible == 0)
+
+
+def s3_event_sequencers(hold):
+    """Give each S3 EventBridge event a sequencer of its own, and hold its answer.
+
+    _send_event_bridge_message builds one event and hands the same dict to
+    every rule of every bus; the sequencer is drawn once for it, and each
+    rule stamps it before sending. A rule that matches records its SQS
+    targets in hold.
+    """
+    state = {"last": 0}
+    local = threading.local()
+    draw = threading.Lock()
+    send = s3_notifications._send_event_bridge_message
+
+    def _send_event_bridge_message(account_id, bucket, event_name, key):
+        with draw:
+            state["last"] = max(state["last"] + 1, time.time_ns())
+            local.sequencer = f"{state['last']:016X}"
+        try:
+            send(account_id, bucket, event_name, key)
+        finally:
+            local.sequencer = None
+
+    s3_notifications._send_event_bridge_message = _send_event_bridge_message
+    to_targets = Rule.send_to_targets
+
+    def send_to_targets(self, event, transform_input=True):
+        sequencer = getattr(local, "sequencer", None)
+        if sequencer is not None and event.get("source") == "aws.s3":
+            event["detail"]["object"]["sequencer"] = sequencer
+            if self.event_pattern.matches_event(event):
+                for target in self.targets:
+                    arn = target["Arn"].split(":")
+                    if arn[2] == "sqs":
+                        hold.queued(arn[4], arn[3], arn[5])
+        return to_targets(self, event, transform_input)
+
+    Rule.send_to_targets = send_to_targets
 
 
 def item_rollback():
@@ -190,7 +331,11 @@ def main(argv=None):
     item_rollback()
     plain_item_pages()
     string_comparisons()
-    app = serialized(DomainDispatcherApplication(create_backend_app))
+    lock = threading.Lock()
+    hold = EventHold(lock, float(os.environ.get("MOTOSERVER_EVENT_HOLD", "2")))
+    long_polls_outside(lock)
+    s3_event_sequencers(hold)
+    app = serialized(DomainDispatcherApplication(create_backend_app), lock, hold)
     server = make_server(args.host, args.port, app, threaded=True)
     port = server.socket.getsockname()[1]
     # moto builds some resource URLs (SQS queues, for one) from MOTO_PORT.

@@ -58,11 +58,14 @@ var steps = []struct {
 	{"expiry-retention.json", "ExpiryFunction", 0, ""},
 	{"slaves-delete-dead.json", "SlavesFunction", 200, ""},
 	{"slaves-delete.json", "SlavesFunction", 200, ""},
+	// The lookups read the index (the template's LogIndex): the sample
+	// log's S3 event reaches IndexerFunction first, as EventBridge
+	// delivers it.
+	{"indexer-object-created.json", "IndexerFunction", 0, `"outcome":"indexed"`},
 	{"logs-task.json", "LogsFunction", 200, sampleLog},
 	{"logs-request.json", "LogsFunction", 200, ""},
 	{"logs-deploy.json", "LogsFunction", 200, ""},
 	{"logs-search.json", "LogsFunction", 200, ""},
-	{"indexer-object-created.json", "IndexerFunction", 0, `"outcome":"indexed"`},
 	{"console-page.json", "ConsoleFunction", 200, `<script type="module" src="assets/`},
 }
 

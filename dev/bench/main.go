@@ -1,7 +1,8 @@
 // Command bench is `make bench`: it measures the service side by side in
 // one run (cold start of the real bootstrap binaries, per-request overhead,
 // backend round trips per operation, the log lookup's critical path, fleet
-// scale, expiry throughput, the console in Chromium and machine reports)
+// scale, expiry throughput, the console in Chromium, machine reports and
+// how soon an uploaded log is visible)
 // and prints one table of figures, each with its target and whether it is
 // met. Absolute times drift on shared machines;
 // the ratios, measured in the same run, hold.
@@ -143,6 +144,8 @@ var sections = []section{
 	{"fleetctl logs", fleetctlLogs},
 	{"fleetctl selector", fleetctlSelector},
 	{"machine reports", reportFigures},
+	// Last: it turns EventBridge notifications on the log bucket on, and off again.
+	{"upload → visible", freshness},
 }
 
 // printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.

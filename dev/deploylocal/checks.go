@@ -321,6 +321,9 @@ func runHandlers(ctx context.Context, root, endpoint string, s *Stack, binaries 
 	if err != nil {
 		problems = append(problems, fmt.Errorf("the log bucket %s: %w", bucket, err))
 	} else {
+		// The lookups read the index (LogIndex): S3's event of the log
+		// reaches IndexerFunction first, as EventBridge delivers it.
+		result("IndexerFunction", "indexer-object-created.json", `"outcome":"indexed"`)
 		answer("LogsFunction", "logs-task.json", 200, key)
 	}
 

@@ -81,6 +81,11 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The lookups read the index (the template's LogIndex): S3's event of
+	// the log reaches IndexerFunction first, as EventBridge delivers it.
+	if stdout, stderr, err := invoke(t, "IndexerFunction", "indexer-object-created.json"); err != nil || !strings.Contains(stdout, `"outcome": "indexed"`) {
+		t.Fatalf("got %q, %v\n%s, want the log indexed", stdout, err, stderr)
+	}
 	expires := func(t *testing.T, stdout string) string {
 		t.Helper()
 		var resp struct {
@@ -178,7 +183,7 @@ func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
 // build's flags (go build skips a binary that is up to date).
 func build(t *testing.T, dir, function string) string {
 	t.Helper()
-	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console"}
+	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer"}
 	out := filepath.Join(dir, function, "bootstrap")
 	if err := lambdarun.Build(context.Background(), filepath.Join("..", ".."), runtime.GOARCH, "./functions/"+dirs[function], out); err != nil {
 		t.Fatal(err)

@@ -11,12 +11,16 @@
 // variables the shell has (stack.LocalAWS). It also serves the API's
 // OpenAPI description, openapi.yaml, at /api/openapi.yaml and, converted,
 // at /api/openapi.json, and the operator console at / (shared/console).
+// The log buckets' S3 events reach IndexerFunction's handler as deployed,
+// through EventBridge (stack.DeliverLogEvents), and the log lookups read
+// the index it keeps, as the template's default has them.
 // Like API Gateway, it answers a request that is not
 // valid HTTP with a JSON error.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +34,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/app/consoleapp"
+	"github.com/fleetops/fleet/app/indexerapp"
 	"github.com/fleetops/fleet/app/logsapp"
 	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/apidoc"
@@ -72,6 +77,11 @@ func run(ctx context.Context, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	events, err := deliverLogEvents(ctx, local, log)
+	if err != nil {
+		return err
+	}
+	defer events.Close()
 	emulator := strings.TrimPrefix(local.Moto.Endpoint, "http://")
 	fmt.Fprintln(os.Stderr, emulatorNotice(local.Moto.Started, emulator, port))
 	if !local.Moto.Started {
@@ -79,10 +89,14 @@ func run(ctx context.Context, log *slog.Logger) error {
 			if err := local.Template.CreateTables(ctx, local.DynamoDB, stack.LocalName); err != nil {
 				return err
 			}
-			return stack.CreateBuckets(ctx, local.S3, local.LogBuckets...)
+			if err := stack.CreateBuckets(ctx, local.S3, local.LogBuckets...); err != nil {
+				return err
+			}
+			_, err := local.RouteLogEvents(ctx)
+			return err
 		})
 	}
-	fmt.Fprintf(os.Stderr, "make run: serving the API and the console on http://%s/ (DynamoDB and S3 at %s, log buckets %v); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, local.LogBuckets)
+	fmt.Fprintf(os.Stderr, "make run: serving the API and the console on http://%s/ (DynamoDB and S3 at %s, log buckets %v, indexed from their S3 events as they arrive); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, local.LogBuckets)
 	err = serve(ctx, ln, h)
 	if local.Moto.Started {
 		fmt.Fprintf(os.Stderr, "make run: stopping moto on %s, and with it its tables and log buckets\n", emulator)
@@ -133,6 +147,25 @@ func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handle
 	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
 	mux.Handle("/", ui)
 	return web.Wrap(mux, web.Options{Logger: log}), nil
+}
+
+// deliverLogEvents delivers the log buckets' S3 events to IndexerFunction's
+// handler, built by its own constructor from the variables the template
+// gives it (localEnv), until Close: from the start, so that the buckets a
+// make run creates are indexed from their first log.
+func deliverLogEvents(ctx context.Context, local *stack.Local, log *slog.Logger) (*stack.Delivery, error) {
+	env, err := localEnv(local, stack.IndexerFunction)
+	if err != nil {
+		return nil, err
+	}
+	handle, err := indexerapp.New(ctx, env, indexerapp.Options{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return local.DeliverLogEvents(ctx, func(ctx context.Context, event json.RawMessage) error {
+		_, err := handle(ctx, event)
+		return err
+	}, log)
 }
 
 // serve serves h on ln until ctx ends. A request that net/http refuses

@@ -5,6 +5,11 @@
 // deprecated feature/s3/manager). It needs the emulator `make run` started (it refuses to
 // seed one it would stop again on exit).
 //
+// make run indexes each log from its S3 event before its upload returns
+// (dev/motoserver.py); seedlogs then waits until no event is left queued,
+// so that it ends with the bucket indexed, and fails if nothing delivers
+// the events (an emulator that make run did not set up).
+//
 // The set: requests web-api (deploys v41 and v42) and batch-etl (deploy
 // b20261101), with tasks started over the last 60 days, and the task of the
 // sample events, web-api-v42-1793491200000-0-node17-us_east_1a. Running it
@@ -80,7 +85,12 @@ func run(ctx context.Context) error {
 			n++
 		}
 	}
-	fmt.Printf("uploaded %d task logs to s3://%s (format %s)\ntry: curl http://127.0.0.1:3000/api/logs/task/%s\n", n, bucket, cfg.Format, sampleTask)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := local.WaitLogEvents(waitCtx); err != nil {
+		return fmt.Errorf("uploaded %d task logs to s3://%s, but they are not indexed: %w", n, bucket, err)
+	}
+	fmt.Printf("uploaded %d task logs to s3://%s (format %s), indexed\ntry: curl http://127.0.0.1:3000/api/logs/task/%s\n", n, bucket, cfg.Format, sampleTask)
 	return nil
 }
 

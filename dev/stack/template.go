@@ -334,6 +334,9 @@ func (t *Template) resolve(v any, name func(string) string) (any, error) {
 			if arg, ok := v["Fn::If"]; ok {
 				return t.resolveIf(arg, name)
 			}
+			if arg, ok := v["Fn::Split"]; ok {
+				return t.resolveSplit(arg, name)
+			}
 			return nil, fmt.Errorf("%s cannot be resolved locally", sortedKeys(v)[0])
 		}
 		out := make(map[string]any, len(v))
@@ -405,6 +408,27 @@ func (t *Template) resolveIf(arg any, name func(string) string) (any, error) {
 		return t.resolve(a[1], name)
 	}
 	return t.resolve(a[2], name)
+}
+
+// resolveSplit resolves [delimiter, source] into the list of source's parts.
+func (t *Template) resolveSplit(arg any, name func(string) string) (any, error) {
+	a, ok := arg.([]any)
+	if !ok || len(a) != 2 {
+		return nil, fmt.Errorf("Fn::Split %v is not [delimiter, source]", arg)
+	}
+	sep, ok := a[0].(string)
+	if !ok {
+		return nil, fmt.Errorf("Fn::Split's delimiter is a %T, not a string", a[0])
+	}
+	source, err := t.resolveString(a[1], name)
+	if err != nil {
+		return nil, fmt.Errorf("Fn::Split: %w", err)
+	}
+	var parts []any
+	for _, p := range strings.Split(source, sep) {
+		parts = append(parts, p)
+	}
+	return parts, nil
 }
 
 // Condition evaluates the template's condition named id, with the parameters'

@@ -318,7 +318,7 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		"LOG_LOOKBACK":        "720h",
 		"LOG_LIST_TIMEOUT":    "5s",
 		"LOG_LINK_TIMEOUT":    "2s",
-		"LOG_INDEX":           "false",
+		"LOG_INDEX":           "true",
 		"LOG_INDEX_TABLE":     "LogIndexTable",
 		"S3_FORCE_PATH_STYLE": "false",
 	})

@@ -1,0 +1,239 @@
+package stack
+
+// Local S3 event delivery: the log buckets' S3 events reach the task-log
+// indexer locally along the path a deployment gives them, S3 → EventBridge →
+// IndexerFunction, with an SQS queue standing in for the rule's Lambda
+// target and a loop draining it in place of Lambda's invocations
+// (docs/behaviour.md "Task-log index").
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// The indexer's rule is its function's EventBridgeRule event in the
+// template; locally it keeps the function and event names, on the
+// emulator's default bus, and its target is a queue named as what it
+// stands in for.
+const (
+	IndexerFunction    = "IndexerFunction"
+	logObjectsEvent    = "LogObjects"
+	LogEventsRule      = IndexerFunction + logObjectsEvent
+	LogEventsQueue     = LogEventsRule + "-lambda-target"
+	logEventsWait      = 20 // seconds of a long poll, SQS's longest
+	logEventsRetryWait = time.Second
+)
+
+// EventPattern returns the pattern of function's EventBridgeRule event
+// named event, as the template declares it (intrinsics resolved), in JSON.
+func (t *Template) EventPattern(function, event string) (string, error) {
+	props, err := t.functionProperties(function)
+	if err != nil {
+		return "", err
+	}
+	ev := mapOf(mapOf(props["Events"])[event])
+	if stringOf(ev["Type"]) != "EventBridgeRule" {
+		return "", fmt.Errorf("function %s has no EventBridgeRule event %s", function, event)
+	}
+	pattern, err := t.resolve(mapOf(ev["Properties"])["Pattern"], LocalName)
+	if err != nil {
+		return "", fmt.Errorf("function %s: event %s: pattern: %w", function, event, err)
+	}
+	raw, err := json.Marshal(pattern)
+	if err != nil {
+		return "", fmt.Errorf("function %s: event %s: pattern: %w", function, event, err)
+	}
+	return string(raw), nil
+}
+
+// RouteLogEvents routes the log buckets' S3 events into LogEventsQueue as a
+// deployment routes them to IndexerFunction: EventBridge notifications on
+// (what the operator does to each log bucket), the template's rule of
+// IndexerFunction on the default bus, its target the queue. It is
+// idempotent, and returns the queue's URL.
+func (l *Local) RouteLogEvents(ctx context.Context) (string, error) {
+	for _, b := range l.LogBuckets {
+		_, err := l.S3.PutBucketNotificationConfiguration(ctx, &s3.PutBucketNotificationConfigurationInput{
+			Bucket:                    aws.String(b),
+			NotificationConfiguration: &s3types.NotificationConfiguration{EventBridgeConfiguration: &s3types.EventBridgeConfiguration{}},
+		})
+		if err != nil {
+			return "", fmt.Errorf("eventbridge notifications of bucket %s: %w", b, err)
+		}
+	}
+	pattern, err := l.Template.EventPattern(IndexerFunction, logObjectsEvent)
+	if err != nil {
+		return "", err
+	}
+	fn, err := l.Template.FunctionConfig(IndexerFunction)
+	if err != nil {
+		return "", err
+	}
+	queues := sqsClient(l.Moto.Endpoint)
+	// A message in flight stays invisible while the handler may still run
+	// (the function's timeout); a failed one is delivered again after that.
+	q, err := queues.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName:  aws.String(LogEventsQueue),
+		Attributes: map[string]string{string(sqstypes.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(fn.Timeout.Seconds()))},
+	})
+	if err != nil {
+		return "", fmt.Errorf("queue %s: %w", LogEventsQueue, err)
+	}
+	attrs, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return "", fmt.Errorf("queue %s: %w", LogEventsQueue, err)
+	}
+	rules := eventBridgeClient(l.Moto.Endpoint)
+	if _, err := rules.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(LogEventsRule), EventPattern: aws.String(pattern)}); err != nil {
+		return "", fmt.Errorf("rule %s: %w", LogEventsRule, err)
+	}
+	_, err = rules.PutTargets(ctx, &eventbridge.PutTargetsInput{
+		Rule:    aws.String(LogEventsRule),
+		Targets: []ebtypes.Target{{Id: aws.String(IndexerFunction), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("rule %s: target: %w", LogEventsRule, err)
+	}
+	return aws.ToString(q.QueueUrl), nil
+}
+
+// Delivery is the local equivalent of EventBridge's delivery to
+// IndexerFunction: a loop that long-polls LogEventsQueue and hands each
+// event, its body unchanged, to the handler.
+type Delivery struct {
+	queueURL string
+	sqs      *sqs.Client
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// DeliverLogEvents routes the log buckets' S3 events (RouteLogEvents) and
+// delivers them to handle, IndexerFunction's handler, until Close. An event
+// handle applied is deleted; one it failed is left in the queue, delivered
+// again once its visibility timeout passes, as EventBridge retries a failed
+// invocation. handle logs its own outcome; log gets the delivery's errors.
+// The emulator answers an S3 write once its event is applied, at most 2 s
+// later (dev/motoserver.py).
+func (l *Local) DeliverLogEvents(ctx context.Context, handle func(context.Context, json.RawMessage) error, log *slog.Logger) (*Delivery, error) {
+	url, err := l.RouteLogEvents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d := &Delivery{queueURL: url, sqs: sqsClient(l.Moto.Endpoint), cancel: cancel, done: make(chan struct{})}
+	go d.run(ctx, handle, log)
+	return d, nil
+}
+
+func (d *Delivery) run(ctx context.Context, handle func(context.Context, json.RawMessage) error, log *slog.Logger) {
+	defer close(d.done)
+	for ctx.Err() == nil {
+		out, err := d.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(d.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: logEventsWait,
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				// The emulator may have stopped; make run recreates the queue
+				// when one runs there again.
+				log.Warn("local S3 event delivery: receive", "queue", LogEventsQueue, "error", err.Error())
+				sleep(ctx, logEventsRetryWait)
+			}
+			continue
+		}
+		for _, m := range out.Messages {
+			if handle(ctx, json.RawMessage(aws.ToString(m.Body))) != nil {
+				continue
+			}
+			if _, err := d.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil && ctx.Err() == nil {
+				log.Warn("local S3 event delivery: delete", "queue", LogEventsQueue, "error", err.Error())
+			}
+		}
+	}
+}
+
+// Close stops the delivery and waits for its loop to end.
+func (d *Delivery) Close() {
+	d.cancel()
+	<-d.done
+}
+
+// ErrNoLogEvents is WaitLogEvents' error when nothing routes the log
+// buckets' S3 events on the emulator.
+var ErrNoLogEvents = errors.New("no " + LogEventsQueue + " queue: nothing delivers the log buckets' S3 events here (make run does)")
+
+// WaitLogEvents waits until LogEventsQueue holds no visible and no
+// in-flight message, that is until every S3 event sent so far is applied
+// (or failed), polling every 50 ms until ctx ends.
+func (l *Local) WaitLogEvents(ctx context.Context) error {
+	queues := sqsClient(l.Moto.Endpoint)
+	q, err := queues.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(LogEventsQueue)})
+	var missing *sqstypes.QueueDoesNotExist
+	if errors.As(err, &missing) {
+		return ErrNoLogEvents
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		attrs, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+			QueueUrl: q.QueueUrl,
+			AttributeNames: []sqstypes.QueueAttributeName{
+				sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+			},
+		})
+		if err != nil {
+			return err
+		}
+		if attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessages)] == "0" &&
+			attrs.Attributes[string(sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible)] == "0" {
+			return nil
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("S3 events still queued in %s: %w", LogEventsQueue, ctx.Err())
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func localConfig() aws.Config {
+	return aws.Config{
+		Region:      LocalRegion,
+		Credentials: credentials.NewStaticCredentialsProvider(localAccessKey, localSecretKey, ""),
+	}
+}
+
+func sqsClient(endpoint string) *sqs.Client {
+	return sqs.NewFromConfig(localConfig(), func(o *sqs.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}
+
+func eventBridgeClient(endpoint string) *eventbridge.Client {
+	return eventbridge.NewFromConfig(localConfig(), func(o *eventbridge.Options) { o.BaseEndpoint = aws.String(endpoint) })
+}

@@ -1,0 +1,159 @@
+//go:build integration
+
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// s3Event is what these tests read of a delivered event.
+type s3Event struct {
+	DetailType string `json:"detail-type"`
+	Time       string `json:"time"`
+	Detail     struct {
+		Bucket struct {
+			Name string `json:"name"`
+		} `json:"bucket"`
+		Object struct {
+			Key       string `json:"key"`
+			Sequencer string `json:"sequencer"`
+		} `json:"object"`
+	} `json:"detail"`
+}
+
+func TestTheLogBucketsEventsReachTheHandlerInOrderBeforeTheWriteAnswers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	local, err := Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close() })
+
+	var mu sync.Mutex
+	var got []s3Event
+	fail := false
+	d, err := local.DeliverLogEvents(ctx, func(_ context.Context, raw json.RawMessage) error {
+		var ev s3Event
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			fail = false
+			return errors.New("failed on purpose")
+		}
+		got = append(got, ev)
+		return nil
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	// Routing again changes nothing (make run does it when an emulator
+	// comes back).
+	if _, err := local.RouteLogEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	delivered := func() []s3Event {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]s3Event(nil), got...)
+	}
+
+	bucket := local.LogBuckets[0]
+	put := func(key string) {
+		t.Helper()
+		if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	put("a/log")
+	if ev := delivered(); len(ev) != 1 || ev[0].DetailType != "Object Created" || ev[0].Detail.Object.Key != "a/log" {
+		t.Fatalf("got %+v right after the upload answered, want its Object Created applied", ev)
+	}
+	if _, err := local.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String("a/log")}); err != nil {
+		t.Fatal(err)
+	}
+	put("a/log")
+	ev := delivered()
+	if len(ev) != 3 || ev[1].DetailType != "Object Deleted" || ev[2].DetailType != "Object Created" {
+		t.Fatalf("got %+v, want created, deleted, created", ev)
+	}
+	for i, e := range ev {
+		if _, err := time.Parse(time.RFC3339, e.Time); err != nil || !strings.HasSuffix(e.Time, "Z") {
+			t.Errorf("event %d: time %q is not ISO-8601 in UTC", i, e.Time)
+		}
+		if e.Detail.Bucket.Name != bucket {
+			t.Errorf("event %d: bucket %q, want %q", i, e.Detail.Bucket.Name, bucket)
+		}
+		if i > 0 && !(e.Detail.Object.Sequencer > ev[i-1].Detail.Object.Sequencer) {
+			t.Errorf("event %d: sequencer %s, want it after %s", i, e.Detail.Object.Sequencer, ev[i-1].Detail.Object.Sequencer)
+		}
+	}
+
+	// Objects of other buckets match no rule: answered at once, delivered
+	// nowhere.
+	other := LocalBucketName("ReportsBucket")
+	began := time.Now()
+	if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(other), Key: aws.String("r"), Body: strings.NewReader("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if held := time.Since(began); held > time.Second {
+		t.Errorf("a write to %s answered after %v, want at once", other, held)
+	}
+	if err := local.WaitLogEvents(ctx); err != nil {
+		t.Errorf("WaitLogEvents: %v", err)
+	}
+
+	// A failed delivery is left in the queue, to come again once its
+	// visibility timeout passes (not within this test): the write's answer
+	// waits for it no longer than the hold.
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	began = time.Now()
+	put("a/failed-once")
+	if held := time.Since(began); held < 1500*time.Millisecond || held > 5*time.Second {
+		t.Errorf("the write whose event failed answered after %v, want about the 2 s hold", held)
+	}
+	if n := len(delivered()); n != 3 {
+		t.Errorf("got %d events applied, want the failed one not among them", n)
+	}
+}
+
+func TestWritesAreNotHeldWhereNothingDeliversEvents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	local, err := Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close() })
+	began := time.Now()
+	for i := range 20 {
+		key := "k" + string(rune('a'+i))
+		if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(local.LogBuckets[0]), Key: aws.String(key), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("20 uploads took %v, want no hold without a rule", took)
+	}
+	if err := local.WaitLogEvents(ctx); !errors.Is(err, ErrNoLogEvents) {
+		t.Errorf("WaitLogEvents: got %v, want ErrNoLogEvents", err)
+	}
+}
