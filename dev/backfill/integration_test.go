@@ -197,7 +197,7 @@ func TestADeleteAndAnOverwriteDuringTheBackfillWin(t *testing.T) {
 		t.Errorf("got %s in the index, want it deleted: its tombstone is newer than the backfill", deleted)
 	}
 	if e := got[overwritten]; e.Start == nil || *e.Start != newStart {
-		t.Errorf("got %s starting at %v, want the overwrite's %d: its event is newer than the backfill", overwritten, e.Start, newStart)
+		t.Errorf("got %s starting at %s, want the overwrite's %d: its event is newer than the backfill", overwritten, millis(e.Start), newStart)
 	}
 	if len(got) != len(keys)-1 {
 		t.Errorf("got %d logs indexed, want %d", len(got), len(keys)-1)
@@ -263,4 +263,11 @@ func TestABackfillOfAnotherBucketIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not one of LOG_BUCKETS") || totals.Batches != 0 {
 		t.Errorf("got %s, %v; want the execution failed by its refused batch", totals, err)
 	}
+}
+
+func millis(p *int64) string {
+	if p == nil {
+		return "no time"
+	}
+	return fmt.Sprint(*p)
 }
