@@ -141,6 +141,7 @@ var sections = []section{
 	{"fleetctl logs", fleetctlLogs},
 	{"fleetctl selector", fleetctlSelector},
 	{"machine reports", reportFigures},
+	{"log backfill", backfillFigures},
 }
 
 // printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.
