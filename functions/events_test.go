@@ -63,6 +63,7 @@ var steps = []struct {
 	{"logs-deploy.json", "LogsFunction", 200, ""},
 	{"logs-search.json", "LogsFunction", 200, ""},
 	{"indexer-object-created.json", "IndexerFunction", 0, `"outcome":"indexed"`},
+	{"indexer-backfill-batch.json", "IndexerFunction", 0, `"backfill":{"indexed":1,"skipped":1,"gone":0}`},
 	{"console-page.json", "ConsoleFunction", 200, `<script type="module" src="assets/`},
 }
 

@@ -172,6 +172,7 @@ func TestTheDriverRefusesWhatItDoesNotImplementOfAListingOrABatcher(t *testing.T
 		"a reader config on a listing":  {`"Parameters":{"Bucket.$"`, `"ReaderConfig":{"MaxItems":10},"Parameters":{"Bucket.$"`},
 		"a listing with a delimiter":    {`"Prefix.$":"$.prefix"`, `"Prefix.$":"$.prefix","Delimiter":"/"`},
 		"a batch size read from a path": {`"MaxItemsPerBatch":500`, `"MaxItemsPerBatchPath":"$.n"`},
+		"a pass with a result":          {`"Parameters":{"bucket.$":"$.bucket","prefix":""}`, `"Result":{"prefix":""}`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			raw, _ := json.Marshal(backfillDefinition(batcher500))

@@ -146,7 +146,7 @@ func (m *Machine) run(ctx context.Context, def map[string]any, input any, item m
 		case "Map":
 			out, err = m.mapState(ctx, name, state, input)
 		case "Pass":
-			out, err = parameters(state["Parameters"], input, item)
+			out, err = pass(state, input, item)
 		case "Choice":
 			name, err = choose(state, input)
 			if err != nil {
@@ -283,6 +283,17 @@ func (m *Machine) mapState(ctx context.Context, name string, state map[string]an
 		return nil, fmt.Errorf("%d of %d items failed: %w", failed, len(items), errors.Join(errs...))
 	}
 	return outputs, nil
+}
+
+// pass returns a Pass state's Parameters, or its input when it has none.
+func pass(state map[string]any, input any, item map[string]any) (any, error) {
+	if _, ok := state["Result"]; ok {
+		return nil, errors.New("a Pass with a Result is not supported locally")
+	}
+	if _, ok := state["Parameters"]; !ok {
+		return input, nil
+	}
+	return parameters(state["Parameters"], input, item)
 }
 
 // item runs the item processor on one item, unless the Journal holds its
