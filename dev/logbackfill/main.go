@@ -82,7 +82,10 @@ func bucketRun(ctx context.Context, out io.Writer, root string, m *statemachine.
 	})
 	if err != nil {
 		journal.Close()
-		return fmt.Errorf("%s: %w (after %s; run make backfill-logs again to resume)", bucket, err, totals)
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("%s: %w after %s; run make backfill-logs again to resume", bucket, err, totals)
 	}
 	fmt.Fprintf(out, "logbackfill: %s: done, %s in %.1fs\n", bucket, totals, time.Since(began).Seconds())
 	return journal.Remove()
