@@ -79,13 +79,15 @@ type Totals struct {
 	logindex.Counts
 }
 
+// String reads as "40 batches (16 done before): 20000 indexed, 0 skipped,
+// 0 gone".
 func (t Totals) String() string {
 	return fmt.Sprintf("%d batches (%d done before): %d indexed, %d skipped, %d gone", t.Batches, t.Earlier, t.Indexed, t.Skipped, t.Gone)
 }
 
 // Run executes m on input and returns the totals of its batches, also when
-// it fails. progress, when set, is called after each batch with the totals
-// so far, one call at a time.
+// it fails; it sets m.ItemDone to count them. progress, when set, is called
+// after each batch with the totals so far, one call at a time.
 func Run(ctx context.Context, m *statemachine.Machine, input json.RawMessage, progress func(Totals)) (Totals, error) {
 	var mu sync.Mutex
 	var t Totals
