@@ -7,7 +7,7 @@
 #   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
 #   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3, held in memory
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
-#   make backfill-logs                       index what the local log buckets hold (make run first)
+#   make backfill-logs                       index what the local log buckets hold: BackfillStateMachine, resuming an interrupted run (make run first)
 #   make seed-fleet [N=20000]                N slaves into the local slaves table, then the list and a state query timed (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides

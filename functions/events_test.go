@@ -66,6 +66,7 @@ var steps = []struct {
 	{"logs-request.json", "LogsFunction", 200, ""},
 	{"logs-deploy.json", "LogsFunction", 200, ""},
 	{"logs-search.json", "LogsFunction", 200, ""},
+	{"indexer-backfill-batch.json", "IndexerFunction", 0, `"backfill":{"indexed":1,"skipped":1,"gone":0}`},
 	{"console-page.json", "ConsoleFunction", 200, `<script type="module" src="assets/`},
 }
 

@@ -1,7 +1,8 @@
 // Package indexerapp is the composition root of IndexerFunction: the one
 // constructor from the function's environment to its handler, which keeps
-// the task-log index from the log buckets' S3 events (docs/decisions.md
-// "One composition root per function").
+// the task-log index from the log buckets' S3 events and applies the
+// batches of BackfillStateMachine (docs/decisions.md "One composition root
+// per function").
 package indexerapp
 
 import (
@@ -29,8 +30,8 @@ type Options struct {
 	S3 *s3.Client
 }
 
-// Handler is the function's handler: one S3 object event in, what it did
-// out.
+// Handler is the function's handler: one S3 object event, or one backfill
+// batch, in; what it did out.
 type Handler = func(context.Context, json.RawMessage) (logindex.Result, error)
 
 // New reads IndexerFunction's variables from getenv and returns its

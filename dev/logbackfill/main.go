@@ -1,38 +1,39 @@
-// Command logbackfill indexes what the local log buckets already hold into
-// the task-log index (docs/behaviour.md "Task-log index"), a page of keys
-// at a time, as IndexerFunction would from their events. It needs the
-// emulator `make run` started. It is safe to run while events arrive, and
-// to stop and resume: each page prints the key to resume after (-after).
+// Command logbackfill is make backfill-logs: it indexes what the local log
+// buckets already hold into the task-log index, running the template's
+// BackfillStateMachine (dev/backfill) on each bucket, as an operator starts
+// it deployed (docs/behaviour.md "Backfill"). It needs the emulator make
+// run started. It is safe to run while events arrive. Each bucket's
+// finished batches are recorded in bin/dev/backfill/<bucket>.jsonl until
+// its execution succeeds: interrupted and run again, it reruns only the
+// batches that had not finished, as redrive does deployed.
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
+	"github.com/fleetops/fleet/dev/backfill"
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/dev/statemachine"
 	"github.com/fleetops/fleet/shared/config"
-	"github.com/fleetops/fleet/shared/logindex"
-	"github.com/fleetops/fleet/shared/logstore"
 )
 
 func main() {
-	after := flag.String("after", "", "resume after this key (of the first bucket)")
-	page := flag.Int("page", 1000, "keys per step")
-	flag.Parse()
-	if err := run(context.Background(), *after, *page); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "logbackfill:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, after string, page int) error {
+func run(ctx context.Context, out io.Writer) error {
 	local, err := stack.Up(ctx, stack.Addr())
 	if err != nil {
 		return err
@@ -41,7 +42,7 @@ func run(ctx context.Context, after string, page int) error {
 	if local.Moto.Started {
 		return fmt.Errorf("nothing runs on %s: start the local stack first (make run)", local.Moto.Endpoint)
 	}
-	env, err := local.Template.FunctionEnv("IndexerFunction", stack.LocalName)
+	env, err := local.Template.FunctionEnv(backfill.Function, stack.LocalName)
 	if err != nil {
 		return err
 	}
@@ -49,19 +50,43 @@ func run(ctx context.Context, after string, page int) error {
 	if err != nil {
 		return err
 	}
-	store := logstore.New(local.S3, s3.NewPresignClient(local.S3))
-	x := logindex.NewIndexer(store, logindex.NewTable(local.DynamoDB, cfg.Table), cfg.Format, cfg.Buckets,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	began := time.Now()
+	m, err := backfill.Machine(ctx, local, backfill.Clients{DynamoDB: local.DynamoDB, S3: local.S3})
+	if err != nil {
+		return err
+	}
 	for _, bucket := range cfg.Buckets {
-		steps := 0
-		for done := false; !done; steps++ {
-			if after, done, err = x.Backfill(ctx, store, bucket, after, page); err != nil {
-				return fmt.Errorf("%w (resume with -after %q)", err, after)
-			}
-			fmt.Fprintf(os.Stderr, "logbackfill: %s: %d pages, after %q (%.1fs)\n", bucket, steps+1, after, time.Since(began).Seconds())
+		if err := bucketRun(ctx, out, local.Root, m, bucket); err != nil {
+			return err
 		}
-		after = ""
 	}
 	return nil
+}
+
+// bucketRun backfills one bucket, resuming its journal when an earlier run
+// was interrupted, and removes the journal once the execution succeeds.
+func bucketRun(ctx context.Context, out io.Writer, root string, m *statemachine.Machine, bucket string) error {
+	path := filepath.Join(root, "bin", "dev", "backfill", bucket+".jsonl")
+	journal, err := statemachine.OpenJournal(path)
+	if err != nil {
+		return err
+	}
+	if n := journal.Len(); n > 0 {
+		fmt.Fprintf(out, "logbackfill: %s: resuming the interrupted execution: %d batches done (%s)\n", bucket, n, path)
+	}
+	m.Journal = journal
+	began := time.Now()
+	totals, err := backfill.Run(ctx, m, backfill.Input(bucket, ""), func(t backfill.Totals) {
+		if t.Batches%10 == 0 {
+			fmt.Fprintf(out, "logbackfill: %s: %s (%.1fs)\n", bucket, t, time.Since(began).Seconds())
+		}
+	})
+	if err != nil {
+		journal.Close()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("%s: %w after %s; run make backfill-logs again to resume", bucket, err, totals)
+	}
+	fmt.Fprintf(out, "logbackfill: %s: done, %s in %.1fs\n", bucket, totals, time.Since(began).Seconds())
+	return journal.Remove()
 }

@@ -8,11 +8,15 @@
 //
 // It knows what the template's state machines use, and refuses anything
 // else rather than guess: Task states on arn:aws:states:::lambda:invoke,
-// Choice rules with Variable and IsPresent, NumericGreaterThan or And, Map
-// states over a JSON array read from S3 (ItemReader with
-// arn:aws:states:::s3:getObject) with an ItemSelector, Succeed and Fail;
-// Parameters, OutputPath and ResultPath (a path or null); paths of the form
-// $, $.a.b and $$.Map.Item.Value.a.
+// Choice rules with Variable and IsPresent, NumericGreaterThan or And, Pass
+// with Parameters, Map states over a JSON array read from S3 (ItemReader
+// with arn:aws:states:::s3:getObject) or over the objects of a bucket
+// (arn:aws:states:::s3:listObjectsV2, Bucket and Prefix), with an
+// ItemSelector and an ItemBatcher (MaxItemsPerBatch, MaxInputBytesPerBatch,
+// BatchInput), Succeed and Fail; Parameters, OutputPath and ResultPath (a
+// path or null); paths of the form $, $.a.b and $$.Map.Item.Value.a. A
+// Journal keeps an execution's finished Map items across runs, as redrive
+// does.
 package statemachine
 
 import (
@@ -21,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,11 +42,27 @@ type Invoke func(ctx context.Context, function string, payload json.RawMessage) 
 // Read returns the object bucket/key, as an ItemReader reads it.
 type Read func(ctx context.Context, bucket, key string) ([]byte, error)
 
+// List returns a page of the objects of bucket under prefix from the
+// continuation token (empty for the first page), as the ItemReader
+// arn:aws:states:::s3:listObjectsV2 reads them, each in Step Functions'
+// shape (ListObjects makes them), and the token of the next page, empty
+// after the last.
+type List func(ctx context.Context, bucket, prefix, token string) (items []any, next string, err error)
+
 // Machine is a state machine's definition and what its states call.
 type Machine struct {
 	Definition map[string]any
 	Invoke     Invoke
 	Read       Read
+	List       List
+	// Journal, when set, holds the Map items that succeeded and their
+	// outputs, across runs: an item it holds is not run again. Run again
+	// after an interruption or a failure, an execution reruns only the
+	// items that did not succeed, as Step Functions' redrive does.
+	Journal *Journal
+	// ItemDone, when set, is told of each Map item that succeeded, with its
+	// output, and whether that was in an earlier run (Journal).
+	ItemDone func(output any, earlier bool)
 	// Sleep waits before a retry; time.Sleep unless a test sets another.
 	Sleep func(time.Duration)
 	// Invocations counts the Lambda invocations made, retries included.
@@ -123,7 +144,9 @@ func (m *Machine) run(ctx context.Context, def map[string]any, input any, item m
 		case "Task":
 			out, err = m.task(ctx, state, input, item)
 		case "Map":
-			out, err = m.mapState(ctx, state, input)
+			out, err = m.mapState(ctx, name, state, input)
+		case "Pass":
+			out, err = pass(state, input, item)
 		case "Choice":
 			name, err = choose(state, input)
 			if err != nil {
@@ -215,27 +238,26 @@ func (m *Machine) sleep(d time.Duration) {
 	time.Sleep(d)
 }
 
-// mapState reads the items, runs the ItemProcessor on each with at most
-// MaxConcurrency at once, and fails when more items fail than
+// mapState reads the items, selects and batches them as the Map's
+// ItemSelector and ItemBatcher say, runs the ItemProcessor on each with at
+// most MaxConcurrency at once, and fails when more items fail than
 // ToleratedFailurePercentage allows. Its result is the items' outputs.
-func (m *Machine) mapState(ctx context.Context, state map[string]any, input any) (any, error) {
-	reader := asMap(state["ItemReader"])
-	if r := reader["Resource"]; r != "arn:aws:states:::s3:getObject" || asMap(reader["ReaderConfig"])["InputType"] != "JSON" {
-		return nil, fmt.Errorf("item reader %v is not supported locally", r)
-	}
-	where, err := parameters(reader["Parameters"], input, nil)
-	if err != nil {
-		return nil, err
-	}
-	bucket, _ := asMap(where)["Bucket"].(string)
-	key, _ := asMap(where)["Key"].(string)
-	raw, err := m.Read(ctx, bucket, key)
+func (m *Machine) mapState(ctx context.Context, name string, state map[string]any, input any) (any, error) {
+	items, err := m.items(ctx, asMap(state["ItemReader"]), input)
 	if err != nil {
 		return nil, fmt.Errorf("item reader: %w", err)
 	}
-	var items []any
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("item reader: s3://%s/%s is not a JSON array: %w", bucket, key, err)
+	if sel, ok := state["ItemSelector"]; ok {
+		for i, value := range items {
+			if items[i], err = parameters(sel, input, map[string]any{"Index": float64(i), "Value": value}); err != nil {
+				return nil, fmt.Errorf("item selector: %w", err)
+			}
+		}
+	}
+	if b, ok := state["ItemBatcher"]; ok {
+		if items, err = batches(asMap(b), input, items); err != nil {
+			return nil, fmt.Errorf("item batcher: %w", err)
+		}
 	}
 	processor := asMap(state["ItemProcessor"])
 	outputs := make([]any, len(items))
@@ -246,14 +268,7 @@ func (m *Machine) mapState(ctx context.Context, state map[string]any, input any)
 	}
 	for i, value := range items {
 		g.Go(func() error {
-			item := map[string]any{"Index": float64(i), "Value": value}
-			in := any(value)
-			if sel, ok := state["ItemSelector"]; ok {
-				if in, errs[i] = parameters(sel, input, item); errs[i] != nil {
-					return nil
-				}
-			}
-			outputs[i], errs[i] = m.run(ctx, processor, in, item)
+			outputs[i], errs[i] = m.item(ctx, name, processor, value, map[string]any{"Index": float64(i), "Value": value})
 			return nil
 		})
 	}
@@ -268,6 +283,146 @@ func (m *Machine) mapState(ctx context.Context, state map[string]any, input any)
 		return nil, fmt.Errorf("%d of %d items failed: %w", failed, len(items), errors.Join(errs...))
 	}
 	return outputs, nil
+}
+
+// pass returns a Pass state's Parameters, or its input when it has none.
+func pass(state map[string]any, input any, item map[string]any) (any, error) {
+	if _, ok := state["Result"]; ok {
+		return nil, errors.New("a Pass with a Result is not supported locally")
+	}
+	if _, ok := state["Parameters"]; !ok {
+		return input, nil
+	}
+	return parameters(state["Parameters"], input, item)
+}
+
+// item runs the item processor on one item, unless the Journal holds its
+// output from an earlier run, and records its output when it succeeds.
+func (m *Machine) item(ctx context.Context, mapName string, processor map[string]any, in any, item map[string]any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	id, err := itemID(mapName, in)
+	if err != nil {
+		return nil, err
+	}
+	if out, ok := m.Journal.output(id); ok {
+		m.done(out, true)
+		return out, nil
+	}
+	out, err := m.run(ctx, processor, in, item)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Journal.record(id, out); err != nil {
+		return nil, err
+	}
+	m.done(out, false)
+	return out, nil
+}
+
+func (m *Machine) done(out any, earlier bool) {
+	if m.ItemDone != nil {
+		m.ItemDone(out, earlier)
+	}
+}
+
+// items reads what a Map iterates over: a JSON array in an object
+// (arn:aws:states:::s3:getObject, InputType JSON), or the objects of a
+// bucket under a prefix (arn:aws:states:::s3:listObjectsV2), every page.
+func (m *Machine) items(ctx context.Context, reader map[string]any, input any) ([]any, error) {
+	params, err := parameters(reader["Parameters"], input, nil)
+	if err != nil {
+		return nil, err
+	}
+	where := asMap(params)
+	bucket, _ := where["Bucket"].(string)
+	switch r := reader["Resource"]; {
+	case r == "arn:aws:states:::s3:getObject" && asMap(reader["ReaderConfig"])["InputType"] == "JSON":
+		key, _ := where["Key"].(string)
+		raw, err := m.Read(ctx, bucket, key)
+		if err != nil {
+			return nil, err
+		}
+		var items []any
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, fmt.Errorf("s3://%s/%s is not a JSON array: %w", bucket, key, err)
+		}
+		return items, nil
+	case r == "arn:aws:states:::s3:listObjectsV2" && reader["ReaderConfig"] == nil && onlyKeys(where, "Bucket", "Prefix"):
+		prefix, _ := where["Prefix"].(string)
+		var items []any
+		for token := ""; ; {
+			page, next, err := m.List(ctx, bucket, prefix, token)
+			if err != nil {
+				return nil, err
+			}
+			items = append(items, page...)
+			if next == "" {
+				return items, nil
+			}
+			token = next
+		}
+	default:
+		return nil, fmt.Errorf("%v with %v is not supported locally", r, reader)
+	}
+}
+
+// batches groups items as an ItemBatcher does: each batch is
+// {"Items": [...], "BatchInput": ...}, of at most MaxItemsPerBatch items
+// and at most MaxInputBytesPerBatch bytes of JSON (256 KiB, the most Step
+// Functions allows, when unset).
+func batches(batcher map[string]any, input any, items []any) ([]any, error) {
+	if !onlyKeys(batcher, "MaxItemsPerBatch", "MaxInputBytesPerBatch", "BatchInput") {
+		return nil, fmt.Errorf("%v is not supported locally", batcher)
+	}
+	maxItems, maxBytes := int(number(batcher["MaxItemsPerBatch"], 0)), int(number(batcher["MaxInputBytesPerBatch"], 256*1024))
+	if maxItems < 1 {
+		return nil, errors.New("MaxItemsPerBatch must be set locally")
+	}
+	batchInput, err := parameters(batcher["BatchInput"], input, nil)
+	if err != nil {
+		return nil, fmt.Errorf("BatchInput: %w", err)
+	}
+	var out []any
+	var batch []any
+	size := 0
+	flush := func() {
+		b := map[string]any{"Items": batch}
+		if batchInput != nil {
+			b["BatchInput"] = batchInput
+		}
+		out = append(out, b)
+		batch, size = nil, 0
+	}
+	for _, item := range items {
+		raw, err := json.Marshal(item)
+		if err != nil {
+			return nil, err
+		}
+		if len(raw) > maxBytes {
+			return nil, fmt.Errorf("an item of %d bytes is over MaxInputBytesPerBatch %d", len(raw), maxBytes)
+		}
+		if len(batch) == maxItems || size+len(raw)+1 > maxBytes {
+			flush()
+		}
+		batch = append(batch, item)
+		size += len(raw) + 1
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	return out, nil
+}
+
+// onlyKeys tells whether m has no key outside keys.
+func onlyKeys(m map[string]any, keys ...string) bool {
+	for k := range m {
+		if !slices.Contains(keys, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // choose returns the Next of the first rule input matches, or Default.

@@ -4,6 +4,7 @@ package logindex_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,7 +37,17 @@ func (o racingObjects) Stat(ctx context.Context, bucket, key string) (logkey.Obj
 	return obj, start, end, found, err
 }
 
-func TestABackfillIndexesTheBucketInResumableStepsAndLosesNoRaceWithEvents(t *testing.T) {
+// batch is the batch BackfillStateMachine hands the indexer for keys.
+func (r rig) batch(keys []string) json.RawMessage {
+	items := make([]map[string]string, len(keys))
+	for i, k := range keys {
+		items[i] = map[string]string{"Key": k}
+	}
+	raw, _ := json.Marshal(map[string]any{"BatchInput": map[string]string{"job": logindex.BackfillJob, "bucket": r.bucket}, "Items": items})
+	return raw
+}
+
+func TestABackfillLosesNoRaceWithEvents(t *testing.T) {
 	r := newRig(t)
 	tk := task(t, "backfill-d1-1793491200000-0-h1-r1")
 	var keys []string
@@ -50,15 +61,16 @@ func TestABackfillIndexesTheBucketInResumableStepsAndLosesNoRaceWithEvents(t *te
 
 	store := logstore.New(local.S3, s3.NewPresignClient(local.S3))
 	backfill := logindex.NewIndexer(racingObjects{store, t, r, victim}, r.table, logkey.Format{}, local.LogBuckets, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	after, steps := "", 0
-	for done := false; !done; steps++ {
-		var err error
-		if after, done, err = backfill.Backfill(context.Background(), store, r.bucket, after, 2); err != nil {
+	var indexed int64
+	for batch := range slices.Chunk(keys, 2) {
+		res, err := backfill.Handle(context.Background(), r.batch(batch))
+		if err != nil {
 			t.Fatal(err)
 		}
+		indexed += res.Backfill.Indexed
 	}
-	if steps < 2 {
-		t.Errorf("got %d steps, want the bucket walked in several", steps)
+	if indexed != 5 {
+		t.Errorf("got %d indexed, want 5: the victim was read before it went", indexed)
 	}
 	want := slices.Clone(keys)
 	want = slices.DeleteFunc(want, func(k string) bool { return k == victim })

@@ -43,11 +43,22 @@ func NewIndexer(objects Objects, index Index, format logkey.Format, buckets []st
 }
 
 // Result is what one event did: "indexed", "removed" or "skipped" (a key
-// the format did not write, another bucket, an object deleted since).
+// the format did not write, another bucket, an object deleted since); or
+// what one backfill batch did: "backfilled", its last Key and its Counts.
 type Result struct {
-	Outcome string `json:"outcome"`
-	Bucket  string `json:"bucket"`
-	Key     string `json:"key"`
+	Outcome  string  `json:"outcome"`
+	Bucket   string  `json:"bucket"`
+	Key      string  `json:"key"`
+	Backfill *Counts `json:"backfill,omitempty"`
+}
+
+// invocation is what the indexer is invoked with: S3's EventBridge event
+// (the part it reads), or a batch of BackfillStateMachine, which has a
+// BatchInput and no source.
+type invocation struct {
+	BatchInput *batchInput `json:"BatchInput"`
+	Items      []batchItem `json:"Items"`
+	event
 }
 
 // event is the part of S3's EventBridge event the indexer reads.
@@ -65,8 +76,9 @@ type event struct {
 	} `json:"detail"`
 }
 
-// Handle applies one "Object Created" or "Object Deleted" event of S3.
-// Another event fails, so that a misrouted one is seen. A key the format
+// Handle applies one "Object Created" or "Object Deleted" event of S3, or
+// one batch of BackfillStateMachine (docs/behaviour.md "Backfill"). Any
+// other input fails, so that a misrouted one is seen. A key the format
 // did not write is logged and skipped: the bucket may hold other objects.
 // The outcome is logged once, with the backend calls it took; throttled
 // ones are counted in BackendThrottles.
@@ -77,6 +89,9 @@ func (x *Indexer) Handle(ctx context.Context, raw json.RawMessage) (Result, erro
 		x.metrics.Emit(nil, metrics.Metric{Name: metrics.BackendThrottles, Value: float64(throttled), Unit: metrics.Count})
 	}
 	attrs := []any{"outcome", r.Outcome, "bucket", r.Bucket, "key", r.Key, "backend_calls", calls.Calls()}
+	if r.Backfill != nil {
+		attrs = append(attrs, "indexed", r.Backfill.Indexed, "skipped", r.Backfill.Skipped, "gone", r.Backfill.Gone)
+	}
 	if err != nil {
 		x.log.ErrorContext(ctx, "s3 event not applied", append(attrs, "error", err.Error())...)
 		return r, err
@@ -86,12 +101,16 @@ func (x *Indexer) Handle(ctx context.Context, raw json.RawMessage) (Result, erro
 }
 
 func (x *Indexer) apply(ctx context.Context, raw json.RawMessage) (Result, error) {
-	var ev event
-	if err := json.Unmarshal(raw, &ev); err != nil {
-		return Result{}, fmt.Errorf("s3 object event: %w", err)
+	var in invocation
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return Result{}, fmt.Errorf("s3 object event or backfill batch: %w", err)
 	}
-	if ev.Source != "aws.s3" || (ev.DetailType != "Object Created" && ev.DetailType != "Object Deleted") {
-		return Result{}, fmt.Errorf("not an S3 \"Object Created\" or \"Object Deleted\" event (source %q, detail-type %q)", ev.Source, ev.DetailType)
+	if in.BatchInput != nil && in.Source == "" {
+		return x.backfill(ctx, *in.BatchInput, in.Items)
+	}
+	ev := in.event
+	if in.BatchInput != nil || ev.Source != "aws.s3" || (ev.DetailType != "Object Created" && ev.DetailType != "Object Deleted") {
+		return Result{}, fmt.Errorf("neither a backfill batch nor an S3 \"Object Created\" or \"Object Deleted\" event (source %q, detail-type %q)", ev.Source, ev.DetailType)
 	}
 	bucket, key := ev.Detail.Bucket.Name, ev.Detail.Object.Key
 	r := Result{Outcome: "skipped", Bucket: bucket, Key: key}
