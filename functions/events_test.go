@@ -197,7 +197,7 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 		{"inventory-machine-report.json", "SlavesFunction", "not an API Gateway proxy event"},
 		{"expiry-run.json", "LogsFunction", "not an API Gateway proxy event"},
 		{"expiry-run.json", "ConsoleFunction", "not an API Gateway proxy event"},
-		{"expiry-run.json", "IndexerFunction", `not an S3 "Object Created" or "Object Deleted" event`},
+		{"expiry-run.json", "IndexerFunction", `neither a backfill batch nor an S3 "Object Created" or "Object Deleted" event`},
 	}
 	for _, f := range foreign {
 		t.Run(f.function+" refuses "+f.file, func(t *testing.T) {
