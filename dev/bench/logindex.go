@@ -164,7 +164,7 @@ func putBusyRequest(ctx context.Context, e *env, bucket, request string, n, last
 			for i := range todo {
 				// The last hour holds lastHour logs; the rest spread over
 				// the 30 days before it.
-				at := now.Add(-time.Hour - month + time.Duration(i)*(month-time.Hour)/time.Duration(n-lastHour))
+				at := now.Add(-time.Hour - month + time.Duration(i)*((month-time.Hour)/time.Duration(n-lastHour)))
 				if i >= n-lastHour {
 					at = now.Add(-time.Hour + time.Duration(i-(n-lastHour)+1)*time.Hour/time.Duration(lastHour+1))
 				}
