@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -155,46 +153,29 @@ func putBusyRequest(ctx context.Context, e *env, bucket, request string, n, last
 		return err
 	}
 	month := 30 * 24 * time.Hour
-	todo := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs error
-	for range 16 {
-		wg.Go(func() {
-			for i := range todo {
-				// The last hour holds lastHour logs; the rest spread over
-				// the 30 days before it.
-				at := now.Add(-time.Hour - month + time.Duration(i)*((month-time.Hour)/time.Duration(n-lastHour)))
-				if i >= n-lastHour {
-					at = now.Add(-time.Hour + time.Duration(i-(n-lastHour)+1)*time.Hour/time.Duration(lastHour+1))
-				}
-				started := at.Add(-time.Duration(i%500) * time.Minute).Truncate(time.Hour)
-				task, err := logkey.ParseTaskID(fmt.Sprintf("%s-d%d-%d-%d-node%d-rack1", request, i%7, started.UnixMilli(), i%500, i%97))
-				if err == nil {
-					_, err = client.PutObject(ctx, &s3.PutObjectInput{
-						Bucket: aws.String(bucket),
-						Key:    aws.String(format.Key(logkey.File{Task: task, Filename: "service.log", Index: i, Modified: at})),
-						Body:   strings.NewReader("log line\n"),
-						Metadata: map[string]string{
-							"starttime": strconv.FormatInt(at.Add(-time.Minute).UnixMilli(), 10),
-							"endtime":   strconv.FormatInt(at.UnixMilli(), 10),
-						},
-					})
-				}
-				if err != nil {
-					mu.Lock()
-					errs = errors.Join(errs, err)
-					mu.Unlock()
-				}
-			}
+	return inParallel(n, 16, func(i int) error {
+		// The last hour holds lastHour logs; the rest spread over the 30
+		// days before it.
+		at := now.Add(-time.Hour - month + time.Duration(i)*((month-time.Hour)/time.Duration(n-lastHour)))
+		if i >= n-lastHour {
+			at = now.Add(-time.Hour + time.Duration(i-(n-lastHour)+1)*time.Hour/time.Duration(lastHour+1))
+		}
+		started := at.Add(-time.Duration(i%500) * time.Minute).Truncate(time.Hour)
+		task, err := logkey.ParseTaskID(fmt.Sprintf("%s-d%d-%d-%d-node%d-rack1", request, i%7, started.UnixMilli(), i%500, i%97))
+		if err != nil {
+			return err
+		}
+		_, err = client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(bucket),
+			Key:    aws.String(format.Key(logkey.File{Task: task, Filename: "service.log", Index: i, Modified: at})),
+			Body:   strings.NewReader("log line\n"),
+			Metadata: map[string]string{
+				"starttime": strconv.FormatInt(at.Add(-time.Minute).UnixMilli(), 10),
+				"endtime":   strconv.FormatInt(at.UnixMilli(), 10),
+			},
 		})
-	}
-	for i := range n {
-		todo <- i
-	}
-	close(todo)
-	wg.Wait()
-	return errs
+		return err
+	})
 }
 
 // indexBucket writes every log of bucket into the index as its created
@@ -205,33 +186,15 @@ func indexBucket(ctx context.Context, store *logstore.Store, table *logindex.Tab
 	if err != nil {
 		return err
 	}
-	todo := make(chan logkey.Object)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs error
-	for range 16 {
-		wg.Go(func() {
-			for o := range todo {
-				parsed, ok := format.Parse(o.Key)
-				if !ok {
-					continue
-				}
-				start, end, err := store.Times(ctx, bucket, o.Key)
-				if err == nil {
-					err = table.Put(ctx, parsed, logkey.Entry{Object: o, Start: start, End: end}, seq)
-				}
-				if err != nil {
-					mu.Lock()
-					errs = errors.Join(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, o := range objs {
-		todo <- o
-	}
-	close(todo)
-	wg.Wait()
-	return errs
+	return inParallel(len(objs), 16, func(i int) error {
+		parsed, ok := format.Parse(objs[i].Key)
+		if !ok {
+			return nil
+		}
+		start, end, err := store.Times(ctx, bucket, objs[i].Key)
+		if err != nil {
+			return err
+		}
+		return table.Put(ctx, parsed, logkey.Entry{Object: objs[i], Start: start, End: end}, seq)
+	})
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -227,36 +226,21 @@ func putTaskLogs(ctx context.Context, e *env, bucket, requestID string, months, 
 		}
 		objects[i] = object{format.Key(logkey.File{Task: task, Filename: fmt.Sprintf("service-%d.log", i), Index: i, Modified: at}), at}
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs error
-		todo = make(chan object)
-	)
-	for range 8 {
-		wg.Go(func() {
-			for o := range todo {
-				_, err := client.PutObject(ctx, &s3.PutObjectInput{
-					Bucket: aws.String(bucket),
-					Key:    aws.String(o.key),
-					Body:   strings.NewReader("log line\n"),
-					Metadata: map[string]string{
-						"starttime": strconv.FormatInt(o.at.Add(-time.Hour).UnixMilli(), 10),
-						"endtime":   strconv.FormatInt(o.at.UnixMilli(), 10),
-					},
-				})
-				if err != nil {
-					mu.Lock()
-					errs = errors.Join(errs, fmt.Errorf("put s3://%s/%s: %w", bucket, o.key, err))
-					mu.Unlock()
-				}
-			}
+	err = inParallel(len(objects), 8, func(i int) error {
+		o := objects[i]
+		_, err := client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(bucket),
+			Key:    aws.String(o.key),
+			Body:   strings.NewReader("log line\n"),
+			Metadata: map[string]string{
+				"starttime": strconv.FormatInt(o.at.Add(-time.Hour).UnixMilli(), 10),
+				"endtime":   strconv.FormatInt(o.at.UnixMilli(), 10),
+			},
 		})
-	}
-	for _, o := range objects {
-		todo <- o
-	}
-	close(todo)
-	wg.Wait()
-	return format, task, errs
+		if err != nil {
+			return fmt.Errorf("put s3://%s/%s: %w", bucket, o.key, err)
+		}
+		return nil
+	})
+	return format, task, err
 }

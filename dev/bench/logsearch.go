@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,47 +186,28 @@ func putRequestLogs(ctx context.Context, e *env, bucket, requestID string, n int
 	table := logindex.NewTable(e.local.DynamoDB, stack.LocalName("LogIndexTable"))
 	const tasks = 100
 	span := 28 * 24 * time.Hour
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs error
-		todo = make(chan int)
-	)
-	for range 8 {
-		wg.Go(func() {
-			for i := range todo {
-				t := i % tasks
-				started := now.Add(-span + time.Duration(t)*span/tasks)
-				task, err := logkey.ParseTaskID(fmt.Sprintf("%s-d%d-%d-%d-node%d-rack1", requestID, t%5, started.UnixMilli(), t, t))
-				if err != nil {
-					mu.Lock()
-					errs = errors.Join(errs, err)
-					mu.Unlock()
-					continue
-				}
-				at := started.Add(time.Duration(i/tasks+1) * time.Minute)
-				key := format.Key(logkey.File{Task: task, Filename: "service.log", Index: i / tasks, Modified: at})
-				start, end := at.Add(-time.Minute).UnixMilli(), at.UnixMilli()
-				_, err = client.PutObject(ctx, &s3.PutObjectInput{
-					Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("log line\n"),
-					Metadata: map[string]string{"starttime": strconv.FormatInt(start, 10), "endtime": strconv.FormatInt(end, 10)},
-				})
-				if err == nil {
-					entry := logkey.Entry{Object: logkey.Object{Bucket: bucket, Key: key, LastModified: now.UnixMilli(), Size: 9}, Start: &start, End: &end}
-					err = table.Put(ctx, logkey.Parsed{RequestID: requestID}, entry, fmt.Sprintf("%064d", 1))
-				}
-				if err != nil {
-					mu.Lock()
-					errs = errors.Join(errs, fmt.Errorf("log %s: %w", key, err))
-					mu.Unlock()
-				}
-			}
+	err = inParallel(n, 8, func(i int) error {
+		t := i % tasks
+		started := now.Add(-span + time.Duration(t)*span/tasks)
+		task, err := logkey.ParseTaskID(fmt.Sprintf("%s-d%d-%d-%d-node%d-rack1", requestID, t%5, started.UnixMilli(), t, t))
+		if err != nil {
+			return err
+		}
+		at := started.Add(time.Duration(i/tasks+1) * time.Minute)
+		key := format.Key(logkey.File{Task: task, Filename: "service.log", Index: i / tasks, Modified: at})
+		start, end := at.Add(-time.Minute).UnixMilli(), at.UnixMilli()
+		_, err = client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("log line\n"),
+			Metadata: map[string]string{"starttime": strconv.FormatInt(start, 10), "endtime": strconv.FormatInt(end, 10)},
 		})
-	}
-	for i := range n {
-		todo <- i
-	}
-	close(todo)
-	wg.Wait()
-	return format, n, errs
+		if err == nil {
+			entry := logkey.Entry{Object: logkey.Object{Bucket: bucket, Key: key, LastModified: now.UnixMilli(), Size: 9}, Start: &start, End: &end}
+			err = table.Put(ctx, logkey.Parsed{RequestID: requestID}, entry, fmt.Sprintf("%064d", 1))
+		}
+		if err != nil {
+			return fmt.Errorf("log %s: %w", key, err)
+		}
+		return nil
+	})
+	return format, n, err
 }

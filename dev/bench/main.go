@@ -10,6 +10,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -236,3 +237,31 @@ func median(ds []time.Duration) time.Duration {
 
 // ms formats a duration in milliseconds.
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// inParallel calls f for each of 0..n-1 on workers goroutines and returns
+// every error it returned, joined.
+func inParallel(n, workers int, f func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs error
+		todo = make(chan int)
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range todo {
+				if err := f(i); err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		todo <- i
+	}
+	close(todo)
+	wg.Wait()
+	return errs
+}
