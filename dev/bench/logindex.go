@@ -29,23 +29,12 @@ import (
 func logIndex(ctx context.Context, e *env) ([]row, error) {
 	now := time.Now().UTC()
 	c := newCalls()
-	next := http.DefaultTransport.(*http.Transport).Clone()
-	next.MaxIdleConnsPerHost = headPool
-	slow := &slowTransport{next: next}
-	s3cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
+	slow, s3cfg, dbcfg, err := slowBackends(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	c.count(&s3cfg)
-	s3cfg.HTTPClient = &http.Client{Transport: slow}
 	client := s3.NewFromConfig(s3cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	store := logstore.New(client, s3.NewPresignClient(client))
-	dbcfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, 30*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	c.count(&dbcfg)
-	dbcfg.HTTPClient = &http.Client{Transport: slow}
 	table := logindex.NewTable(dynamodb.NewFromConfig(dbcfg), stack.LocalName("LogIndexTable"))
 
 	const bucket = "bench-log-index"
@@ -197,4 +186,26 @@ func indexBucket(ctx context.Context, store *logstore.Store, table *logindex.Tab
 		}
 		return table.Put(ctx, parsed, logkey.Entry{Object: objs[i], Start: start, End: end}, seq)
 	})
+}
+
+// slowBackends returns the S3 and DynamoDB configurations of the
+// environment with their calls counted by c and sent through the
+// transport it returns, which can hold each call (slowTransport).
+func slowBackends(ctx context.Context, c *calls) (*slowTransport, aws.Config, aws.Config, error) {
+	next := http.DefaultTransport.(*http.Transport).Clone()
+	next.MaxIdleConnsPerHost = headPool // reuse every connection of the pool
+	slow := &slowTransport{next: next}
+	s3cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
+	if err != nil {
+		return nil, aws.Config{}, aws.Config{}, err
+	}
+	dbcfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, stack.DynamoDBAttemptTimeout)
+	if err != nil {
+		return nil, aws.Config{}, aws.Config{}, err
+	}
+	for _, cfg := range []*aws.Config{&s3cfg, &dbcfg} {
+		c.count(cfg)
+		cfg.HTTPClient = &http.Client{Transport: slow}
+	}
+	return slow, s3cfg, dbcfg, nil
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -45,20 +44,9 @@ func logSearch(ctx context.Context, e *env) ([]row, error) {
 	}
 
 	c := newCalls()
-	next := http.DefaultTransport.(*http.Transport).Clone()
-	next.MaxIdleConnsPerHost = headPool
-	slow := &slowTransport{next: next}
-	scfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
+	slow, scfg, dcfg, err := slowBackends(ctx, c)
 	if err != nil {
 		return nil, err
-	}
-	dcfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, stack.DynamoDBAttemptTimeout)
-	if err != nil {
-		return nil, err
-	}
-	for _, cfg := range []*aws.Config{&scfg, &dcfg} {
-		c.count(cfg)
-		cfg.HTTPClient = &http.Client{Transport: slow}
 	}
 	s3c := s3.NewFromConfig(scfg, func(o *s3.Options) { o.UsePathStyle = true })
 	listed := &keyCounter{API: s3c}
