@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/web"
@@ -122,5 +123,21 @@ func TestTaskLookupsOnTheIndexAlsoListTheNewestPrefix(t *testing.T) {
 	got = sortedKeys(decode[[]logEntry](t, serve(t, h, http.MethodGet, "/api/logs/request/web-api", "")))
 	if !slices.Equal(got, []string{indexed.Key}) || f.lists.Load() != lists {
 		t.Errorf("request lookup: got %q and %d more lists, want the indexed log only and no list (its newest prefix is the whole month)", got, f.lists.Load()-lists)
+	}
+}
+
+// failingLists is S3 whose lists fail.
+type failingLists struct{ *fakeStore }
+
+func (failingLists) All(context.Context, string, string) ([]logkey.Object, error) {
+	return nil, fault.Unavailable("S3 is busy")
+}
+
+func TestATaskLookupOnTheIndexStandsWhenItsNewestPrefixCannotBeListed(t *testing.T) {
+	at := taskStart.Add(time.Hour).UnixMilli()
+	index := &fakeIndex{entries: []logkey.Entry{{Object: logkey.Object{Bucket: "logs-a", Key: "k1", LastModified: at, Size: 3}}}}
+	r := serve(t, indexedRoutes(failingLists{&fakeStore{}}, index), http.MethodGet, "/api/logs/task/"+taskID, "")
+	if got := decode[[]logEntry](t, r); len(got) != 1 || got[0].Key != "k1" {
+		t.Errorf("got %+v, want the index's k1: the newest prefix only adds to it", got)
 	}
 }

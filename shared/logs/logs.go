@@ -303,7 +303,8 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 // window, the logs of buckets outside LOG_BUCKETS dropped, their times as
 // indexed, so that metadata costs no HEAD. A task lookup whose window
 // reaches into the index's lag also lists the task's newest prefixes, in
-// parallel, and adds the logs the index does not hold yet (fresh).
+// parallel, and adds the logs the index does not hold yet (fresh); when
+// that fails, the index's answer stands and the log line says why.
 func (h *Handler) findIndexed(r *http.Request, what string, q query, t target) ([]logJSON, error) {
 	now := h.now()
 	qctx, cancel := context.WithTimeout(r.Context(), h.cfg.ListTimeout)
@@ -323,7 +324,13 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target) (
 			if err == nil {
 				listed, err = h.listAll(gctx, what, ps, &gone)
 			}
-			return err
+			if err != nil {
+				// The list only adds what the index lags behind: without
+				// it, the index's answer stands.
+				web.Note(r, "newest_prefix_error", err.Error())
+				listed = nil
+			}
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -339,7 +346,8 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target) (
 	defer cancel()
 	unindexed, err := h.unindexed(lctx, what, q, t.window, entries, listed)
 	if err != nil {
-		return nil, err
+		web.Note(r, "newest_prefix_error", err.Error())
+		unindexed = nil
 	}
 	entries = append(entries, unindexed...)
 	entries = slices.DeleteFunc(entries, func(e logkey.Entry) bool { return !slices.Contains(h.cfg.Buckets, e.Bucket) })
