@@ -265,12 +265,13 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 	if len(h.cfg.Buckets) == 0 {
 		return nil, fault.NotFound("S3 configuration was absent")
 	}
-	t, err := resolve(q, h.now().UnixMilli())
+	now := h.now().UnixMilli()
+	t, err := resolve(q, now)
 	if err != nil {
 		return nil, err
 	}
 	if h.index != nil {
-		return h.findIndexed(r, what, q, t)
+		return h.findIndexed(r, what, q, t, now)
 	}
 	ps, err := h.cfg.Format.Prefixes(t.scope, t.window, logkey.MaxPrefixes)
 	if err != nil {
@@ -304,9 +305,9 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 // indexed, so that metadata costs no HEAD. A task lookup whose window
 // reaches into the index's lag also lists the task's newest prefixes, in
 // parallel, and adds the logs the index does not hold yet (fresh); when
-// that fails, the index's answer stands and the log line says why.
-func (h *Handler) findIndexed(r *http.Request, what string, q query, t target) ([]logJSON, error) {
-	now := h.now()
+// that fails, the index's answer stands and the log line says why. now
+// is the instant (epoch ms) the window was resolved at.
+func (h *Handler) findIndexed(r *http.Request, what string, q query, t target, now int64) ([]logJSON, error) {
 	qctx, cancel := context.WithTimeout(r.Context(), h.cfg.ListTimeout)
 	defer cancel()
 	var entries []logkey.Entry
@@ -317,7 +318,7 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target) (
 		entries, err = t.index(gctx, t.window)
 		return err
 	})
-	recent := logkey.Window{Start: max(t.window.Start, now.Add(-freshness).UnixMilli()), End: t.window.End}
+	recent := logkey.Window{Start: max(t.window.Start, now-freshness.Milliseconds()), End: t.window.End}
 	if t.fresh && recent.Start < recent.End {
 		g.Go(func() error {
 			ps, err := h.cfg.Format.Prefixes(t.scope, recent, logkey.MaxPrefixes)
