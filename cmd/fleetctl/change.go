@@ -43,9 +43,10 @@ as a table of what will change and asked for (so are several ids), unless
 --yes; without a terminal to ask on, --yes is needed. -j changes are sent
 at once; one result line per machine, in id order, then a summary.
 
---max-unavailable N (or N%, of the selection, rounded down, at least 1)
-is the guard: never more than N machines of the selection unavailable at
-once, those already unavailable counted first. Unavailable means out of
+--max-unavailable N (1 or more; or N%, of the selection, rounded down but
+at least 1, so that 10% of 5 machines is 1) is the guard: never more than
+N machines of the selection unavailable at once, those already unavailable
+counted first; 0 is refused, as it would allow no change at all. Unavailable means out of
 ACTIVE; for decommission --wait it means draining (STARTING_DECOMMISSION
 or DECOMMISSIONING): each drain is followed to DECOMMISSIONED and the next
 one starts when fewer than N are draining, as a disruption budget counts
@@ -69,7 +70,7 @@ decommission limit still applies: its refusal is reported per machine.`,
 	fs.BoolVar(&f.dryRun, "dry-run", false, "ask the service what the change would answer, change nothing")
 	fs.BoolVarP(&f.yes, "yes", "y", false, "change several machines without asking")
 	f.sel.register(fs)
-	fs.StringVar(&f.maxUnavailable, "max-unavailable", "", "guard: at most this many machines of the selection unavailable at once, a count or a percentage (rounded down, at least 1)")
+	fs.StringVar(&f.maxUnavailable, "max-unavailable", "", "guard: at most this many machines of the selection unavailable at once, a count (1 or more) or a percentage (rounded down, at least 1)")
 	fs.IntVarP(&f.jobs, "jobs", "j", 8, "changes sent at once")
 	if name == "decommission" {
 		fs.BoolVar(&f.killTasks, "kill-tasks", false, "kill the tasks left when a decommission times out (needed to --revert DECOMMISSIONED)")
@@ -92,12 +93,16 @@ func (a *app) change(cmd *cobra.Command, name string, f changeFlags, ids []strin
 	if err := f.check(cmd, name, ids); err != nil {
 		return err
 	}
+	g, err := parseGuard(f.maxUnavailable)
+	if err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	c, err := a.client(ctx)
 	if err != nil {
 		return err
 	}
-	guarded := f.maxUnavailable != "" || f.wait
+	guarded := g != nil || f.wait
 	selected, err := a.selectMachines(ctx, c, ids, f.sel, guarded || f.dryRun)
 	if err != nil {
 		return err
@@ -106,10 +111,7 @@ func (a *app) change(cmd *cobra.Command, name string, f changeFlags, ids []strin
 	if f.dryRun {
 		return a.dryRun(ctx, name, act.target, req, selected, send)
 	}
-	n, err := budget(f.maxUnavailable, len(selected))
-	if err != nil {
-		return err
-	}
+	n := g.budget(len(selected))
 	plan := planChange(selected, act.target, n, f.jobs, f.wait)
 	if f.sel.given() && len(selected) == 0 {
 		fmt.Fprintln(a.stderr, "fleetctl: no machine matches the selection")
@@ -129,7 +131,7 @@ func (a *app) change(cmd *cobra.Command, name string, f changeFlags, ids []strin
 		do, done = drainStep(c, send, f.wf.poll, p), string(client.Decommissioned)
 	}
 	err = a.apply(ctx, plan.start, plan.limit, do, done, p)
-	return a.held(name, plan, n, f.wait, f.maxUnavailable != "" || f.sel.given(), err)
+	return a.held(name, plan, n, f.wait, g != nil || f.sel.given(), err)
 }
 
 // request turns --message, --for, --revert, --action-id and --kill-tasks
@@ -246,7 +248,7 @@ func (a *app) dryRun(ctx context.Context, name string, target client.State, req 
 	for _, s := range selected {
 		states[s.ID] = s.CurrentState.State
 	}
-	return a.each(slaveIDs(selected), func(id string) error {
+	return a.each(ctx, slaveIDs(selected), func(id string) error {
 		if err := send(ctx, id, client.ChangeOptions{DryRun: true}); err != nil {
 			return err
 		}

@@ -211,6 +211,39 @@ func TestAWaitEndsWithItsOwnCodeOnATimeoutOrAMachineGoneElsewhere(t *testing.T) 
 	r.result(t).wantErrorLast(t, exitElsewhere, "wt-back: deleted while waiting for ACTIVE")
 }
 
+// An interrupted wait says so once, as every interrupted command does, and
+// a wait for a machine that never existed is "not found", as show says.
+func TestAnInterruptedWaitSaysSoOnceAndAnUnknownMachineIsNotFound(t *testing.T) {
+	settleDrains(t)
+	machines(t, "wt-int")
+	fleetctl(t, apitest.None, nil, "decommission", "wt-int").want(t, 0)
+	r := start(t, nil, "wait", "wt-int", "--for", "state=decommissioned", "--poll", "50ms")
+	eventually(t, "waiting", func() bool { return strings.Contains(r.stderr.String(), "STARTING_DECOMMISSION") })
+	r.cmd.Process.Signal(syscall.SIGINT)
+	res := r.result(t)
+	res.wantErrorLast(t, 130, "interrupted (interrupt)")
+	if n := strings.Count(res.stderr, "fleetctl:"); n != 1 {
+		t.Errorf("got stderr %q, want the progress and one line of error, not %d", res.stderr, n)
+	}
+	fleetctl(t, apitest.None, nil, "activate", "wt-int").want(t, 0)
+
+	fleetctl(t, apitest.None, nil, "wait", "wt-never-was", "--for", "state=active", "--poll", "50ms").
+		wantErrorLast(t, exitNotFound, "wt-never-was: no such machine (waiting for ACTIVE)")
+}
+
+// A budget of 0 allows no disruption: refused before anything is read or
+// changed, never taken for 1.
+func TestAGuardOfZeroChangesNothing(t *testing.T) {
+	poolMachines(t, "zero", 3)
+	for _, zero := range []string{"0", "0%"} {
+		fleetctl(t, apitest.None, nil, "freeze", "-l", "pool=zero", "--max-unavailable", zero, "--yes").
+			wantError(t, exitUsage, "a budget of 0 allows no machine to be unavailable")
+	}
+	if got := fleetctl(t, apitest.None, nil, "list", "--state", "frozen", "zero-*", "-o", "name").want(t, 0).stdout; got != "" {
+		t.Errorf("got frozen\n%s\nwant none", got)
+	}
+}
+
 // wantErrorLast checks the exit code and the last line of stderr, after
 // the lines of progress.
 func (r result) wantErrorLast(t *testing.T, code int, want string) {

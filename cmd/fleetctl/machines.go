@@ -352,11 +352,15 @@ func (a *app) held(name string, p guardPlan, budget int, wait, summary bool, err
 
 // each applies do to every id in turn, printing one line per id: done on
 // stdout (unless do printed its own), the failure on stderr. It returns the exit code of the first
-// failure, having tried them all.
-func (a *app) each(ids []string, do func(id string) error, done string) error {
+// failure, having tried them all, or stops at an interrupt (run says so).
+func (a *app) each(ctx context.Context, ids []string, do func(id string) error, done string) error {
 	first := 0
 	for _, id := range ids {
-		if err := do(id); err != nil {
+		err := do(id)
+		if interrupted(ctx) {
+			break
+		}
+		if err != nil {
 			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(id), message(err))
 			if first == 0 {
 				first = exitCode(err)
@@ -444,7 +448,7 @@ code 4), so that a mistyped id does not pass for done.`,
 			if err = a.partial(err); err != nil {
 				return err
 			}
-			return a.each(ids, func(id string) error {
+			return a.each(ctx, ids, func(id string) error {
 				i := slices.IndexFunc(expiring, func(e client.Expiring) bool { return e.MachineID == id })
 				if i < 0 {
 					return exitError{code: exitNotFound, msg: "no expiring change to make permanent (see fleetctl expiring)"}
@@ -477,7 +481,7 @@ func (a *app) deleteCommand() *cobra.Command {
 					return err
 				}
 			}
-			return a.each(ids, func(id string) error { return c.DeleteSlave(cmd.Context(), id) }, "deleted")
+			return a.each(cmd.Context(), ids, func(id string) error { return c.DeleteSlave(cmd.Context(), id) }, "deleted")
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete several machines without asking")

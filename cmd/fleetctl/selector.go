@@ -86,25 +86,45 @@ func (f machineFilter) matches(s client.Slave) bool {
 	return true
 }
 
-// budget reads --max-unavailable for a selection of n machines: a count,
-// or a percentage of n rounded down; either way at least 1, as a guard
-// that allows nothing would stop every change. Empty means no guard: n.
-func budget(s string, n int) (int, error) {
+// guard is --max-unavailable as given: a count of machines, or a
+// percentage of the selection. Zero is refused: a budget of 0 allows no
+// disruption (as a PodDisruptionBudget of maxUnavailable 0 blocks every
+// eviction), so the change could start nothing.
+type guard struct {
+	n       int
+	percent bool
+}
+
+const guardUsage = "--max-unavailable %q: want a count of 1 or more or a percentage from 1%% to 100%%"
+
+// parseGuard reads --max-unavailable; empty means no guard (nil).
+func parseGuard(s string) (*guard, error) {
 	if s == "" {
-		return max(n, 1), nil
+		return nil, nil
 	}
-	if p, ok := strings.CutSuffix(s, "%"); ok {
-		v, err := strconv.Atoi(p)
-		if err != nil || v < 0 || v > 100 {
-			return 0, usageError("--max-unavailable %q: want a count or a percentage from 0%% to 100%%", s)
-		}
-		return max(n*v/100, 1), nil
+	text, percent := strings.CutSuffix(s, "%")
+	v, err := strconv.Atoi(text)
+	if err != nil || v < 0 || (percent && v > 100) {
+		return nil, usageError(guardUsage, s)
 	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 0 {
-		return 0, usageError("--max-unavailable %q: want a count or a percentage from 0%% to 100%%", s)
+	if v == 0 {
+		return nil, usageError("--max-unavailable %s: a budget of 0 allows no machine to be unavailable, so the change would start none; give 1 or more, or leave the guard out", s)
 	}
-	return max(v, 1), nil
+	return &guard{n: v, percent: percent}, nil
+}
+
+// budget is how many machines of a selection of n may be unavailable at
+// once: the count, or the percentage of n rounded down, but at least 1,
+// since a percentage above 0 asks for some progress however small the
+// selection (10% of 5 machines is 1). No guard allows all of them.
+func (g *guard) budget(n int) int {
+	switch {
+	case g == nil:
+		return max(n, 1)
+	case g.percent:
+		return max(n*g.n/100, 1)
+	}
+	return g.n
 }
 
 // draining reports whether a state is a decommission in progress.

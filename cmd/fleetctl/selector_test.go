@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fleetops/fleet/client"
@@ -51,17 +52,27 @@ func TestTheGuardRoundsPercentagesDownAndAllowsAtLeastOne(t *testing.T) {
 		n    int
 		want int
 	}{
-		{"", 20, 20}, {"", 0, 1}, {"3", 20, 3}, {"0", 20, 1}, {"50", 20, 50},
-		{"10%", 20, 2}, {"10%", 19, 1}, {"25%", 7, 1}, {"1%", 20, 1}, {"0%", 20, 1}, {"100%", 20, 20}, {"99%", 20, 19},
+		{"", 20, 20}, {"", 0, 1}, {"3", 20, 3}, {"50", 20, 50}, {"1", 0, 1},
+		{"10%", 20, 2}, {"10%", 19, 1}, {"25%", 7, 1}, {"1%", 20, 1}, {"100%", 20, 20}, {"99%", 20, 19},
 	} {
-		got, err := budget(tc.flag, tc.n)
-		if err != nil || got != tc.want {
-			t.Errorf("budget(%q, %d): got %d, %v, want %d", tc.flag, tc.n, got, err, tc.want)
+		g, err := parseGuard(tc.flag)
+		if got := g.budget(tc.n); err != nil || got != tc.want {
+			t.Errorf("--max-unavailable %q of %d: got %d, %v, want %d", tc.flag, tc.n, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"-1", "x", "101%", "5.5%", "%"} {
-		if _, err := budget(bad, 20); exitCode(err) != exitUsage {
-			t.Errorf("budget(%q): got %v, want a usage error", bad, err)
+	for _, bad := range []string{"-1", "x", "101%", "5.5%", "%", "-0%"} {
+		if _, err := parseGuard(bad); exitCode(err) != exitUsage {
+			t.Errorf("--max-unavailable %q: got %v, want a usage error", bad, err)
+		}
+	}
+}
+
+// A budget of 0 allows no disruption: it is refused, never taken for 1.
+func TestAGuardOfZeroIsRefused(t *testing.T) {
+	for _, zero := range []string{"0", "0%", "00"} {
+		_, err := parseGuard(zero)
+		if exitCode(err) != exitUsage || !strings.Contains(err.Error(), "a budget of 0 allows no machine to be unavailable") {
+			t.Errorf("--max-unavailable %s: got %v, want a usage error that says a budget of 0 allows nothing", zero, err)
 		}
 	}
 }

@@ -191,22 +191,23 @@ func (p *progress) done() {
 
 // waitFor reads the machine every poll until it is in target. It only
 // reads, so a client that stopped waiting can start again. A machine that
-// leaves the way to target (activated, DEAD, deleted) ends the wait with
-// exit code 10; ctx ending by errWaitTimeout, with 9.
+// leaves the way to target (activated, DEAD, never existed or deleted)
+// ends the wait with exit code 10; ctx ending by errWaitTimeout, with 9;
+// ctx ending otherwise (an interrupt), with its cause and no further read.
 func waitFor(ctx context.Context, c *client.Client, id string, target client.State, poll time.Duration, p *progress) error {
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	defer p.gone(id)
 	for {
 		s, err := c.GetSlave(ctx, id)
+		if ctx.Err() != nil {
+			return waitEnded(ctx, id, target, p)
+		}
 		switch {
-		case errors.Is(context.Cause(ctx), errWaitTimeout):
-			last := "never read"
-			if st, ok := p.last(id); ok {
-				last = "still " + string(st)
-			}
-			return exitError{code: exitWaitTimeout, msg: fmt.Sprintf("not %s after --wait-timeout (%s)", target, last)}
 		case client.IsNotFound(err):
+			if _, seen := p.last(id); !seen {
+				return exitError{code: exitNotFound, msg: fmt.Sprintf("no such machine (waiting for %s)", target)}
+			}
 			return exitError{code: exitElsewhere, msg: fmt.Sprintf("deleted while waiting for %s", target)}
 		case err != nil:
 			return err
@@ -225,9 +226,23 @@ func waitFor(ctx context.Context, c *client.Client, id string, target client.Sta
 		}
 		select {
 		case <-ctx.Done():
+			return waitEnded(ctx, id, target, p)
 		case <-tick.C:
 		}
 	}
+}
+
+// waitEnded is why a wait stopped before its machine got there: the
+// --wait-timeout, worded with the last state seen, or the cause of ctx.
+func waitEnded(ctx context.Context, id string, target client.State, p *progress) error {
+	if !errors.Is(context.Cause(ctx), errWaitTimeout) {
+		return context.Cause(ctx)
+	}
+	last := "never read"
+	if st, ok := p.last(id); ok {
+		last = "still " + string(st)
+	}
+	return exitError{code: exitWaitTimeout, msg: fmt.Sprintf("not %s after --wait-timeout (%s)", target, last)}
 }
 
 func (a *app) waitCommand() *cobra.Command {
@@ -310,6 +325,10 @@ func (a *app) apply(ctx context.Context, slaves []client.Slave, jobs int, do fun
 		if p != nil {
 			p.done()
 		}
+		if interrupted(ctx) {
+			// What failed failed for the signal: run says so once.
+			continue
+		}
 		var at alreadyError
 		if errors.As(err, &at) {
 			fmt.Fprintf(a.stdout, "%s: already %s\n", visible(s.ID), visible(string(at.state)))
@@ -330,6 +349,12 @@ func (a *app) apply(ctx context.Context, slaves []client.Slave, jobs int, do fun
 		return exitError{code: first}
 	}
 	return nil
+}
+
+// interrupted reports whether ctx ended for a signal (Ctrl-C, SIGTERM).
+func interrupted(ctx context.Context) bool {
+	var sig signalError
+	return errors.As(context.Cause(ctx), &sig)
 }
 
 // alreadyError is a selected machine that a change leaves as it is: it
