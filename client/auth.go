@@ -24,11 +24,27 @@ type Auth interface {
 type Bearer string
 
 // Authorize implements Auth.
-func (b Bearer) Authorize(_ context.Context, req *http.Request, _ []byte) error {
-	if b == "" {
+func (b Bearer) Authorize(ctx context.Context, req *http.Request, body []byte) error {
+	return Token{Value: string(b)}.Authorize(ctx, req, body)
+}
+
+// Token sends "Bearer <Value>" in the header Header, Authorization when
+// empty: the header the stack's authorizer reads (its AuthHeader
+// parameter), which need not be Authorization.
+type Token struct {
+	Header, Value string
+}
+
+// Authorize implements Auth.
+func (t Token) Authorize(_ context.Context, req *http.Request, _ []byte) error {
+	if t.Value == "" {
 		return errors.New("empty bearer token")
 	}
-	req.Header.Set("Authorization", "Bearer "+string(b))
+	header := t.Header
+	if header == "" {
+		header = "Authorization"
+	}
+	req.Header.Set(header, "Bearer "+t.Value)
 	return nil
 }
 

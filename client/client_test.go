@@ -211,3 +211,17 @@ func TestBearerAndDefaultHeadersAreSent(t *testing.T) {
 		t.Errorf("got headers %v and query %q", r.Header, r.URL.RawQuery)
 	}
 }
+
+// A stack whose authorizer reads another header (its AuthHeader) gets the
+// token there, and no Authorization header at all.
+func TestATokenGoesInTheHeaderTheAuthorizerReads(t *testing.T) {
+	s := &script{answers: []func(http.ResponseWriter, *http.Request){status(200, "", `[]`)}}
+	c, _ := newTest(t, s, Options{Auth: Token{Header: "X-Fleet-Token", Value: "tok"}})
+	if _, err := c.ListSlaves(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	r := s.requests[0]
+	if r.Header.Get("X-Fleet-Token") != "Bearer tok" || r.Header.Get("Authorization") != "" {
+		t.Errorf("got headers %v, want the token in X-Fleet-Token only", r.Header)
+	}
+}

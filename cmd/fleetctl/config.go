@@ -23,10 +23,10 @@ const defaultEndpoint = "http://127.0.0.1:3000"
 
 // globalFlags are the flags every command takes.
 type globalFlags struct {
-	endpoint, profile, auth, token, region, awsProfile, config, cacheDir string
-	headers                                                              []string
-	timeout                                                              time.Duration
-	noColor                                                              bool
+	endpoint, profile, auth, token, authHeader, region, awsProfile, config, cacheDir string
+	headers                                                                          []string
+	timeout                                                                          time.Duration
+	noColor                                                                          bool
 }
 
 func (g *globalFlags) register(root *cobra.Command) {
@@ -35,6 +35,7 @@ func (g *globalFlags) register(root *cobra.Command) {
 	f.StringVarP(&g.profile, "profile", "p", "", "profile of the config file (env FLEETCTL_PROFILE)")
 	f.StringVar(&g.auth, "auth", "", "authentication: none, bearer or sigv4 (env FLEETCTL_AUTH)")
 	f.StringVar(&g.token, "token", "", "bearer token (env FLEETCTL_TOKEN)")
+	f.StringVar(&g.authHeader, "auth-header", "", "the header the bearer token goes in, the stack's AuthHeader (env FLEETCTL_AUTH_HEADER; default Authorization)")
 	f.StringVar(&g.region, "region", "", "AWS region for sigv4 (env FLEETCTL_REGION; default the AWS profile's)")
 	f.StringVar(&g.awsProfile, "aws-profile", "", "AWS shared-config profile for sigv4 credentials (env FLEETCTL_AWS_PROFILE)")
 	f.StringArrayVarP(&g.headers, "header", "H", nil, `extra request header "Name: value", repeatable (env FLEETCTL_HEADERS, separated by ";")`)
@@ -49,6 +50,7 @@ type profile struct {
 	Endpoint   string            `yaml:"endpoint"`
 	Auth       string            `yaml:"auth"`
 	Token      string            `yaml:"token"`
+	AuthHeader string            `yaml:"authHeader"`
 	Region     string            `yaml:"region"`
 	AWSProfile string            `yaml:"awsProfile"`
 	Headers    map[string]string `yaml:"headers"`
@@ -70,11 +72,11 @@ type setting struct {
 
 // settings are the values in effect for a command.
 type settings struct {
-	endpoint, auth, token, region, awsProfile, cacheDir, profile, configPath string
-	headers                                                                  http.Header
-	timeout                                                                  time.Duration
-	noColor                                                                  bool
-	shown                                                                    []setting // for fleetctl config
+	endpoint, auth, token, authHeader, region, awsProfile, cacheDir, profile, configPath string
+	headers                                                                              http.Header
+	timeout                                                                              time.Duration
+	noColor                                                                              bool
+	shown                                                                                []setting // for fleetctl config
 }
 
 func defaultConfigPath() string {
@@ -143,6 +145,10 @@ func resolve(g globalFlags, flags *pflag.FlagSet, getenv func(string) string) (*
 		return nil, usageError("auth %q is none of none, bearer, sigv4", s.auth)
 	}
 	s.token = pick("token", "token", g.token, "FLEETCTL_TOKEN", p.Token, "")
+	s.authHeader = pick("auth-header", "auth-header", g.authHeader, "FLEETCTL_AUTH_HEADER", p.AuthHeader, "Authorization")
+	if strings.TrimSpace(s.authHeader) == "" || strings.ContainsAny(s.authHeader, ": \t") {
+		return nil, usageError("auth-header %q is not a header name", s.authHeader)
+	}
 	s.region = pick("region", "region", g.region, "FLEETCTL_REGION", p.Region, "")
 	s.awsProfile = pick("aws-profile", "aws-profile", g.awsProfile, "FLEETCTL_AWS_PROFILE", p.AWSProfile, "")
 	s.cacheDir = pick("cache-dir", "cache-dir", g.cacheDir, "FLEETCTL_CACHE_DIR", p.CacheDir, defaultCacheDir())
@@ -215,7 +221,7 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 		if s.token == "" {
 			return nil, usageError("auth bearer needs a token (--token, FLEETCTL_TOKEN or the profile's token)")
 		}
-		opts.Auth = client.Bearer(s.token)
+		opts.Auth = client.Token{Header: s.authHeader, Value: s.token}
 	case "sigv4":
 		signer, err := client.LoadSigV4(ctx, s.awsProfile, s.region)
 		if err != nil {
@@ -254,7 +260,12 @@ The config file (YAML) holds named profiles:
       region: us-east-1
       awsProfile: fleet-ops  # AWS shared-config profile (SSO works)
       headers:
-        X-Team: ops`,
+        X-Team: ops
+    legacy:
+      endpoint: https://abcdef1234.execute-api.us-east-1.amazonaws.com/prod
+      auth: bearer           # a Lambda authorizer's token
+      token: "…"
+      authHeader: X-Fleet-Token  # the stack's AuthHeader, when not Authorization`,
 		Example: `  fleetctl config
   fleetctl --profile prod config`,
 		Args: args(cobra.NoArgs),

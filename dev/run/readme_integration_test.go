@@ -399,7 +399,21 @@ func readmeEnv(t *testing.T, dir, port, emulator string) []string {
 		"FLEETCTL_ENDPOINT=http://127.0.0.1:"+port,
 		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"XDG_CACHE_HOME="+filepath.Join(dir, "cache"),
+		// Go's build cache is the user's own, not fleetctl's: under the
+		// XDG_CACHE_HOME above, make run would compile the SDK anew (over
+		// two minutes on a busy two-core machine) on every run of the test.
+		"GOCACHE="+goEnv(t, "GOCACHE"),
 	)
+}
+
+// goEnv is a setting of the go command as this process sees it.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func freePort(t *testing.T) string {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"regexp"
 	"strings"
 
 	"github.com/fleetops/fleet/shared/access"
@@ -13,7 +14,11 @@ type Console struct {
 	Authorizer      string        // API_AUTHORIZER: AWS_IAM, COGNITO_USER_POOLS, LAMBDA_TOKEN or LAMBDA_REQUEST
 	CognitoDomain   string        // COGNITO_DOMAIN, the user pool's hosted UI domain (with COGNITO_USER_POOLS)
 	CognitoClientID string        // COGNITO_CLIENT_ID, the user pool app client the console signs in with
+	AuthHeader      string        // API_AUTH_HEADER, the header the authorizer reads its token from (default Authorization)
 }
+
+// headerName is what the template's AuthHeader allows.
+var headerName = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
 
 // Authorizers are the values API_AUTHORIZER takes, the template's ApiAuthorizer.
 var Authorizers = []string{"AWS_IAM", "COGNITO_USER_POOLS", "LAMBDA_TOKEN", "LAMBDA_REQUEST"}
@@ -28,6 +33,13 @@ func LoadConsole(getenv func(string) string) (Console, error) {
 		Authorizer:      strings.TrimSpace(getenv("API_AUTHORIZER")),
 		CognitoDomain:   strings.TrimSpace(getenv("COGNITO_DOMAIN")),
 		CognitoClientID: strings.TrimSpace(getenv("COGNITO_CLIENT_ID")),
+		AuthHeader:      strings.TrimSpace(getenv("API_AUTH_HEADER")),
+	}
+	if c.AuthHeader == "" {
+		c.AuthHeader = "Authorization"
+	}
+	if !headerName.MatchString(c.AuthHeader) || strings.HasPrefix(strings.ToLower(c.AuthHeader), "x-amz-") {
+		r.fail("API_AUTH_HEADER", "must be a header name of letters, digits and '-', not starting with x-amz-, got %q", c.AuthHeader)
 	}
 	if c.Authorizer == "" {
 		c.Authorizer = "AWS_IAM"

@@ -3,6 +3,7 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -23,9 +24,9 @@ import (
 )
 
 // signedSite serves the console with cfg in front of the test API, which
-// answers 401 unless the Authorization header is token (as API Gateway's
-// authorizer does). seen records the Authorization headers and URLs the
-// API got.
+// answers 401 unless the header of cfg.AuthHeader (Authorization when
+// empty) is token, as API Gateway's authorizer does. seen records the
+// values of that header and the URLs the API got.
 func signedSite(t *testing.T, cfg console.Config, token string) (*httptest.Server, *requestLog) {
 	t.Helper()
 	ui, err := console.New(cfg)
@@ -38,8 +39,8 @@ func signedSite(t *testing.T, cfg console.Config, token string) (*httptest.Serve
 			ui.ServeHTTP(w, r)
 			return
 		}
-		seen.add(r.Header.Get("Authorization"), r.URL.String())
-		if r.Header.Get("Authorization") != token {
+		seen.add(r.Header.Get(cmp.Or(cfg.AuthHeader, "Authorization")), r.URL.String())
+		if r.Header.Get(cmp.Or(cfg.AuthHeader, "Authorization")) != token || (cfg.AuthHeader != "" && r.Header.Get("Authorization") != "") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			io.WriteString(w, `{"code":401,"message":"Unauthorized"}`)
@@ -77,7 +78,7 @@ func (l *requestLog) check(t *testing.T, token string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.auth) == 0 || l.auth[len(l.auth)-1] != token {
-		t.Errorf("got Authorization headers %q, want the last to be the token", l.auth)
+		t.Errorf("got token headers %q, want the last to be the token", l.auth)
 	}
 	for _, u := range l.urls {
 		if strings.Contains(u, token) {
@@ -113,6 +114,20 @@ func TestLambdaAuthorizerTokenSignIn(t *testing.T) {
 
 	do(t, ctx, chromedp.Click(`//button[text()="Sign out"]`, chromedp.BySearch))
 	eventually(t, ctx, "the sign-in form", `document.querySelector("input[type=password]") !== null`)
+}
+
+// Deployed with AuthHeader=X-Fleet-Token (for tools that send their
+// headers to S3's links too), the page sends the token there, and no
+// Authorization header.
+func TestLambdaAuthorizerTokenInAnotherHeader(t *testing.T) {
+	const token = "Bearer fleet-ops-other-header"
+	srv, seen := signedSite(t, console.Config{Auth: console.AuthToken, AuthHeader: "X-Fleet-Token"}, token)
+	ctx := tab(t)
+	open(t, ctx, srv.URL, "#/fleet", "input[type=password]")
+	eventually(t, ctx, "the hint naming the header", `document.body.innerText.includes("Sent as the X-Fleet-Token header")`)
+	do(t, ctx, chromedp.SendKeys("input[type=password]", token), chromedp.Click(`//button[text()="Sign in"]`, chromedp.BySearch))
+	eventually(t, ctx, "the fleet", `document.querySelector("table.fleet") !== null`)
+	seen.check(t, token)
 }
 
 // fakeCognito is the part of a Cognito hosted UI the console uses:

@@ -46,6 +46,9 @@ type Config struct {
 	Auth            string `json:"auth"`
 	CognitoDomain   string `json:"cognitoDomain,omitempty"`
 	CognitoClientID string `json:"cognitoClientId,omitempty"`
+	// AuthHeader is the header the token goes in (token and cognito);
+	// empty means Authorization.
+	AuthHeader string `json:"authHeader,omitempty"`
 }
 
 // file is one asset as served: its body, its gzip form and its type.
@@ -72,12 +75,13 @@ const redirect = `if(!location.pathname.endsWith("/"))location.replace(location.
 
 // API is how the API the page calls is signed in to; the console
 // function's configuration (AUTH_MODE, API_AUTHORIZER, COGNITO_DOMAIN,
-// COGNITO_CLIENT_ID, see config.Console) converts to it.
+// COGNITO_CLIENT_ID, API_AUTH_HEADER, see config.Console) converts to it.
 type API struct {
 	Policy          access.Policy // none: the page needs no sign-in
 	Authorizer      string        // AWS_IAM, COGNITO_USER_POOLS, LAMBDA_TOKEN or LAMBDA_REQUEST
 	CognitoDomain   string        // the user pool's hosted UI domain
 	CognitoClientID string        // the app client the console signs in with
+	AuthHeader      string        // the header the authorizer reads the token from
 }
 
 // SignIn is the sign-in the page offers for the API that c describes.
@@ -87,11 +91,20 @@ func SignIn(c API) Config {
 	}
 	switch c.Authorizer {
 	case "COGNITO_USER_POOLS":
-		return Config{Auth: AuthCognito, CognitoDomain: c.CognitoDomain, CognitoClientID: c.CognitoClientID}
+		return Config{Auth: AuthCognito, CognitoDomain: c.CognitoDomain, CognitoClientID: c.CognitoClientID, AuthHeader: tokenHeader(c)}
 	case "LAMBDA_TOKEN", "LAMBDA_REQUEST":
-		return Config{Auth: AuthToken}
+		return Config{Auth: AuthToken, AuthHeader: tokenHeader(c)}
 	}
 	return Config{Auth: AuthIAM}
+}
+
+// tokenHeader is the header the page sends its token in, when it is not
+// the default Authorization.
+func tokenHeader(c API) string {
+	if strings.EqualFold(c.AuthHeader, "Authorization") {
+		return ""
+	}
+	return c.AuthHeader
 }
 
 // New returns the console's handler for the given sign-in configuration.

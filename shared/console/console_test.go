@@ -160,6 +160,13 @@ func TestSignInFollowsTheAPIsAuthorizer(t *testing.T) {
 			t.Errorf("%s %s: got %+v, want %+v", tc.mode, tc.authorizer, got, tc.want)
 		}
 	}
+	// Deployed with AuthHeader=X-Fleet-Token, the page sends its token there.
+	for _, authorizer := range []string{"LAMBDA_TOKEN", "LAMBDA_REQUEST", "COGNITO_USER_POOLS"} {
+		got := console.SignIn(console.API{Policy: access.Policy{Mode: access.ModeAuthorizer}, Authorizer: authorizer, AuthHeader: "X-Fleet-Token"})
+		if got.AuthHeader != "X-Fleet-Token" {
+			t.Errorf("%s with AuthHeader X-Fleet-Token: got %+v, want the token sent in X-Fleet-Token", authorizer, got)
+		}
+	}
 }
 
 func TestTheConfigIsServedAndCognitoIsAllowedByThePolicy(t *testing.T) {

@@ -311,6 +311,26 @@ func outOfActive(prefix string) (int, error) {
 	return n, nil
 }
 
+// A guard of 0 allows no disruption: the form refuses it and says why,
+// before asking anything or sending any change.
+func TestBulkGuardOfZeroIsRefused(t *testing.T) {
+	ids := seed(t, "guardzero", 3, false)
+	remove(t, ids)
+	ctx := sized(t, 1440)
+	open(t, ctx, site.URL, "#/fleet?q=guardzero-", "table.fleet tbody tr")
+	eventually(t, ctx, "3 rows", `document.querySelectorAll("table.fleet tbody tr").length === 3`)
+	do(t, ctx, chromedp.Click(`//button[text()="Select all 3 matching"]`, chromedp.BySearch),
+		chromedp.Click(`form.bulk input[value=freeze]`),
+		chromedp.SendKeys(`//label[starts-with(text(),"At most N")]/following-sibling::input`, "0", chromedp.BySearch),
+		chromedp.Click(`form.bulk button[type=submit]`))
+	eventually(t, ctx, "the refusal", has("form.bulk", "a guard of 0 allows no machine out of ACTIVE"))
+	var asked bool
+	do(t, ctx, chromedp.Evaluate(`!!document.querySelector("dialog.confirm[open]")`, &asked))
+	if n, err := outOfActive("guardzero-"); err != nil || n != 0 || asked {
+		t.Errorf("got %d machines out of ACTIVE (%v) and a confirmation shown: %v, want nothing asked or changed", n, err, asked)
+	}
+}
+
 func TestBulkGuardKeepsAtMostNOutOfActive(t *testing.T) {
 	ids := seed(t, "guard", 8, false)
 	remove(t, ids)
@@ -509,5 +529,8 @@ func TestFleetFitsALaptopAtItsLongest(t *testing.T) {
 	ctx := sized(t, 1440)
 	open(t, ctx, srv.URL, "#/fleet", "table.fleet tbody tr")
 	shot(t, ctx, "fleet-longest-1440")
+	var widths string
+	do(t, ctx, chromedp.Evaluate(`[...document.querySelectorAll("table.fleet tbody tr:first-child td")].map(td => td.dataset.col + "=" + td.getBoundingClientRect().width.toFixed(0) + "/" + td.scrollWidth).join(" ") + " fonts=" + [...document.fonts].map(f=>f.family).join(",")`, &widths))
+	t.Logf("MEASURE %s", widths)
 	noSideways(t, ctx, 1440)
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path"
@@ -27,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/dev/apidoc"
+	"github.com/fleetops/fleet/dev/apitest"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/logs"
@@ -397,6 +399,54 @@ func TestLivePresignedLinks(t *testing.T) {
 			t.Errorf("the key's own URL: got %d %s, want 200", f.status, f.body)
 		}
 	})
+}
+
+// The old scheduler's log tools (logfetch, logcat) send the headers of
+// their config file to every URL, the presigned links included. With the
+// token in Authorization, S3 refuses every link; with the stack's
+// AuthHeader set to another name, a LAMBDA_REQUEST authorizer finds the
+// token there and S3 ignores the header it was not signed with.
+func TestLiveOldToolsSendTheirHeaderToTheAPIAndTheLinks(t *testing.T) {
+	const header = "X-Fleet-Token"
+	srv := httptest.NewServer(apitest.RequestAuthorizer(header, apitest.TokenAuthorizer(header), liveHandler(t, liveStore, settings(bucketA))))
+	defer srv.Close()
+	lt := liveTasks[1]
+	oldTool := func(name, value, u string) fetched {
+		t.Helper()
+		req, err := http.NewRequest("GET", u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(name, value)
+		resp, err := rawClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return fetched{resp.StatusCode, string(body), resp.Header}
+	}
+	api := srv.URL + "/api/logs/task/" + lt.id() + "?excludeMetadata=true"
+	if f := oldTool("Authorization", "Bearer "+apitest.AdminToken, api); f.status != http.StatusUnauthorized {
+		t.Errorf("the token in Authorization: got %d %s, want API Gateway's 401 (the authorizer reads %s)", f.status, f.body, header)
+	}
+	if f := oldTool(header, "Bearer not-a-token", api); f.status != http.StatusUnauthorized {
+		t.Errorf("an unknown token: got %d %s, want 401", f.status, f.body)
+	}
+	f := oldTool(header, "Bearer "+apitest.AdminToken, api)
+	var got []liveLog
+	if f.status != 200 || json.Unmarshal([]byte(f.body), &got) != nil || len(got) == 0 {
+		t.Fatalf("got %d %s, want the task's logs", f.status, f.body)
+	}
+	o := liveByKey[got[0].Key]
+	if f := oldTool(header, "Bearer "+apitest.AdminToken, *got[0].GetURL); f.status != 200 || f.body != o.body {
+		t.Errorf("the link with the tool's header: got %d %q, want 200 %q", f.status, f.body, o.body)
+	}
+	// What the issue was: S3 takes a token in Authorization for a second
+	// signature beside the link's own.
+	if f := oldTool("Authorization", "Bearer "+apitest.AdminToken, *got[0].GetURL); f.status == 200 {
+		t.Errorf("the link with an Authorization header: got 200, want S3 to refuse two kinds of authentication")
+	}
 }
 
 func TestLiveExpiredLinksAreRefused(t *testing.T) {

@@ -3,7 +3,7 @@
 // client does, and turns every failure into an ApiError that says what
 // happened in the service's own words.
 
-import { authorization, signedOut } from "./auth.js";
+import { authorization, authHeader, signedOut } from "./auth.js";
 
 // ApiError is a failed call: status 0 when the network failed, else the
 // HTTP status with the body's message; retryAfter (seconds) on a 503.
@@ -29,7 +29,7 @@ export async function call(method, path, { body, query, key } = {}) {
   for (const [k, v] of Object.entries(query || {})) if (v != null && v !== "") url.searchParams.set(k, v);
   const headers = { Accept: "application/json" };
   const auth = authorization();
-  if (auth) headers.Authorization = auth;
+  if (auth) headers[authHeader()] = auth;
   if (key) headers["Idempotency-Key"] = key;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let res;

@@ -34,6 +34,10 @@ export function authorization() {
   return config.auth === "token" || config.auth === "cognito" ? token() : null;
 }
 
+// authHeader is the header the API's authorizer reads the token from
+// (the template's AuthHeader).
+export const authHeader = () => config.authHeader || "Authorization";
+
 // ready says whether API calls can be made now.
 export const ready = () => config.auth === "none" || !!authorization();
 
@@ -90,7 +94,7 @@ export function signIn() {
         onChange();
       },
     },
-    field("API token", input, "Sent as the Authorization header to the API's authorizer; kept for this browser tab only."),
+    field("API token", input, `Sent as the ${authHeader()} header to the API's authorizer; kept for this browser tab only.`),
     h("button", { class: "primary" }, "Sign in")));
 }
 

@@ -65,7 +65,9 @@ export function bulkPanel({ ids, select, states, changed }) {
     const a = ACTIONS[action];
     const limit = guard.value === "" ? 0 : Number(guard.value);
     if (guard.value !== "" && !(Number.isInteger(limit) && limit > 0)) {
-      summary.replaceChildren(problem(new Error("the guard must be a whole number of machines, 1 or more")));
+      summary.replaceChildren(problem(new Error(limit === 0
+        ? "a guard of 0 allows no machine out of ACTIVE, so nothing would change: give 1 or more, or leave it empty for no limit"
+        : "the guard must be a whole number of machines, 1 or more")));
       guard.focus();
       return;
     }
