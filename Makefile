@@ -210,11 +210,19 @@ deps:
 
 # The console's browser tests (make test) and figures (make bench) drive
 # Chromium: Debian's chromium package, installed when missing (as root, or
-# with sudo).
+# with sudo), with the fonts its pages are drawn in: DejaVu (what system-ui
+# and sans-serif resolve to on Debian) and Liberation, named here so that a
+# machine with only what chromium pulls in draws the same screenshots. The
+# layout holds with any font (the console's tests check it); the fonts make
+# the screenshots comparable.
+BROWSER_PACKAGES := chromium fonts-dejavu-core fonts-liberation
 deps-browser:
-	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-		{ if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
-		  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; } >&2
+	@if command -v dpkg-query >/dev/null; then \
+		missing=$$(for p in $(BROWSER_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+		[ -z "$$missing" ] || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
+			else sudo apt-get update -qq && sudo apt-get install -y -qq $$missing; fi; } >&2; \
+	else command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+		{ echo 'make deps-browser: install Chromium (Debian: apt-get install $(BROWSER_PACKAGES))' >&2; exit 1; }; fi
 
 # The local deploy also translates the template with AWS's SAM translator.
 deps-deploy: deps

@@ -225,7 +225,7 @@ export function render(root, route) {
       h("caption", { class: "sr-only" }, `Machines${v.state ? " in state " + v.state : ""}${q ? ` matching "${v.q}"` : ""}, sorted by ${sortName} ${v.dir === "asc" ? "ascending" : "descending"}`),
       h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "sel" }, h("input", { type: "checkbox", "aria-label": "Select every machine on this page",
         checked: page.length > 0 && page.every((r) => selected.has(r.s.id)),
-        onchange: (e) => { for (const r of page) { if (e.target.checked) selected.add(r.s.id); else selected.delete(r.s.id); } draw(); } })), cols.map((c) => h("th", { scope: "col", "aria-sort": c.key === v.sort ? (v.dir === "asc" ? "ascending" : "descending") : null },
+        onchange: (e) => { for (const r of page) { if (e.target.checked) selected.add(r.s.id); else selected.delete(r.s.id); } draw(); } })), cols.map((c) => h("th", { scope: "col", "data-col": c.key, "aria-sort": c.key === v.sort ? (v.dir === "asc" ? "ascending" : "descending") : null },
         h("button", { type: "button", class: "sort", "data-col": c.key, onclick: () => sortBy(c.key) }, c.label,
           h("span", { "aria-hidden": "true" }, c.key === v.sort ? (v.dir === "asc" ? " ▲" : " ▼") : "")))))),
       h("tbody", {}, page.length
