@@ -22,9 +22,10 @@ const (
 	// resources included.
 	BytesPerMachine = 1 << 10
 	// MaxValueBytes bounds one value of a report object (an entry, or a
-	// member the report does not use): the decoder holds a value whole
-	// before it reads it. An entry larger than a DynamoDB item is skipped;
-	// one larger than this refuses the report.
+	// member the report does not use) with the space before it: the
+	// decoder holds both whole before it reads the value. An entry larger
+	// than a DynamoDB item is skipped; one larger than this refuses the
+	// report.
 	MaxValueBytes = 4 << 20
 	// DefaultMemoryMB is the function's memory when the environment does
 	// not say (AWS_LAMBDA_FUNCTION_MEMORY_SIZE): the template's MemorySize.
@@ -60,10 +61,10 @@ func (e *TooLargeError) Error() string {
 		e.Key, e.Limit, e.What, e.Bound.MemoryMB, e.Bound.Entries, e.Bound.Bytes>>20, MaxValueBytes>>20)
 }
 
-// boundedReader hands the decoder at most bound.Bytes bytes, and refuses
-// to read on for a value already larger than MaxValueBytes: the decoder
-// asks for more only while the value it reads is incomplete, so what it
-// was handed past its offset is that value.
+// boundedReader hands the decoder at most max bytes, and refuses to read
+// on for a value already larger than MaxValueBytes: the decoder asks for
+// more only while the value it reads is incomplete, so what it was handed
+// past its offset is that value and the space before it.
 type boundedReader struct {
 	r      io.Reader
 	max    int64
@@ -76,7 +77,7 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 		return 0, &TooLargeError{What: "bytes decompressed", Limit: b.max}
 	}
 	if b.offset != nil && b.n-b.offset() > MaxValueBytes {
-		return 0, &TooLargeError{What: "bytes in one entry", Limit: MaxValueBytes}
+		return 0, &TooLargeError{What: "bytes in one entry with the space before it", Limit: MaxValueBytes}
 	}
 	if rest := b.max + 1 - b.n; int64(len(p)) > rest {
 		p = p[:rest]
