@@ -18,8 +18,9 @@ const (
 	// reports"), so 512 MB carries about 130,000.
 	MachinesPerMB = 250
 	// BytesPerMachine is what an entry may take on average, decompressed:
-	// an entry as schedulers send it is 200 to 300 bytes, attributes and
-	// resources included.
+	// an entry as schedulers send it is 150 to 250 bytes, attributes and
+	// resources included, and a report at the bound of entries this size
+	// still fits (BENCHMARKS.md, "Report bounds": 405 MB at 512 MB).
 	BytesPerMachine = 1 << 10
 	// MaxValueBytes bounds one value of a report object (an entry, or a
 	// member the report does not use) with the space before it: the
