@@ -15,7 +15,10 @@ const (
 	// MachinesPerMB is how many machines a report may name per MB of the
 	// function's memory: the plan step of a complete report of 100,000
 	// machines peaked at 369 MB of 512 MB (BENCHMARKS.md, "Machine
-	// reports"), so 512 MB carries about 130,000.
+	// reports"), so 512 MB carries about 130,000, and 1,024 MB about
+	// 250,000. The ratio is measured from the template's 512 MB up; below
+	// it the runtime's own 25 MB weighs more, and at 128 MB a report at its
+	// bound ran the fleet's scan into its timeouts.
 	MachinesPerMB = 250
 	// BytesPerMachine is what an entry may take on average, decompressed:
 	// an entry as schedulers send it is 150 to 250 bytes, attributes and
