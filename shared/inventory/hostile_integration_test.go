@@ -5,6 +5,7 @@ package inventory_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -145,4 +146,22 @@ func TestAReportObjectThatExpandsPastItsBoundIsRefusedQuickly(t *testing.T) {
 			t.Errorf("got %v, want E1 to E3", got)
 		}
 	})
+}
+
+// TestAPartWithInvalidTextFailsAndStoresNothing: parts are written by the
+// plan step, but whoever can write to the bucket can write one; a part
+// holding text that is not valid fails its step rather than store U+FFFD.
+func TestAPartWithInvalidTextFailsAndStoresNothing(t *testing.T) {
+	store, _ := emptyFleet(t)
+	objects := reportstore.New(local.S3)
+	h := inventory.New(store, machine.DefaultLossBrake, quiet, nil).ReadsFrom(local.ReportsBucket, objects).FansOut(store, objects, 10)
+	key := inventory.WorkPrefix + "tampered/part-0000.json"
+	upload(t, key, []byte("[{\"id\":\"W1\",\"host\":\"bad-\xff\xfe-host\",\"at\":1}]"), false)
+	step := fmt.Sprintf(`{"step":%q,"report":"tampered","bucket":%q,"key":%q}`, inventory.StepApplyPart, local.ReportsBucket, key)
+	if _, err := h.Handle(t.Context(), json.RawMessage(step)); err == nil || !strings.Contains(err.Error(), "not valid text") {
+		t.Errorf("got %v, want the part refused for its text", err)
+	}
+	if got := states(t, store); len(got) != 0 {
+		t.Errorf("got %v, want nothing stored", got)
+	}
 }
