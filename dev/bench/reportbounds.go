@@ -60,7 +60,8 @@ func reportBounds(ctx context.Context, e *env) ([]row, error) {
 		refused := errors.As(err, &ferr) && ferr.Type == "TooLargeError"
 		value := fmt.Sprintf("refused in %.2f s (%.1f MB gzip), Max Memory Used %d MB", res.Handler().Seconds(), mb(len(bomb.object)), res.MaxMemory>>20)
 		if refused {
-			value += ": " + ferr.Message[:strings.Index(ferr.Message, ",")]
+			reason, _, _ := strings.Cut(ferr.Message, ",")
+			value += ": " + reason
 		} else {
 			value = fmt.Sprintf("not refused as too large after %.1f s: %v", res.Handler().Seconds(), err)
 		}

@@ -125,7 +125,7 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		var tooLarge *TooLargeError
 		if errors.As(err, &tooLarge) {
 			h.log.ErrorContext(ctx, "machine report refused: larger than the function reads", "error", err.Error(),
-				"report", tooLarge.Key, "limit", tooLarge.Limit, "of", tooLarge.What, "memory_mb", tooLarge.Bound.MemoryMB)
+				"report", tooLarge.Key, "limit", tooLarge.Limit, "limit_of", tooLarge.What, "memory_mb", tooLarge.Bound.MemoryMB)
 			h.metrics.Emit(nil, metrics.Metric{Name: metrics.ReportsTooLarge, Value: 1, Unit: metrics.Count})
 			return Result{}, err
 		}
