@@ -48,7 +48,11 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (Handler
 	if err != nil {
 		return nil, err
 	}
-	h := inventory.New(slaveStore, cfg.LossBrake, opts.Log, opts.Metrics)
+	memoryMB := reports.MemoryMB
+	if memoryMB == 0 {
+		memoryMB = inventory.DefaultMemoryMB
+	}
+	h := inventory.New(slaveStore, cfg.LossBrake, opts.Log, opts.Metrics).Bounded(inventory.BoundFor(memoryMB))
 	if reports.Bucket == "" {
 		return h.Handle, nil
 	}

@@ -145,6 +145,7 @@ var sections = []section{
 	{"fleetctl logs", fleetctlLogs},
 	{"fleetctl selector", fleetctlSelector},
 	{"machine reports", reportFigures},
+	{"report bounds", reportBounds},
 	{"log backfill", backfillFigures},
 	// Last: it turns EventBridge notifications on the log bucket on, and off again.
 	{"upload → visible", freshness},

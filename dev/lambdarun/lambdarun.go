@@ -115,6 +115,9 @@ type FunctionError struct {
 	Raw        []byte `json:"-"` // the body as posted, if any
 }
 
+// ErrorType is the errorType Step Functions matches a Retry against.
+func (e *FunctionError) ErrorType() string { return e.Type }
+
 func (e *FunctionError) Error() string {
 	what := "function error"
 	if e.Init {

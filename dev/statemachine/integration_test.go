@@ -3,8 +3,11 @@
 package statemachine_test
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -310,4 +313,48 @@ func TestAReportSupersededWhileItIsAppliedMarksNoneDead(t *testing.T) {
 			t.Errorf("%s: got %s, want ACTIVE: a newer report had started", id, states[id])
 		}
 	}
+}
+
+// TestAReportObjectOverItsBoundFailsTheExecutionWithItsReason runs
+// ReportStateMachine on a gzip object of one valid line repeated to a
+// gigabyte: the plan step refuses it once, without a retry, and the
+// execution fails with the reason, not a timeout.
+func TestAReportObjectOverItsBoundFailsTheExecutionWithItsReason(t *testing.T) {
+	h := newHarness(t)
+	line := []byte(up("P000", 4) + "\n")
+	chunk := bytes.Repeat(line, (16<<20)/len(line))
+	var member bytes.Buffer
+	z, _ := gzip.NewWriterLevel(&member, gzip.BestCompression)
+	z.Write(chunk)
+	z.Close()
+	var object bytes.Buffer
+	object.Write(gzipped([]byte("{\"complete\":true}\n")))
+	for n := 0; n < 1<<30; n += len(chunk) {
+		object.Write(member.Bytes())
+	}
+	key := "reports/bomb.jsonl.gz"
+	if _, err := local.S3.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(local.ReportsBucket), Key: aws.String(key), Body: bytes.NewReader(object.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	event := fmt.Sprintf(`{"detail-type":"Object Created","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}`,
+		time.Now().UTC().Format(time.RFC3339), local.ReportsBucket, key)
+	_, err := h.machine.Run(t.Context(), json.RawMessage(event))
+	var tooLarge *inventory.TooLargeError
+	if !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), "more than 128000 machine entries") {
+		t.Errorf("got %v, want the execution failed because the report holds too many entries", err)
+	}
+	if steps := h.take(); steps[StepPlan] != 1 || steps[StepApplyPart] != 0 || steps[StepFinish] != 0 {
+		t.Errorf("got steps %v, want one plan and nothing after it", steps)
+	}
+	if states, _ := h.states(t); len(states) != 0 {
+		t.Errorf("got %v, want nothing stored", states)
+	}
+}
+
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	z := gzip.NewWriter(&buf)
+	z.Write(b)
+	z.Close()
+	return buf.Bytes()
 }

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -199,7 +200,7 @@ func (m *Machine) task(ctx context.Context, state map[string]any, input any, ite
 			}
 			return path(state["OutputPath"], map[string]any{"Payload": out}, nil)
 		}
-		wait, again := retry(state, attempt)
+		wait, again := retry(state, attempt, errorName(err))
 		if !again || ctx.Err() != nil {
 			return nil, fmt.Errorf("%s after %d attempts: %w", function, attempt+1, err)
 		}
@@ -208,14 +209,16 @@ func (m *Machine) task(ctx context.Context, state map[string]any, input any, ite
 }
 
 // retry returns how long to wait before retry number attempt+1 of a task
-// that failed, and whether its Retry allows one. Every error of a local
-// invocation is a States.TaskFailed.
-func retry(state map[string]any, attempt int) (time.Duration, bool) {
+// that failed with the error named name, and whether its Retry allows one:
+// the first retrier naming the error, States.TaskFailed or States.ALL
+// decides, as in Step Functions. Every error of a local invocation is a
+// States.TaskFailed.
+func retry(state map[string]any, attempt int, name string) (time.Duration, bool) {
 	for _, r := range asList(state["Retry"]) {
 		rule := asMap(r)
 		matches := false
 		for _, e := range asList(rule["ErrorEquals"]) {
-			matches = matches || e == "States.ALL" || e == "States.TaskFailed"
+			matches = matches || e == "States.ALL" || e == "States.TaskFailed" || e == name
 		}
 		if !matches {
 			continue
@@ -228,6 +231,22 @@ func retry(state map[string]any, attempt int) (time.Duration, bool) {
 		return time.Duration(interval * math.Pow(backoff, float64(attempt)) * float64(time.Second)), true
 	}
 	return 0, false
+}
+
+// errorName is the name a Retry's ErrorEquals matches a failed invocation
+// by: the errorType a function reported (lambdarun.FunctionError's Type,
+// Lambda's own for a timeout), or for a handler called in process the name
+// aws-lambda-go gives its error, that of the error's type.
+func errorName(err error) string {
+	var fe interface{ ErrorType() string }
+	if errors.As(err, &fe) {
+		return fe.ErrorType()
+	}
+	t := reflect.TypeOf(err)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name()
 }
 
 func (m *Machine) sleep(d time.Duration) {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetops/fleet/dev/lambdarun"
 )
 
 // definition is a plan, a map over the items of a manifest and a finish,
@@ -116,5 +118,42 @@ func TestASmallReportEndsAfterItsPlan(t *testing.T) {
 	out, err := m.Run(t.Context(), json.RawMessage(`{}`))
 	if err != nil || string(out) != `{"machines":3}` || m.Invocations.Load() != 1 {
 		t.Errorf("got %s, %v after %d invocations, want the plan's result after one", out, err, m.Invocations.Load())
+	}
+}
+
+// refusedError stands for an error a function refuses for good, which a
+// retrier named after it does not retry.
+type refusedError struct{}
+
+func (*refusedError) Error() string { return "refused for good" }
+
+func TestARetrierNamingAnErrorDecidesBeforeStatesALL(t *testing.T) {
+	def := map[string]any{"StartAt": "Plan", "States": map[string]any{"Plan": map[string]any{
+		"Type": "Task", "Resource": "arn:aws:states:::lambda:invoke", "End": true,
+		"Parameters": map[string]any{"FunctionName": "F", "Payload": map[string]any{}},
+		"Retry": []any{
+			map[string]any{"ErrorEquals": []any{"refusedError"}, "MaxAttempts": 0.0},
+			map[string]any{"ErrorEquals": []any{"States.ALL"}, "MaxAttempts": 3.0},
+		}}}}
+	for _, tc := range []struct {
+		name     string
+		err      error
+		attempts int64
+	}{
+		{"the named error, in process", &refusedError{}, 1},
+		{"the named error, as a function reports it", &lambdarun.FunctionError{Type: "refusedError", Message: "refused for good"}, 1},
+		{"any other error", errors.New("flaky"), 4},
+		{"a timeout", &lambdarun.FunctionError{Type: "Sandbox.Timedout"}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &Machine{Definition: def, Sleep: func(time.Duration) {},
+				Invoke: func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, tc.err }}
+			if _, err := m.Run(t.Context(), json.RawMessage(`{}`)); !errors.Is(err, tc.err) {
+				t.Errorf("got %v, want the execution failed with %v", err, tc.err)
+			}
+			if got := m.Invocations.Load(); got != tc.attempts {
+				t.Errorf("got %d invocations, want %d", got, tc.attempts)
+			}
+		})
 	}
 }

@@ -108,6 +108,10 @@ type Reports struct {
 	// PartSize is REPORT_PART_SIZE: a report that changes more machines is
 	// applied in parts of this many, each within one invocation's timeout.
 	PartSize int
+	// MemoryMB is the function's memory, AWS_LAMBDA_FUNCTION_MEMORY_SIZE
+	// as Lambda sets it; 0 when unset (a local run). What a report object
+	// may expand to follows from it.
+	MemoryMB int
 }
 
 // DefaultPartSize is REPORT_PART_SIZE when unset: 2,000 machines, each a
@@ -118,7 +122,7 @@ const DefaultPartSize = 2000
 func LoadReports(getenv func(string) string) (Reports, error) {
 	r := reader{getenv: getenv}
 	c := Reports{Bucket: strings.TrimSpace(getenv("REPORTS_BUCKET")), S3: S3{PathStyle: r.boolean("S3_FORCE_PATH_STYLE")},
-		PartSize: r.count("REPORT_PART_SIZE", DefaultPartSize)}
+		PartSize: r.count("REPORT_PART_SIZE", DefaultPartSize), MemoryMB: r.count("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", 0)}
 	if c.PartSize == 0 {
 		r.fail("REPORT_PART_SIZE", "must be at least 1")
 	}

@@ -22,10 +22,12 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -523,4 +525,66 @@ func validTag(s string) bool {
 		}
 	}
 	return true
+}
+
+// ValidText returns an error when a string of data, a key or a value, holds
+// text that encoding/json would not read as sent: bytes that are not UTF-8,
+// or an escaped surrogate without its pair (\ud800 alone). encoding/json
+// reads either as U+FFFD without a word, so a name stored from them would
+// not be the one sent. A U+FFFD the sender wrote, as UTF-8 or as \ufffd, is
+// text like any other. Only the strings of data are looked at; whether it
+// is JSON otherwise is for the decoder to say.
+func ValidText(data []byte) error {
+	if !utf8.Valid(data) {
+		at := 0
+		for at < len(data) {
+			r, size := utf8.DecodeRune(data[at:])
+			if r == utf8.RuneError && size == 1 {
+				break
+			}
+			at += size
+		}
+		return fmt.Errorf("byte %d is not UTF-8 (0x%02x)", at, data[at])
+	}
+	// In JSON a backslash appears only in strings, where it starts an escape.
+	for i := bytes.IndexByte(data, '\\'); i >= 0; {
+		n := 2
+		if r, ok := escapedRune(data[i:]); ok && utf16.IsSurrogate(r) {
+			next, paired := escapedRune(data[i+6:])
+			if r >= 0xdc00 || !paired || next < 0xdc00 || next > 0xdfff {
+				return fmt.Errorf("byte %d holds the surrogate %s without its pair", i, data[i:i+6])
+			}
+			n = 12
+		}
+		if i+n >= len(data) {
+			break
+		}
+		j := bytes.IndexByte(data[i+n:], '\\')
+		if j < 0 {
+			break
+		}
+		i += n + j
+	}
+	return nil
+}
+
+// escapedRune reads the \uXXXX escape b starts with.
+func escapedRune(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

@@ -104,16 +104,23 @@ func encodePart(obs []machine.Observation) ([]byte, error) {
 }
 
 // readPart reads a part back. Parts are written by the plan step, but read
-// as untrusted all the same: an entry without a valid id fails the part.
+// as untrusted all the same: a part larger than a report may be, text that
+// is not valid, or an entry without a valid id fails the part.
 func (h *Handler) readPart(ctx context.Context, bucket, key string) ([]machine.Observation, error) {
 	body, err := h.parts.Open(ctx, bucket, key)
 	if err != nil {
 		return nil, fmt.Errorf("part %s: %w", key, err)
 	}
 	defer body.Close()
-	raw, err := io.ReadAll(body)
+	raw, err := io.ReadAll(io.LimitReader(body, h.bound.Bytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("part %s: %w", key, err)
+	}
+	if int64(len(raw)) > h.bound.Bytes {
+		return nil, fmt.Errorf("part %s is larger than %d bytes, which no plan step writes", key, h.bound.Bytes)
+	}
+	if err := exactjson.ValidText(raw); err != nil {
+		return nil, fmt.Errorf("part %s is not valid text: %w", key, err)
 	}
 	var entries []partEntry
 	if err := exactjson.Unmarshal(raw, &entries); err != nil {

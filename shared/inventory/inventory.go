@@ -51,6 +51,7 @@ type Handler struct {
 	metrics *metrics.Emitter
 	bucket  string  // REPORTS_BUCKET
 	objects Objects // nil: no reports bucket
+	bound   Bound   // what a report object may expand to
 
 	marks    Marks // nil: reports are not recorded, nor split
 	parts    Parts
@@ -61,7 +62,14 @@ type Handler struct {
 // receives the function's cold start, the losses the brake holds back and
 // the throttled backend calls of each report; nil means no metrics.
 func New(store Store, brake machine.LossBrake, log *slog.Logger, m *metrics.Emitter) *Handler {
-	return &Handler{store: store, brake: brake, log: log, metrics: m, Now: time.Now}
+	return &Handler{store: store, brake: brake, log: log, metrics: m, Now: time.Now, bound: BoundFor(DefaultMemoryMB)}
+}
+
+// Bounded has h refuse report objects over bound (BoundFor the function's
+// memory; BoundFor(DefaultMemoryMB) unless set), and returns h.
+func (h *Handler) Bounded(bound Bound) *Handler {
+	h.bound = bound
+	return h
 }
 
 // ReadsFrom has h read the reports that S3 announces in bucket (REPORTS_BUCKET)
@@ -114,6 +122,13 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 		err = fmt.Errorf("step %q is none of %s, %s, %s", st.Step, StepPlan, StepApplyPart, StepFinish)
 	}
 	if err != nil {
+		var tooLarge *TooLargeError
+		if errors.As(err, &tooLarge) {
+			h.log.ErrorContext(ctx, "machine report refused: larger than the function reads", "error", err.Error(),
+				"report", tooLarge.Key, "limit", tooLarge.Limit, "limit_of", tooLarge.What, "memory_mb", tooLarge.Bound.MemoryMB)
+			h.metrics.Emit(nil, metrics.Metric{Name: metrics.ReportsTooLarge, Value: 1, Unit: metrics.Count})
+			return Result{}, err
+		}
 		h.log.ErrorContext(ctx, "machine report refused", "error", err.Error())
 		return Result{}, err
 	}
@@ -255,7 +270,7 @@ func (h *Handler) readObject(ctx context.Context, env envelope, now int64) (pars
 		return parsed{}, fmt.Errorf("machine report %s: %w", key, err)
 	}
 	defer body.Close()
-	return parseObject(key, body, reportTime(env.Time, now))
+	return parseObject(key, body, reportTime(env.Time, now), h.bound)
 }
 
 // ScanFrom is the size from which a report is planned against one scan of

@@ -72,8 +72,9 @@ type machineJSON struct {
 // rest could not.
 type parsed struct {
 	header
-	at      int64
-	entries []entry
+	at         int64
+	entries    []entry
+	maxEntries int // refuse the report past this many entries; 0: no bound
 }
 
 type entry struct {
@@ -81,17 +82,33 @@ type entry struct {
 	err         error
 }
 
-// add reads the report's next machine entry. Both forms read every entry
-// here, so they validate alike: an entry whose id cannot be read refuses
-// the whole report; one with a valid id and an unreadable description is
-// kept as that id and its error.
+// add reads the report's next machine entry. Every form (inline, direct
+// invocation, report object) reads every entry here, so they validate
+// alike: an entry whose id cannot be read, or is not valid text, refuses
+// the whole report; one with a valid id and an unreadable description
+// (text that is not UTF-8 in any other field included) is kept as that id
+// and its error, to be skipped and counted.
 func (p *parsed) add(raw json.RawMessage) error {
+	if p.maxEntries > 0 && len(p.entries) == p.maxEntries {
+		return &TooLargeError{What: "machine entries", Limit: int64(p.maxEntries)}
+	}
 	o, err := observation(raw, p.at)
-	if err != nil {
-		o = machine.Observation{ID: entryID(raw)}
-		if err := machine.ValidateID(o.ID); err != nil {
-			return fmt.Errorf("machine report entry %d: %w", len(p.entries), err)
+	if err == nil {
+		// encoding/json has read bytes that are not text as U+FFFD: the
+		// description as stored would not be the one sent.
+		if textErr := exactjson.ValidText(raw); textErr != nil {
+			err = fmt.Errorf("machine %s: the entry is not valid text: %w", o.ID, textErr)
 		}
+	}
+	if err != nil {
+		id, idErr := entryID(raw)
+		if idErr == nil {
+			idErr = machine.ValidateID(id)
+		}
+		if idErr != nil {
+			return fmt.Errorf("machine report entry %d: %w", len(p.entries), idErr)
+		}
+		o = machine.Observation{ID: id}
 	}
 	p.entries = append(p.entries, entry{observation: o, err: err})
 	return nil
@@ -139,9 +156,10 @@ var gzipMagic = []byte{0x1f, 0x8b}
 
 // parseObject reads the report object named key from body as a stream, one
 // entry at a time: the object is never held whole, only what each entry
-// becomes. It is gzip-compressed when it starts as gzip does, whatever its
-// name or Content-Encoding say.
-func parseObject(key string, body io.Reader, at int64) (parsed, error) {
+// becomes, and reading stops as soon as it goes over bound. It is
+// gzip-compressed when it starts as gzip does, whatever its name or
+// Content-Encoding say.
+func parseObject(key string, body io.Reader, at int64, bound Bound) (parsed, error) {
 	r := bufio.NewReaderSize(body, 64<<10)
 	var in io.Reader = r
 	if magic, _ := r.Peek(len(gzipMagic)); bytes.Equal(magic, gzipMagic) {
@@ -152,13 +170,20 @@ func parseObject(key string, body io.Reader, at int64) (parsed, error) {
 		defer z.Close()
 		in = z
 	}
-	dec := json.NewDecoder(in)
-	p := parsed{at: at}
+	bounded := &boundedReader{r: in, max: bound.Bytes}
+	dec := json.NewDecoder(bounded)
+	bounded.offset = dec.InputOffset
+	p := parsed{at: at, maxEntries: bound.Entries}
 	var err error
 	if hasSuffix(key, JSONLinesSuffixes) {
 		err = p.readLines(dec)
 	} else {
 		err = p.readObject(dec)
+	}
+	var tooLarge *TooLargeError
+	if errors.As(err, &tooLarge) {
+		tooLarge.Key, tooLarge.Bound = key, bound
+		return parsed{}, tooLarge
 	}
 	if err != nil {
 		return parsed{}, fmt.Errorf("machine report %s: %w", key, err)
@@ -316,20 +341,25 @@ func observation(raw json.RawMessage, at int64) (machine.Observation, error) {
 }
 
 // entryID reads the id of a machine entry that may be malformed otherwise;
-// "" when the entry has none (or is not an object).
-func entryID(raw json.RawMessage) string {
+// "" when the entry has none (or is not an object). It fails when the id is
+// not valid text: encoding/json would read it as another id.
+func entryID(raw json.RawMessage) (string, error) {
 	var m struct {
 		ID      json.RawMessage `json:"id"`
 		SlaveID json.RawMessage `json:"slaveId"`
 	}
 	if exactjson.Unmarshal(raw, &m) != nil {
-		return ""
+		return "", nil
 	}
 	var id, slaveID string
 	_ = json.Unmarshal(m.ID, &id)
 	_ = json.Unmarshal(m.SlaveID, &slaveID)
-	if id != "" {
-		return id
+	text := m.ID
+	if id == "" {
+		id, text = slaveID, m.SlaveID
 	}
-	return slaveID
+	if err := exactjson.ValidText(text); err != nil {
+		return "", fmt.Errorf("machine id %q is not valid text: %w", text, err)
+	}
+	return id, nil
 }

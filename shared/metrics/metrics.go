@@ -60,6 +60,10 @@ const (
 	// the mass-loss brake did not: a broken reporter or a partition, until
 	// an operator confirms the loss. Any is the alarm.
 	LossesHeld = "LossesHeld"
+	// ReportsTooLarge counts the report objects refused for expanding to
+	// more than the function reads (a decompression bomb, or a fleet past
+	// what its memory carries). Any is the alarm.
+	ReportsTooLarge = "ReportsTooLarge"
 
 	// StateChanges counts slave changes, by Action (freeze, decommission,
 	// activate, delete, delete-expiring, delete-dead) and Result (ok,
