@@ -295,6 +295,48 @@ func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	}
 }
 
+// Every token authorizer reads the header AuthHeader names (clients that
+// send their headers to S3's links too need one other than Authorization),
+// and only IAM's signature stays in Authorization.
+func TestRepoTemplateAuthorizersReadTheAuthHeader(t *testing.T) {
+	tpl := loadRepoTemplate(t)
+	if p := tpl.Parameters["AuthHeader"]; p.Default != "Authorization" {
+		t.Errorf("AuthHeader: got default %q, want Authorization", p.Default)
+	}
+	body := mapOf(tpl.Resources["FleetApi"].Properties["DefinitionBody"])
+	schemes := map[string]map[string]any{}
+	var walk func(v any, condition string)
+	walk = func(v any, condition string) {
+		m := mapOf(v)
+		if branches, ok := m["Fn::If"].([]any); ok && len(branches) == 3 {
+			walk(branches[1], branches[0].(string))
+			walk(branches[2], "not "+branches[0].(string))
+			return
+		}
+		schemes[condition] = mapOf(m["fleetAuth"])
+	}
+	walk(body["securityDefinitions"], "")
+	if len(schemes) != 4 {
+		t.Fatalf("got the schemes %v, want one per ApiAuthorizer", schemes)
+	}
+	for condition, scheme := range schemes {
+		iam := scheme["x-amazon-apigateway-authtype"] == "awsSigv4"
+		header, _ := mapOf(scheme["name"])["Ref"].(string)
+		switch {
+		case iam && scheme["name"] != "Authorization":
+			t.Errorf("%s (IAM): got the header %v, want Authorization, where SigV4 signs", condition, scheme["name"])
+		case !iam && header != "AuthHeader":
+			t.Errorf("%s: got the header %v, want !Ref AuthHeader", condition, scheme["name"])
+		}
+		authorizer := mapOf(scheme["x-amazon-apigateway-authorizer"])
+		if authorizer["type"] == "request" {
+			if got := mapOf(authorizer["identitySource"])["Fn::Sub"]; got != "method.request.header.${AuthHeader}" {
+				t.Errorf("%s: got the identity source %v, want the AuthHeader header", condition, authorizer["identitySource"])
+			}
+		}
+	}
+}
+
 func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 	tpl := loadRepoTemplate(t)
 	want := map[string]string{
@@ -344,7 +386,7 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 			want["LOG_INDEX_TABLE"], want["S3_FORCE_PATH_STYLE"] = "LogIndexTable", "false"
 		case "ConsoleFunction":
 			want = maps.Clone(want)
-			want["API_AUTHORIZER"], want["COGNITO_DOMAIN"], want["COGNITO_CLIENT_ID"] = "AWS_IAM", "", ""
+			want["API_AUTHORIZER"], want["COGNITO_DOMAIN"], want["COGNITO_CLIENT_ID"], want["API_AUTH_HEADER"] = "AWS_IAM", "", "", "Authorization"
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: got %v, want %v", fn, got, want)
