@@ -54,11 +54,12 @@ func indexedRoutes(store logs.Store, index logs.Index) http.Handler {
 }
 
 func TestIndexedLookupsListNothingAndHeadNothing(t *testing.T) {
-	start, end := int64(10), int64(20)
 	at := taskStart.Add(time.Hour).UnixMilli()
+	start, end := at-60_000, at
+	k1, k2 := taskKey("k1", at), taskKey("k2", at)
 	index := &fakeIndex{entries: []logkey.Entry{
-		{Object: logkey.Object{Bucket: "logs-a", Key: "k1", LastModified: at, Size: 3}, Start: &start, End: &end},
-		{Object: logkey.Object{Bucket: "elsewhere", Key: "k2", LastModified: at, Size: 3}},
+		{Object: logkey.Object{Bucket: "logs-a", Key: k1, LastModified: at, Size: 3}, Start: &start, End: &end},
+		{Object: logkey.Object{Bucket: "elsewhere", Key: k2, LastModified: at, Size: 3}},
 	}}
 	store := newRecordingStore()
 	h := indexedRoutes(store, index)
@@ -66,14 +67,14 @@ func TestIndexedLookupsListNothingAndHeadNothing(t *testing.T) {
 		// Ending before the last minute: the newest prefix is not listed.
 		fmt.Sprintf("/api/logs/task/%s?end=%d", taskID, taskStart.Add(2*time.Hour).UnixMilli()),
 		"/api/logs/request/web-api?excludeMetadata=true",
-		"/api/logs/request/web-api/deploy/v42?list=true",
+		"/api/logs/request/web-api/deploy/d1?list=true",
 	} {
 		r := serve(t, h, http.MethodGet, path, "")
 		if r.status != http.StatusOK {
 			t.Fatalf("%s: got %d %s", path, r.status, r.body)
 		}
 		got := decode[[]logEntry](t, r)
-		if len(got) != 1 || got[0].Key != "k1" {
+		if len(got) != 1 || got[0].Key != k1 {
 			t.Fatalf("%s: got %+v, want k1 only (elsewhere is not a configured bucket)", path, got)
 		}
 		if metadata := !strings.Contains(path, "excludeMetadata=true"); (got[0].StartTime != nil) != metadata || metadata && *got[0].StartTime != start {
@@ -135,9 +136,17 @@ func (failingLists) All(context.Context, string, string) ([]logkey.Object, error
 
 func TestATaskLookupOnTheIndexStandsWhenItsNewestPrefixCannotBeListed(t *testing.T) {
 	at := taskStart.Add(time.Hour).UnixMilli()
-	index := &fakeIndex{entries: []logkey.Entry{{Object: logkey.Object{Bucket: "logs-a", Key: "k1", LastModified: at, Size: 3}}}}
+	k1 := taskKey("k1", at)
+	index := &fakeIndex{entries: []logkey.Entry{{Object: logkey.Object{Bucket: "logs-a", Key: k1, LastModified: at, Size: 3}}}}
 	r := serve(t, indexedRoutes(failingLists{&fakeStore{}}, index), http.MethodGet, "/api/logs/task/"+taskID, "")
-	if got := decode[[]logEntry](t, r); len(got) != 1 || got[0].Key != "k1" {
+	if got := decode[[]logEntry](t, r); len(got) != 1 || got[0].Key != k1 {
 		t.Errorf("got %+v, want the index's k1: the newest prefix only adds to it", got)
 	}
+}
+
+// taskKey is the key the uploader of taskID writes its file name under at
+// at (epoch ms), in the default format.
+func taskKey(name string, at int64) string {
+	task, _ := logkey.ParseTaskID(taskID)
+	return (logkey.Format{}).Key(logkey.File{Task: task, Filename: name, Modified: time.UnixMilli(at)})
 }

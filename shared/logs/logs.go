@@ -270,10 +270,11 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 	if err != nil {
 		return nil, err
 	}
+	t.window.Plain = q.excludeMetadata
 	if h.index != nil {
 		return h.findIndexed(r, what, q, t, now)
 	}
-	ps, err := h.cfg.Format.Prefixes(t.scope, t.window, logkey.MaxPrefixes)
+	ps, err := h.cfg.Format.Prefixes(t.scope, logkey.Reach(t.window, now), logkey.MaxPrefixes)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +294,7 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 			return nil, err
 		}
 	}
-	entries = h.within(entries, func(logkey.Entry) logkey.Window { return t.window })
+	entries = h.answers(t, now, entries)
 	if q.maxPerPage > 0 {
 		entries = capPerBucket(entries, q.maxPerPage)
 	}
@@ -318,7 +319,7 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target, n
 		entries, err = t.index(gctx, t.window)
 		return err
 	})
-	recent := logkey.Window{Start: max(t.window.Start, now-freshness.Milliseconds()), End: t.window.End}
+	recent := logkey.Window{Start: max(t.window.Start, now-freshness.Milliseconds()), End: t.window.End, Plain: t.window.Plain}
 	if t.fresh && recent.Start < recent.End {
 		g.Go(func() error {
 			ps, err := h.cfg.Format.Prefixes(t.scope, recent, logkey.MaxPrefixes)
@@ -345,12 +346,12 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target, n
 	}
 	lctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
 	defer cancel()
-	unindexed, err := h.unindexed(lctx, what, q, t.window, entries, listed)
+	unindexed, err := h.unindexed(lctx, what, q, entries, listed)
 	if err != nil {
 		web.Note(r, "newest_prefix_error", err.Error())
 		unindexed = nil
 	}
-	entries = append(entries, unindexed...)
+	entries = h.answers(t, now, append(entries, unindexed...))
 	entries = slices.DeleteFunc(entries, func(e logkey.Entry) bool { return !slices.Contains(h.cfg.Buckets, e.Bucket) })
 	if q.maxPerPage > 0 {
 		entries = capPerBucket(entries, q.maxPerPage)
@@ -363,9 +364,9 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target, n
 // upload (docs/behaviour.md "Task-log index").
 const freshness = time.Minute
 
-// unindexed returns the listed objects the index does not hold, in the
-// window, with their times (one HEAD each) unless metadata is excluded.
-func (h *Handler) unindexed(ctx context.Context, what string, q query, w logkey.Window, indexed []logkey.Entry, listed []logkey.Object) ([]logkey.Entry, error) {
+// unindexed returns the listed objects the index does not hold, with their
+// times (one HEAD each) unless metadata is excluded.
+func (h *Handler) unindexed(ctx context.Context, what string, q query, indexed []logkey.Entry, listed []logkey.Object) ([]logkey.Entry, error) {
 	held := make(map[[2]string]bool, len(indexed))
 	for _, e := range indexed {
 		held[[2]string{e.Bucket, e.Key}] = true
@@ -381,16 +382,21 @@ func (h *Handler) unindexed(ctx context.Context, what string, q query, w logkey.
 			return nil, err
 		}
 	}
-	return h.within(out, func(logkey.Entry) logkey.Window { return w }), nil
+	return out, nil
 }
 
-// within keeps the entries whose span overlaps the window that window
-// gives for each (docs/behaviour.md "Task logs"). Their times are those a
-// HEAD read, or none when the caller excluded metadata: then a span is
-// what the key's %s time and the last modification tell.
-func (h *Handler) within(entries []logkey.Entry, window func(logkey.Entry) logkey.Window) []logkey.Entry {
+// answers keeps the entries that answer t at now, by the one rule every
+// path applies, listing or index, GET or search (docs/behaviour.md "Task
+// logs"): the key parses to t's task, deploy or request (logkey.Scope.Owns),
+// it lies under a prefix of t's window reached to now (logkey.Reach,
+// logkey.Format.Listed), and its span, by the window's rule, overlaps the
+// window (logkey.Window.Holds). Listed and indexed logs then answer alike,
+// whatever else their prefixes hold.
+func (h *Handler) answers(t target, now int64, entries []logkey.Entry) []logkey.Entry {
+	reach := logkey.Reach(t.window, now)
 	return slices.DeleteFunc(entries, func(e logkey.Entry) bool {
-		return !window(e).Overlaps(e.Span(h.cfg.Format.KeyTime(e.Key)))
+		p, ok := h.cfg.Format.Parse(e.Key)
+		return !ok || !t.scope.Owns(p) || !h.cfg.Format.Listed(t.scope, p, reach) || !t.window.Holds(e, p.Time)
 	})
 }
 
