@@ -211,6 +211,11 @@ func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	}
+	return t.query(ctx, partition, in)
+}
+
+// query reads every page of in, a Query of partition.
+func (t *Table) query(ctx context.Context, partition string, in *dynamodb.QueryInput) ([]logkey.Entry, error) {
 	var out []logkey.Entry
 	for {
 		page, err := t.api.Query(ctx, in)
@@ -229,6 +234,27 @@ func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]
 		}
 		in.ExclusiveStartKey = page.LastEvaluatedKey
 	}
+}
+
+// Landed returns the logs of of's partition (see Page) that landed in S3
+// at or after since: whose last modification is since or later, whatever
+// their span. until is never before the last modification (Put), so the
+// key condition until >= since reads no log that landed earlier, except
+// those whose span ends after their upload. Errors: those of Logs.
+func (t *Table) Landed(ctx context.Context, of logkey.Task, since int64) ([]logkey.Entry, error) {
+	partition := partitionOf(of)
+	in := &dynamodb.QueryInput{
+		TableName:                &t.name,
+		IndexName:                aws.String(byUntil),
+		KeyConditionExpression:   aws.String("pk = :p AND #until >= :since"),
+		FilterExpression:         aws.String("#modified >= :since"),
+		ExpressionAttributeNames: map[string]string{"#until": "until", "#modified": "modified"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p":     &types.AttributeValueMemberS{Value: partition},
+			":since": number(since),
+		},
+	}
+	return t.query(ctx, partition, in)
 }
 
 // Task returns the logs of a task over w, as Logs does.

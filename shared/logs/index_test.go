@@ -47,6 +47,10 @@ func (f *fakeIndex) Deploy(_ context.Context, req, dep string, w logkey.Window) 
 	return f.answer("deploy "+req+"/"+dep, w), nil
 }
 
+func (f *fakeIndex) Landed(_ context.Context, of logkey.Task, since int64) ([]logkey.Entry, error) {
+	return f.answer(fmt.Sprintf("landed %+v", of), logkey.Window{Start: since, End: 1 << 62}), nil
+}
+
 func indexedRoutes(store logs.Store, index logs.Index) http.Handler {
 	h := logs.New(store, settings("logs-a")).ReadsIndex(index)
 	logs.SetClock(h, func() time.Time { return taskStart.Add(5 * 24 * time.Hour) })
@@ -149,4 +153,33 @@ func TestATaskLookupOnTheIndexStandsWhenItsNewestPrefixCannotBeListed(t *testing
 func taskKey(name string, at int64) string {
 	task, _ := logkey.ParseTaskID(taskID)
 	return (logkey.Format{}).Key(logkey.File{Task: task, Filename: name, Modified: time.UnixMilli(at)})
+}
+
+func TestLandedSinceAnswersWhatLandedWhateverItsSpan(t *testing.T) {
+	now := taskStart.Add(5 * 24 * time.Hour)
+	since := now.Add(-10 * time.Minute)
+	f := &fakeStore{times: map[string][2]*int64{}}
+	old := taskStart.Add(time.Hour).UnixMilli()
+	late := taskKey("late.log", old) // its span ended days ago; it landed now
+	f.add("logs-a", late, now.Add(-time.Minute))
+	f.times[late] = [2]*int64{&old, &old}
+	earlier := taskKey("earlier.log", old)
+	f.add("logs-a", earlier, now.Add(-time.Hour))
+	index := &fakeIndex{entries: []logkey.Entry{
+		{Object: logkey.Object{Bucket: "logs-a", Key: late, LastModified: now.Add(-time.Minute).UnixMilli()}, Start: &old, End: &old},
+		{Object: logkey.Object{Bucket: "logs-a", Key: earlier, LastModified: now.Add(-time.Hour).UnixMilli()}},
+	}}
+	for path, h := range map[string]http.Handler{"listing": routes(f, settings("logs-a")), "index": indexedRoutes(&fakeStore{}, index)} {
+		for _, lookup := range []string{"/api/logs/task/" + taskID, "/api/logs/request/web-api", "/api/logs/request/web-api/deploy/d1"} {
+			got := sortedKeys(decode[[]logEntry](t, serve(t, h, http.MethodGet, fmt.Sprintf("%s?landedSince=%d", lookup, since.UnixMilli()), "")))
+			if !slices.Equal(got, []string{late}) {
+				t.Errorf("%s on the %s: got %q, want the late upload only", lookup, path, got)
+			}
+		}
+		bad := serve(t, h, http.MethodGet, fmt.Sprintf("/api/logs/request/web-api?landedSince=%d&start=%d", since.UnixMilli(), since.UnixMilli()), "")
+		bad.wantJSONError(t, http.StatusBadRequest, "landedSince answers what landed since")
+	}
+	if !slices.ContainsFunc(index.asked, func(a string) bool { return strings.HasPrefix(a, "landed ") }) {
+		t.Errorf("got %q, want the index asked what landed", index.asked)
+	}
 }
