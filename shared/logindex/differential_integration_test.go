@@ -124,6 +124,22 @@ func want(objects []truth, of logkey.Task, start, end, now int64, plain bool) []
 	return out
 }
 
+// landed is the ground truth of a lookup of what landed since: the keys
+// of of, under the prefixes its default window (reach) reads, last
+// modified at or after since, whatever their span.
+func landed(objects []truth, of logkey.Task, reach logkey.Window, since int64) []string {
+	var out []string
+	for _, k := range want(objects, of, reach.Start, reach.End, reach.End, true) {
+		// want with the reach as window keeps every key of the reach
+		// whose plain span ends in it; landed ones end at the upload.
+		i := slices.IndexFunc(objects, func(o truth) bool { return o.key == k })
+		if objects[i].modified >= since {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // TestEveryPathAnswersWhatS3Holds is the differential test of the window
 // rule (docs/behaviour.md "Task logs"): it uploads, overwrites, deletes and
 // re-creates logs with odd keys and metadata spans, hands the indexer each
@@ -214,6 +230,11 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	for _, stray := range []string{month + rk.ID + "_garbage", month + rk.ID, month + "dif-junk", month + rk.ID + "_x-1-y.log"} {
 		put(stray, nil)
 	}
+	// What lands from here on landed at mid or later: S3 keeps last
+	// modifications to the second.
+	next := time.Now().Truncate(time.Second).Add(time.Second)
+	time.Sleep(time.Until(next))
+	mid := next.UnixMilli()
 	// Overwritten with other times, deleted, deleted and re-created.
 	rewritten := keyOf(rk, "rewritten.log", ms(-3*day))
 	put(rewritten, span(at(-50*day), at(-49*day)))
@@ -234,6 +255,9 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	}
 	if w := want(truths, rk, ms(-39*day), ms(-39*day+time.Hour), now.UnixMilli(), true); len(w) != 0 {
 		t.Fatalf("ground truth without metadata of a window 39 days ago: got %q, want none", w)
+	}
+	if w := landed(truths, rk, logkey.Window{Start: started, End: ms(day)}, mid); len(w) != 1 {
+		t.Fatalf("ground truth of what landed after the overwrites began: got %q, want the rewritten log", w)
 	}
 	if w := want(truths, rk, started, ms(day), now.UnixMilli(), false); len(w) != len(names)+4 {
 		t.Fatalf("ground truth of the whole task: got %d logs %q, want %d", len(w), w, len(names)+4)
@@ -258,6 +282,19 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 		{10 * day, 11 * day}, {-30 * day, 50 * day}, {-2 * day, -day},
 	}
 	for _, of := range scopes {
+		for _, since := range []int64{ms(-time.Hour), mid, ms(time.Hour)} {
+			for path, h := range paths {
+				tnow := time.Now().UnixMilli()
+				reach := logkey.Window{Start: tnow - cfg.Lookback.Milliseconds(), End: tnow + 1}
+				if of.ID != "" {
+					reach.Start = of.StartedAt
+				}
+				w := landed(truths, of, reach, since)
+				if got := landedKeys(t, h, of, since); !slices.Equal(got, w) {
+					t.Errorf("%s/%s/%s landed since %d: GET on the %s: got %q, want %q", of.RequestID, of.DeployID, of.ID, since, path, got, w)
+				}
+			}
+		}
 		for _, win := range windows {
 			for _, plain := range []bool{false, true} {
 				start, end := ms(win[0]), ms(win[1])
@@ -342,6 +379,34 @@ func searchKeys(t *testing.T, h http.Handler, of logkey.Task, start, end int64, 
 			t.Fatal("the search never ends")
 		}
 		body["continuationTokens"] = p.ContinuationTokens
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// landedKeys asks h's GET lookup of of for the keys that landed since.
+func landedKeys(t *testing.T, h http.Handler, of logkey.Task, since int64) []string {
+	t.Helper()
+	path := "/api/logs/request/" + of.RequestID
+	switch {
+	case of.ID != "":
+		path = "/api/logs/task/" + of.ID
+	case of.DeployID != "":
+		path += "/deploy/" + of.DeployID
+	}
+	path += fmt.Sprintf("?list=true&landedSince=%d", since)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%s: got %d %s", path, rec.Code, rec.Body)
+	}
+	var got []wireLog
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, l := range got {
+		keys = append(keys, l.Key)
 	}
 	slices.Sort(keys)
 	return keys
