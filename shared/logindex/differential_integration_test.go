@@ -188,8 +188,12 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 		}
 		event("Object Deleted", key)
 	}
+	// keyOf is the key of tk's file name at at. An uploader writes a base
+	// name (logkey.Format.Key keeps what follows the last '/'); the file
+	// part here is written whole, so that it may hold '/'.
 	keyOf := func(tk logkey.Task, name string, at int64) string {
-		return (logkey.Format{}).Key(logkey.File{Task: tk, Filename: name, Modified: time.UnixMilli(at)})
+		key := (logkey.Format{}).Key(logkey.File{Task: tk, Filename: "\uFFFF", Modified: time.UnixMilli(at)})
+		return strings.Replace(key, "\uFFFF", name, 1)
 	}
 	span := func(start, end *int64) map[string]string {
 		m := map[string]string{}
@@ -209,6 +213,10 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 		for i, name := range names {
 			put(keyOf(tk, name, ms(-time.Duration(i)*day)), span(at(-time.Duration(i)*day-time.Hour), nil))
 		}
+	}
+	// Four keys of one task that differ only by "//", "/./" or "..".
+	for _, name := range []string{"a/b.log", "a//b.log", "a/./b.log", "a/../a/b.log"} {
+		put(keyOf(rk, name, ms(-2*time.Hour)), nil)
 	}
 	// The longest key S3 takes, 1,024 bytes.
 	base := keyOf(rk, "", ms(-time.Hour))
@@ -259,8 +267,8 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	if w := landed(truths, rk, logkey.Window{Start: started, End: ms(day)}, mid); len(w) != 1 {
 		t.Fatalf("ground truth of what landed after the overwrites began: got %q, want the rewritten log", w)
 	}
-	if w := want(truths, rk, started, ms(day), now.UnixMilli(), false); len(w) != len(names)+4 {
-		t.Fatalf("ground truth of the whole task: got %d logs %q, want %d", len(w), w, len(names)+4)
+	if w := want(truths, rk, started, ms(day), now.UnixMilli(), false); len(w) != len(names)+8 || !slices.Contains(w, keyOf(rk, "a/./b.log", ms(-2*time.Hour))) {
+		t.Fatalf("ground truth of the whole task: got %d logs %q, want %d", len(w), w, len(names)+8)
 	}
 	cfg := logs.Config{Buckets: []string{bucket}, URLTTL: time.Hour, Lookback: 30 * day,
 		ListTimeout: 20 * time.Second, LinkTimeout: 20 * time.Second}
