@@ -229,6 +229,9 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	put(keyOf(other, "keyed-long-ago.log", ms(-40*day)), nil)
 	// Keyed next month: no prefix up to now holds it.
 	put(keyOf(other, "future.log", ms(40*day)), span(at(-time.Hour), nil))
+	// An end ahead of its upload: it reaches past every instant it landed
+	// before.
+	put(keyOf(other, "ends-ahead.log", ms(-time.Hour)), span(at(-2*time.Hour), at(day)))
 	// Metadata backwards, unreadable, or an end alone.
 	put(keyOf(longer, "backwards.log", ms(-2*day)), span(at(-day), at(-3*day)))
 	put(keyOf(longer, "unreadable.log", ms(-2*day)), map[string]string{"starttime": "soon", "endtime": "-"})
