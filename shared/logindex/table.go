@@ -273,9 +273,9 @@ func (t *Table) Deploy(ctx context.Context, requestID, deployID string, w logkey
 }
 
 // Page returns the logs of of's partition in bucket whose key starts with
-// prefix and comes after after, and whose span, by w's rule, overlaps w: at most limit of
-// them, in key order (S3's, since DynamoDB too orders strings by their UTF-8
-// bytes), and whether there are no more. It is the index's answer to
+// prefix and comes after after, and whose span, by w's rule, overlaps w:
+// at most limit of them, in key order (S3's, since DynamoDB too orders
+// strings by their UTF-8 bytes), and whether there are no more. It is the index's answer to
 // logstore's Page of the same bucket, prefix and after, so that a search
 // can page across both with the same tokens. of names a task's partition
 // when of.ID is set, else a deploy's when of.DeployID is, else a request's.
