@@ -294,6 +294,27 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	}
 	for _, of := range scopes {
 		for _, since := range []int64{ms(-time.Hour), mid, ms(time.Hour)} {
+			// The index's own answer: every log of of that landed since,
+			// whatever its span or prefix.
+			var w []string
+			for _, o := range truths {
+				if p, ok := (logkey.Format{}).Parse(o.key); ok && o.modified >= since && p.RequestID == of.RequestID &&
+					(of.DeployID == "" || p.DeployID == of.DeployID) && (of.ID == "" || p.TaskID == of.ID) {
+					w = append(w, o.key)
+				}
+			}
+			slices.Sort(w)
+			entries, err := table.Landed(ctx, of, since)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range entries {
+				got = append(got, e.Key)
+			}
+			if slices.Sort(got); !slices.Equal(got, w) {
+				t.Errorf("%s/%s/%s landed since %d: the index's Landed: got %q, want %q", of.RequestID, of.DeployID, of.ID, since, got, w)
+			}
 			for path, h := range paths {
 				tnow := time.Now().UnixMilli()
 				reach := logkey.Window{Start: tnow - cfg.Lookback.Milliseconds(), End: tnow + 1}
