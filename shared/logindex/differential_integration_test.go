@@ -227,7 +227,7 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	put(keyOf(rkb, "late.log", ms(0)), span(at(-35*day), at(-34*day)))
 	// Keyed 40 days ago without metadata: its span runs to its upload.
 	put(keyOf(other, "keyed-long-ago.log", ms(-40*day)), nil)
-	// Keyed next month: no prefix up to now holds it.
+	// Keyed 40 days ahead: no prefix up to now holds it.
 	put(keyOf(other, "future.log", ms(40*day)), span(at(-time.Hour), nil))
 	// An end ahead of its upload: it reaches past every instant it landed
 	// before.
