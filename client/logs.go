@@ -15,6 +15,9 @@ type LogQuery struct {
 	ExcludeMetadata bool      // leave out StartTime and EndTime
 	ListOnly        bool      // leave out the presigned URLs
 	MaxPerPage      int       // request and deploy lookups: at most this many per bucket
+	// LandedSince, instead of a window, asks for the logs that landed in S3
+	// (their last modification) at or after it, whatever their span.
+	LandedSince time.Time
 }
 
 func (q LogQuery) values(perPage bool) url.Values {
@@ -24,6 +27,9 @@ func (q LogQuery) values(perPage bool) url.Values {
 	}
 	if !q.End.IsZero() {
 		v.Set("end", strconv.FormatInt(q.End.UnixMilli(), 10))
+	}
+	if !q.LandedSince.IsZero() {
+		v.Set("landedSince", strconv.FormatInt(q.LandedSince.UnixMilli(), 10))
 	}
 	if q.ExcludeMetadata {
 		v.Set("excludeMetadata", "true")

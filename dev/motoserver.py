@@ -61,6 +61,12 @@ emulator meanwhile; a write whose event went to no queue (no EventBridge
 notifications, or no rule with an SQS target, as in most tests) is answered
 at once.
 
+A ListObjectsV2 with EncodingType=url answers its keys url-encoded, and S3
+encodes StartAfter too; moto writes StartAfter back as it was given, so a
+page that starts after a key holding a control character was XML no client
+could read (the task-log search resumes after such keys). Here StartAfter is
+encoded like the keys.
+
 Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
 
 --port 0 picks a free port. Once listening, the server prints one line,
@@ -79,6 +85,7 @@ import sys
 import threading
 import time
 import types
+import urllib.parse
 
 try:
     import moto.dynamodb.models as dynamodb_models
@@ -87,6 +94,7 @@ try:
     from moto.dynamodb.models.table import Table
     from moto.events.models import Rule
     from moto.s3 import notifications as s3_notifications
+    from moto.s3.responses import S3Response
     from moto.sqs.models import Queue, sqs_backends
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
@@ -334,6 +342,26 @@ def partition_queries():
     Table.query = query
 
 
+def url_encoded_start_after():
+    """Encode ListObjectsV2's StartAfter as its keys when asked to (see above)."""
+    original = S3Response.list_objects_v2
+
+    def list_objects_v2(self):
+        if self.querystring.get("encoding-type", [None])[0] == "url":
+            serialized = self.serialized
+
+            def encoded(action_result):
+                result = action_result.result
+                if isinstance(result, dict) and result.get("StartAfter"):
+                    result["StartAfter"] = urllib.parse.quote(result["StartAfter"])
+                return serialized(action_result)
+
+            self.serialized = encoded
+        return original(self)
+
+    S3Response.list_objects_v2 = list_objects_v2
+
+
 def binary(value):
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
@@ -363,6 +391,7 @@ def main(argv=None):
     plain_item_pages()
     string_comparisons()
     partition_queries()
+    url_encoded_start_after()
     lock = threading.Lock()
     hold = EventHold(lock, float(os.environ.get("MOTOSERVER_EVENT_HOLD", "2")))
     long_polls_outside(lock)

@@ -13,9 +13,9 @@ import (
 )
 
 // followOverlap is how far back each lookup of logs follow reaches before
-// the previous one: a log that lands late (its upload took a while, or the
-// service's index saw it seconds after the upload) is still in the next
-// window.
+// the previous one: a log that the service's index sees a few seconds after
+// its upload is still among those that landed since the next lookup's
+// start.
 const followOverlap = time.Minute
 
 func (a *app) logsFollowCommand() *cobra.Command {
@@ -26,13 +26,15 @@ func (a *app) logsFollowCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "follow",
 		Short: "Print a request's new logs as they land, until interrupted",
-		Long: `Looks the request's (or deploy's) logs up every --poll, in a window that
-moves with the clock, and prints the key of each log not seen before,
-oldest first; with --fetch it downloads each into the cache (as logs fetch
-does) and prints its local path. It starts with the logs of --since (default
-10m) and runs until interrupted (exit code 130). Each lookup reaches a
-minute before the previous one, so a log that the service shows a few
-seconds after its upload is still printed, once.`,
+		Long: `Asks for the request's (or deploy's) logs that landed since the previous
+ask, every --poll, and prints the key of each log not seen before, oldest
+first; with --fetch it downloads each into the cache (as logs fetch does)
+and prints its local path. A log is followed by when it landed (its upload),
+not by its span, so a late upload is printed too, once, however long ago
+its span ended. It starts with the logs that landed since --since (default
+10m) and runs until interrupted (exit code 130). Each ask reaches a minute
+before the previous one, so a log that the service shows a few seconds
+after its upload is still printed, once.`,
 		Example: `  fleetctl logs follow --request web-api
   fleetctl logs follow --request web-api --deploy v42 --file 'stderr*' --since 1h
   fleetctl logs follow --request web-api --host 'node1*' --fetch`,
@@ -83,25 +85,27 @@ seconds after its upload is still printed, once.`,
 	return cmd
 }
 
-// follow looks logs up from start on, every poll, and prints each new one
-// once, until ctx ends. A key is remembered while its span can still
-// overlap the window and forgotten once it ended before the window's
-// start; logs that ended before the start are dropped from every answer
-// by the same rule, so that a service answering wider than asked (a whole
-// month of keys) never has a forgotten log printed again.
+// follow asks for the logs that landed since start, every poll, and prints
+// each new one once, until ctx ends. Each ask reaches followOverlap before
+// the previous one; a landing (a key and its last modification) is
+// remembered while it is within the asks' reach and forgotten after, when
+// no ask can answer it again. A log written again is a new landing.
 func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup func(context.Context, client.LogQuery) ([]client.Log, error), filter logFilter, start time.Time, poll time.Duration) error {
-	seen := map[string]int64{} // key → end of its span, forgotten once before the window
+	type landing struct {
+		key      string
+		modified int64
+	}
+	seen := map[landing]bool{}
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
 		polled := time.Now()
-		logs, err := lookup(ctx, client.LogQuery{Start: start, ListOnly: cache == nil})
+		logs, err := lookup(ctx, client.LogQuery{LandedSince: start, ListOnly: cache == nil})
 		if err = a.partial(err); err != nil {
 			return err
 		}
 		logs = slices.DeleteFunc(logs, func(l client.Log) bool {
-			_, old := seen[l.Key]
-			return old || spanEnd(l) < start.UnixMilli() || !filter.keeps(l)
+			return seen[landing{l.Key, l.LastModified}] || l.LastModified < start.UnixMilli() || !filter.keeps(l)
 		})
 		slices.SortFunc(logs, func(x, y client.Log) int {
 			if x.LastModified != y.LastModified {
@@ -113,14 +117,14 @@ func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup
 			return err
 		}
 		for _, l := range logs {
-			seen[l.Key] = spanEnd(l)
+			seen[landing{l.Key, l.LastModified}] = true
 		}
 		if moved := polled.Add(-followOverlap); moved.After(start) {
 			start = moved
 		}
-		for k, at := range seen {
-			if at < start.UnixMilli() {
-				delete(seen, k)
+		for l := range seen {
+			if l.modified < start.UnixMilli() {
+				delete(seen, l)
 			}
 		}
 		select {
@@ -129,16 +133,6 @@ func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup
 		case <-tick.C:
 		}
 	}
-}
-
-// spanEnd is when a log's span ends, as the service reads it
-// (docs/behaviour.md "Task logs"): its endtime, else its last
-// modification. A log belongs to a window that starts at or before it.
-func spanEnd(l client.Log) int64 {
-	if l.EndTime != 0 {
-		return l.EndTime
-	}
-	return l.LastModified
 }
 
 // landed prints the new logs' keys, or fetches them and prints their paths.

@@ -48,11 +48,12 @@ func TestLogWindowsAreSentToTheMillisecond(t *testing.T) {
 }
 
 // TestFollowPrintsEachLogOnce plays a service that answers wider than
-// asked (a month-wide listing: a log of two days ago, one whose span
-// ended before the window) and whose index shows one log only from the
-// second lookup, seconds after its upload. follow prints the logs of its
-// window, the late one included, each once, and each lookup reaches a
-// minute before the previous one.
+// asked (a log that landed two days ago), with a late upload (landed a
+// minute ago, its span ended 20 minutes ago), and whose index shows one log
+// only from the second lookup, seconds after its upload. follow asks for
+// what landed since, with no window, prints every log that landed since
+// --since, the late upload and the late indexed one included, each once,
+// and each lookup reaches a minute before the previous one.
 func TestFollowPrintsEachLogOnce(t *testing.T) {
 	first := time.Now()
 	logs := []client.Log{
@@ -69,7 +70,11 @@ func TestFollowPrintsEachLogOnce(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		start, _ := strconv.ParseInt(r.URL.Query().Get("start"), 10, 64)
+		q := r.URL.Query()
+		if q.Has("start") || q.Has("end") {
+			t.Errorf("got a window %q, want landedSince alone", r.URL.RawQuery)
+		}
+		start, _ := strconv.ParseInt(q.Get("landedSince"), 10, 64)
 		starts, asked = append(starts, start), append(asked, time.Now().UnixMilli())
 		answer := logs
 		if len(starts) > 1 {
@@ -89,7 +94,7 @@ func TestFollowPrintsEachLogOnce(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	run(ctx, []string{"logs", "follow", "--request", "web-api", "--poll", "10ms"}, strings.NewReader(""), &stdout, &stderr)
-	if want := "web-api/2026/11/early\nweb-api/2026/11/late\n"; stdout.String() != want {
+	if want := "web-api/2026/11/early\nweb-api/2026/11/ended\nweb-api/2026/11/late\n"; stdout.String() != want {
 		t.Errorf("got\n%s\nwant\n%s(stderr %q)", stdout.String(), want, stderr.String())
 	}
 	mu.Lock()

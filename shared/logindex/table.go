@@ -108,19 +108,29 @@ func object(bucket, key string) string {
 }
 
 // Put records e, whose key parsed as p, in each of its Partitions as of
-// the event numbered seq (NormalizeSequencer), with its span (Entry.Span)
-// for the lookups' windows. A partition that already holds an equal or
-// later event of the object keeps it: S3 delivers events at least once and
-// in no order. Errors: fault.Unavailable when DynamoDB throttles.
+// the event numbered seq (NormalizeSequencer). A partition that already
+// holds an equal or later event of the object keeps it: S3 delivers events
+// at least once and in no order. Errors: fault.Unavailable when DynamoDB
+// throttles.
+//
+// The item holds both of the log's spans (Entry.Span), so that a lookup
+// measures either rule exactly (logkey.Window.Plain): from and to with its
+// metadata, plainFrom and plainUntil without. until, which ByUntil sorts
+// by, is the later of the two ends: the one key condition that reads every
+// log either rule can answer.
 func (t *Table) Put(ctx context.Context, p logkey.Parsed, e logkey.Entry, seq string) error {
-	from, until := e.Span(p.Time)
+	from, to := e.Span(p.Time)
+	plainFrom, plainUntil := logkey.Entry{Object: e.Object}.Span(p.Time)
 	item := map[string]types.AttributeValue{
-		"bucket":   &types.AttributeValueMemberS{Value: e.Bucket},
-		"key":      &types.AttributeValueMemberS{Value: e.Key},
-		"size":     number(e.Size),
-		"modified": number(e.LastModified),
-		"from":     number(from),
-		"until":    number(until),
+		"bucket":     &types.AttributeValueMemberS{Value: e.Bucket},
+		"key":        &types.AttributeValueMemberS{Value: e.Key},
+		"size":       number(e.Size),
+		"modified":   number(e.LastModified),
+		"from":       number(from),
+		"to":         number(to),
+		"plainFrom":  number(plainFrom),
+		"plainUntil": number(plainUntil),
+		"until":      number(max(to, plainUntil)),
 	}
 	if e.Start != nil {
 		item["start"] = number(*e.Start)
@@ -129,6 +139,19 @@ func (t *Table) Put(ctx context.Context, p logkey.Parsed, e logkey.Entry, seq st
 		item["end"] = number(*e.End)
 	}
 	return t.putAll(ctx, Partitions(p), object(e.Bucket, e.Key), seq, item)
+}
+
+// spanFilter returns the filter that keeps the logs whose span, by w's
+// rule, overlaps w, beside the key condition until >= :start that ByUntil
+// answers (see Put), with the names and values it uses.
+func spanFilter(w logkey.Window) (string, map[string]string, map[string]types.AttributeValue) {
+	from, to := "from", "to"
+	if w.Plain {
+		from, to = "plainFrom", "plainUntil"
+	}
+	return "#from < :end AND #to >= :start",
+		map[string]string{"#from": from, "#to": to},
+		map[string]types.AttributeValue{":start": number(w.Start), ":end": number(w.End)}
 }
 
 // Remove records the deletion of bucket/key, whose key parsed as p, in each
@@ -169,26 +192,30 @@ func (t *Table) putAll(ctx context.Context, partitions []string, sk, seq string,
 	return nil
 }
 
-// Logs returns the logs of partition whose span overlaps w: those ending
-// at or after w.Start (the index's key condition, so nothing older is read)
-// and starting before w.End (a filter). Errors: fault.Unavailable when
+// Logs returns the logs of partition whose span, by w's rule, overlaps w:
+// those reaching w.Start (the index's key condition, so nothing older is
+// read) and starting before w.End (a filter). Errors: fault.Unavailable when
 // DynamoDB throttles, fault.Timeout when ctx expires.
 func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]logkey.Entry, error) {
 	if w.Start >= w.End {
 		return nil, nil
 	}
+	filter, names, values := spanFilter(w)
+	names["#until"] = "until"
+	values[":p"] = &types.AttributeValueMemberS{Value: partition}
 	in := &dynamodb.QueryInput{
-		TableName:                &t.name,
-		IndexName:                aws.String(byUntil),
-		KeyConditionExpression:   aws.String("pk = :p AND #until >= :start"),
-		FilterExpression:         aws.String("#from < :end"),
-		ExpressionAttributeNames: map[string]string{"#until": "until", "#from": "from"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p":     &types.AttributeValueMemberS{Value: partition},
-			":start": number(w.Start),
-			":end":   number(w.End),
-		},
+		TableName:                 &t.name,
+		IndexName:                 aws.String(byUntil),
+		KeyConditionExpression:    aws.String("pk = :p AND #until >= :start"),
+		FilterExpression:          aws.String(filter),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	}
+	return t.query(ctx, partition, in)
+}
+
+// query reads every page of in, a Query of partition.
+func (t *Table) query(ctx context.Context, partition string, in *dynamodb.QueryInput) ([]logkey.Entry, error) {
 	var out []logkey.Entry
 	for {
 		page, err := t.api.Query(ctx, in)
@@ -209,6 +236,27 @@ func (t *Table) Logs(ctx context.Context, partition string, w logkey.Window) ([]
 	}
 }
 
+// Landed returns the logs of of's partition (see Page) that landed in S3
+// at or after since: whose last modification is since or later, whatever
+// their span. until is never before the last modification (Put), so the
+// key condition until >= since reads no log that landed earlier, except
+// those whose span ends after their upload. Errors: those of Logs.
+func (t *Table) Landed(ctx context.Context, of logkey.Task, since int64) ([]logkey.Entry, error) {
+	partition := partitionOf(of)
+	in := &dynamodb.QueryInput{
+		TableName:                &t.name,
+		IndexName:                aws.String(byUntil),
+		KeyConditionExpression:   aws.String("pk = :p AND #until >= :since"),
+		FilterExpression:         aws.String("#modified >= :since"),
+		ExpressionAttributeNames: map[string]string{"#until": "until", "#modified": "modified"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p":     &types.AttributeValueMemberS{Value: partition},
+			":since": number(since),
+		},
+	}
+	return t.query(ctx, partition, in)
+}
+
 // Task returns the logs of a task over w, as Logs does.
 func (t *Table) Task(ctx context.Context, taskID string, w logkey.Window) ([]logkey.Entry, error) {
 	return t.Logs(ctx, TaskPartition(taskID), w)
@@ -225,9 +273,9 @@ func (t *Table) Deploy(ctx context.Context, requestID, deployID string, w logkey
 }
 
 // Page returns the logs of of's partition in bucket whose key starts with
-// prefix and comes after after, and whose span overlaps w: at most limit of
-// them, in key order (S3's, since DynamoDB too orders strings by their UTF-8
-// bytes), and whether there are no more. It is the index's answer to
+// prefix and comes after after, and whose span, by w's rule, overlaps w:
+// at most limit of them, in key order (S3's, since DynamoDB too orders
+// strings by their UTF-8 bytes), and whether there are no more. It is the index's answer to
 // logstore's Page of the same bucket, prefix and after, so that a search
 // can page across both with the same tokens. of names a task's partition
 // when of.ID is set, else a deploy's when of.DeployID is, else a request's.
@@ -246,21 +294,20 @@ func (t *Table) Page(ctx context.Context, of logkey.Task, bucket, prefix, after 
 	if !ok || w.Start >= w.End {
 		return nil, true, nil
 	}
+	filter, names, values := spanFilter(w)
+	names["#key"], names["#bucket"] = "key", "bucket"
+	values[":p"] = &types.AttributeValueMemberS{Value: partition}
+	values[":lo"] = &types.AttributeValueMemberS{Value: lo}
+	values[":hi"] = &types.AttributeValueMemberS{Value: hi}
+	values[":b"] = &types.AttributeValueMemberS{Value: bucket}
 	in := &dynamodb.QueryInput{
-		TableName:                &t.name,
-		IndexName:                aws.String(byKey),
-		KeyConditionExpression:   aws.String("pk = :p AND #key BETWEEN :lo AND :hi"),
-		FilterExpression:         aws.String("#bucket = :b AND #from < :end AND #until >= :start"),
-		ExpressionAttributeNames: map[string]string{"#key": "key", "#bucket": "bucket", "#from": "from", "#until": "until"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p":     &types.AttributeValueMemberS{Value: partition},
-			":lo":    &types.AttributeValueMemberS{Value: lo},
-			":hi":    &types.AttributeValueMemberS{Value: hi},
-			":b":     &types.AttributeValueMemberS{Value: bucket},
-			":start": number(w.Start),
-			":end":   number(w.End),
-		},
-		Limit: aws.Int32(int32(min(limit, maxQueryLimit-1) + 1)),
+		TableName:                 &t.name,
+		IndexName:                 aws.String(byKey),
+		KeyConditionExpression:    aws.String("pk = :p AND #key BETWEEN :lo AND :hi"),
+		FilterExpression:          aws.String("#bucket = :b AND " + filter),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		Limit:                     aws.Int32(int32(min(limit, maxQueryLimit-1) + 1)),
 	}
 	var out []logkey.Entry
 	for {

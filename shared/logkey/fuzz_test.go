@@ -143,11 +143,11 @@ func FuzzFormat(f *testing.F) {
 			scope Scope
 			w     Window
 		}{
-			{"task, file's own millisecond", TaskScope(task), Window{at, at + 1}},
+			{"task, file's own millisecond", TaskScope(task), Window{Start: at, End: at + 1}},
 			{"task, from its start", TaskScope(task), TaskWindow(task, nil, new(at+1), at+1)},
-			{"deploy, file's own millisecond", DeployScope(task.RequestID, task.DeployID), Window{at, at + 1}},
-			{"deploy, the day up to it", DeployScope(task.RequestID, task.DeployID), Window{at - day, at + 1}},
-			{"request, file's own millisecond", RequestScope(task.RequestID), Window{at, at + 1}},
+			{"deploy, file's own millisecond", DeployScope(task.RequestID, task.DeployID), Window{Start: at, End: at + 1}},
+			{"deploy, the day up to it", DeployScope(task.RequestID, task.DeployID), Window{Start: at - day, End: at + 1}},
+			{"request, file's own millisecond", RequestScope(task.RequestID), Window{Start: at, End: at + 1}},
 		}
 		for _, s := range scopes {
 			s.scope.Group, s.scope.Tag = group, tag

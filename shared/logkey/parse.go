@@ -1,6 +1,9 @@
 package logkey
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Parsed is what a key tells about its log: the ids its format wrote. A
 // format without %taskId leaves TaskID empty, one without %deployId (and
@@ -12,6 +15,11 @@ type Parsed struct {
 	DeployID  string
 	Group     string
 	Time      *int64 // the %s time of the key, nil when the format has none
+
+	// written holds the values of the key's time tokens (%Y %m %d %H, in
+	// that order), -1 where the format has none: the prefix the key is
+	// listed under (Format.Listed).
+	written [4]int
 }
 
 // maxParseSteps bounds the work of one Parse: the ids may hold the format's
@@ -31,6 +39,13 @@ func (f Format) Parse(key string) (p Parsed, ok bool) {
 		return Parsed{}, false
 	}
 	p = Parsed{TaskID: m.vals[tokTaskID], RequestID: m.vals[tokRequestID], DeployID: m.vals[tokDeployID], Group: m.vals[tokGroup]}
+	for i, t := range []token{tokYear, tokMonth, tokDay, tokHour} {
+		p.written[i] = -1
+		if v, ok := m.vals[t]; ok {
+			n, _ := strconv.Atoi(v) // fits checked its digits
+			p.written[i] = n
+		}
+	}
 	if v, ok := m.vals[tokMillis]; ok {
 		if n, err := parseDigits(v, 63); err == nil {
 			ms := int64(n)
@@ -67,9 +82,12 @@ func (m *matcher) match(i, at int) bool {
 	if v, bound := m.vals[p.tok]; bound {
 		return strings.HasPrefix(rest, v) && m.match(i+1, at+len(v))
 	}
-	// A value never crosses a '/': ids cannot hold one, nor can a base name.
+	// A value never crosses a '/', since ids cannot hold one, except a file
+	// name: S3 keys are flat, and a file part holding "//", "/./" or ".."
+	// under a task's prefix is a log of that task like any other, one log
+	// per key (docs/behaviour.md "Task-log index").
 	end := strings.IndexByte(rest, '/')
-	if end < 0 {
+	if end < 0 || p.tok == tokFilename {
 		end = len(rest)
 	}
 	for n := minLen(p.tok); n <= end; n++ {

@@ -130,12 +130,87 @@ func (f Format) fill(s Scope) []part {
 	return out
 }
 
-// Window is the time range [Start, End) of a lookup, in epoch ms.
-type Window struct{ Start, End int64 }
+// Window is the time range [Start, End) of a lookup, in epoch ms, and the
+// rule its logs' spans are measured by: with Plain (excludeMetadata), the
+// span ignores the object's metadata, since the caller asked the service
+// to read none (docs/behaviour.md "Task logs").
+type Window struct {
+	Start, End int64
+	Plain      bool
+}
 
 // Overlaps reports whether a log whose span is [from, until] (Entry.Span)
 // belongs to w: it starts before w ends and ends at or after w starts.
 func (w Window) Overlaps(from, until int64) bool { return from < w.End && until >= w.Start }
+
+// Holds reports whether e, whose key has the %s time keyTime, belongs to
+// w by its span (Entry.Span), without its metadata when w is Plain.
+func (w Window) Holds(e Entry, keyTime *int64) bool {
+	if w.Plain {
+		e.Start, e.End = nil, nil
+	}
+	return w.Overlaps(e.Span(keyTime))
+}
+
+// Reach is the window whose prefixes a lookup over w reads when it is
+// answered at now: from w's start to w's end or now, whichever is later.
+// A log is keyed by when its file was written, which may be long after its
+// span began, so a log that overlaps w may sit under any prefix up to now;
+// the prefixes before w's start day are never read (docs/behaviour.md
+// "Task logs"). An empty window stays empty.
+func Reach(w Window, now int64) Window {
+	if w.Start >= w.End {
+		return w
+	}
+	return Window{Start: w.Start, End: max(w.End, now), Plain: w.Plain}
+}
+
+// Owns reports whether a key that parsed as p is a log of s: of its task,
+// deploy or request, in its group. Prefixes name more than that: a task
+// whose id extends another's ("…-rk_b" and "…-rk") lists under its
+// prefix, and so may a file no uploader of s wrote.
+func (s Scope) Owns(p Parsed) bool {
+	if orDefault(p.Group) != orDefault(s.Group) || p.RequestID != s.task.RequestID {
+		return false
+	}
+	switch s.level {
+	case taskLevel:
+		return p.TaskID == s.task.ID
+	case deployLevel:
+		return p.DeployID == s.task.DeployID
+	}
+	return true
+}
+
+// Listed reports whether a key of s that parsed as p lies under one of the
+// prefixes Prefixes returns for s over reach: its time tokens name a unit
+// (the finest in s's prefixes) from the one holding 00:00 UTC of reach's
+// start day to one starting before reach's end. A format whose prefixes
+// have no time tokens lists every key of s; so, approximately, does one
+// without %Y, whose months or days repeat every year.
+func (f Format) Listed(s Scope, p Parsed, reach Window) bool {
+	unit := literal
+	for _, part := range f.fill(s) {
+		if part.tok.isTime() && part.tok > unit {
+			unit = part.tok
+		}
+	}
+	if !unit.isTime() || p.written[0] < 0 {
+		return true
+	}
+	v := [4]int{p.written[0], 1, 1, 0}
+	for i := 1; i <= int(unit-tokYear); i++ {
+		if p.written[i] >= 0 {
+			v[i] = p.written[i]
+		}
+	}
+	at := time.Date(v[0], time.Month(v[1]), v[2], v[3], 0, 0, 0, time.UTC)
+	if at.Year() != v[0] || int(at.Month()) != v[1] || at.Day() != v[2] || at.Hour() != v[3] {
+		return false // no walk renders a 13th month or a 31st of June
+	}
+	start := floor(time.UnixMilli(reach.Start).UTC(), unit)
+	return !at.Before(start) && at.Before(time.UnixMilli(reach.End).UTC())
+}
 
 // TaskWindow is the window of a task lookup (docs/behaviour.md "Task logs"): from the later of
 // start and the task's start, to end or, when end is nil, now. A running

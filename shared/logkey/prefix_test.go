@@ -23,7 +23,7 @@ func withGroup(s Scope, group string) Scope { s.Group = group; return s }
 
 func TestPrefixesCutTheFormatAtTheFirstTokenTheScopeCannotFill(t *testing.T) {
 	task := mustTask(t, taskID)
-	january := Window{ms(2026, 1, 5, 0, 0), ms(2026, 1, 6, 0, 0)}
+	january := Window{Start: ms(2026, 1, 5, 0, 0), End: ms(2026, 1, 6, 0, 0)}
 	tests := []struct {
 		name   string
 		format string
@@ -72,37 +72,37 @@ func TestPrefixesWalkTheFinestTimeUnit(t *testing.T) {
 		want   []string
 	}{
 		{"months run from December into January", "%requestId/%Y/%m/",
-			Window{ms(2025, 12, 15, 10, 0), ms(2026, 2, 1, 0, 0)},
+			Window{Start: ms(2025, 12, 15, 10, 0), End: ms(2026, 2, 1, 0, 0)},
 			[]string{"foo/2025/12/", "foo/2026/01/"}},
 		{"a window starting on January 31 covers February", "%requestId/%Y/%m/",
-			Window{ms(2026, 1, 31, 10, 0), ms(2026, 3, 1, 0, 1)},
+			Window{Start: ms(2026, 1, 31, 10, 0), End: ms(2026, 3, 1, 0, 1)},
 			[]string{"foo/2026/01/", "foo/2026/02/", "foo/2026/03/"}},
 		{"a window from January 31 to February 1 covers both months", "%requestId/%Y/%m/",
-			Window{ms(2026, 1, 31, 23, 0), ms(2026, 2, 1, 1, 0)},
+			Window{Start: ms(2026, 1, 31, 23, 0), End: ms(2026, 2, 1, 1, 0)},
 			[]string{"foo/2026/01/", "foo/2026/02/"}},
 		{"days run across the new year", "%requestId/%Y/%m/%d/",
-			Window{ms(2025, 12, 30, 12, 0), ms(2026, 1, 2, 0, 0)},
+			Window{Start: ms(2025, 12, 30, 12, 0), End: ms(2026, 1, 2, 0, 0)},
 			[]string{"foo/2025/12/30/", "foo/2025/12/31/", "foo/2026/01/01/"}},
 		{"days run across February in a leap year", "%requestId/%Y/%m/%d/",
-			Window{ms(2028, 2, 28, 0, 0), ms(2028, 3, 1, 0, 1)},
+			Window{Start: ms(2028, 2, 28, 0, 0), End: ms(2028, 3, 1, 0, 1)},
 			[]string{"foo/2028/02/28/", "foo/2028/02/29/", "foo/2028/03/01/"}},
 		{"a window shorter than a day gives its day", "%requestId/%Y/%m/%d/",
-			Window{ms(2026, 3, 4, 10, 0), ms(2026, 3, 4, 10, 30)},
+			Window{Start: ms(2026, 3, 4, 10, 0), End: ms(2026, 3, 4, 10, 30)},
 			[]string{"foo/2026/03/04/"}},
 		{"a window of one millisecond gives its month", DefaultFormat,
-			Window{ms(2026, 3, 4, 10, 0), ms(2026, 3, 4, 10, 0) + 1},
+			Window{Start: ms(2026, 3, 4, 10, 0), End: ms(2026, 3, 4, 10, 0) + 1},
 			[]string{"foo/2026/03/foo-"}},
 		{"years run while before the end", "%requestId/%Y/",
-			Window{ms(2024, 6, 1, 0, 0), ms(2026, 1, 1, 0, 0) + 1},
+			Window{Start: ms(2024, 6, 1, 0, 0), End: ms(2026, 1, 1, 0, 0) + 1},
 			[]string{"foo/2024/", "foo/2025/", "foo/2026/"}},
 		{"a year ending exactly at the end is left out", "%requestId/%Y/",
-			Window{ms(2024, 6, 1, 0, 0), ms(2026, 1, 1, 0, 0)},
+			Window{Start: ms(2024, 6, 1, 0, 0), End: ms(2026, 1, 1, 0, 0)},
 			[]string{"foo/2024/", "foo/2025/"}},
 		{"a month without a year repeats once", "%requestId/%m/",
-			Window{ms(2024, 11, 1, 0, 0), ms(2025, 12, 1, 0, 0)},
+			Window{Start: ms(2024, 11, 1, 0, 0), End: ms(2025, 12, 1, 0, 0)},
 			[]string{"foo/01/", "foo/02/", "foo/03/", "foo/04/", "foo/05/", "foo/06/", "foo/07/", "foo/08/", "foo/09/", "foo/10/", "foo/11/", "foo/12/"}},
 		{"time tokens after the cut are not walked", "%requestId/%deployId/%Y/",
-			Window{ms(2020, 1, 1, 0, 0), ms(2026, 1, 1, 0, 0)},
+			Window{Start: ms(2020, 1, 1, 0, 0), End: ms(2026, 1, 1, 0, 0)},
 			[]string{"foo/"}},
 	}
 	for _, tt := range tests {
@@ -126,8 +126,8 @@ func TestPrefixesWalkHoursFromMidnightOfTheStartDay(t *testing.T) {
 		first, last  string
 		wantPrefixes int
 	}{
-		{"a window shorter than a day", Window{ms(2026, 3, 4, 22, 30), ms(2026, 3, 5, 1, 15)}, "foo/2026030400/", "foo/2026030501/", 26},
-		{"a window across the new year", Window{ms(2025, 12, 31, 23, 0), ms(2026, 1, 1, 1, 0)}, "foo/2025123100/", "foo/2026010100/", 25},
+		{"a window shorter than a day", Window{Start: ms(2026, 3, 4, 22, 30), End: ms(2026, 3, 5, 1, 15)}, "foo/2026030400/", "foo/2026030501/", 26},
+		{"a window across the new year", Window{Start: ms(2025, 12, 31, 23, 0), End: ms(2026, 1, 1, 1, 0)}, "foo/2025123100/", "foo/2026010100/", 25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+fmt.Sprintf(" gives %d hours", tt.wantPrefixes), func(t *testing.T) {
@@ -144,7 +144,7 @@ func TestPrefixesWalkHoursFromMidnightOfTheStartDay(t *testing.T) {
 
 func TestPrefixesOfAnEmptyWindow(t *testing.T) {
 	start := ms(2026, 1, 1, 0, 0)
-	for _, w := range []Window{{start, start}, {start, start - 1}, {math.MaxInt64, math.MinInt64}} {
+	for _, w := range []Window{{Start: start, End: start}, {Start: start, End: start - 1}, {Start: math.MaxInt64, End: math.MinInt64}} {
 		for _, format := range []string{DefaultFormat, "%taskId"} {
 			t.Run(fmt.Sprintf("%s over [%d, %d) is empty", format, w.Start, w.End), func(t *testing.T) {
 				got, err := mustParse(t, format).Prefixes(RequestScope("foo"), w, 0)
@@ -161,7 +161,7 @@ func TestPrefixesStopAtTheLimit(t *testing.T) {
 	yearly := mustParse(t, "%requestId/%Y/")
 	untimed := mustParse(t, "%requestId/%taskId")
 	start := ms(2026, 1, 1, 0, 0)
-	hours := func(n int64) Window { return Window{start, start + n*time.Hour.Milliseconds()} }
+	hours := func(n int64) Window { return Window{Start: start, End: start + n*time.Hour.Milliseconds()} }
 	msgTooMany := "A lookup may cover at most 2000 prefixes; narrow the time window or name fewer tasks and requests"
 	tests := []struct {
 		name   string
@@ -173,10 +173,10 @@ func TestPrefixesStopAtTheLimit(t *testing.T) {
 		{"2000 hours fit", hourly, hours(2000), MaxPrefixes, 2000},
 		{"2001 hours do not", hourly, hours(2001), MaxPrefixes, -1},
 		{"a smaller budget counts", hourly, hours(11), 10, -1},
-		{"all of int64 from 1970 stops early", hourly, Window{0, math.MaxInt64}, MaxPrefixes, -1},
-		{"all of int64 by years stops early", yearly, Window{math.MinInt64, math.MaxInt64}, MaxPrefixes, -1},
-		{"the last millisecond of int64 is one year", yearly, Window{math.MaxInt64 - 1, math.MaxInt64}, MaxPrefixes, 1},
-		{"the first millisecond of int64 is one year", yearly, Window{math.MinInt64, math.MinInt64 + 1}, MaxPrefixes, 1},
+		{"all of int64 from 1970 stops early", hourly, Window{Start: 0, End: math.MaxInt64}, MaxPrefixes, -1},
+		{"all of int64 by years stops early", yearly, Window{Start: math.MinInt64, End: math.MaxInt64}, MaxPrefixes, -1},
+		{"the last millisecond of int64 is one year", yearly, Window{Start: math.MaxInt64 - 1, End: math.MaxInt64}, MaxPrefixes, 1},
+		{"the first millisecond of int64 is one year", yearly, Window{Start: math.MinInt64, End: math.MinInt64 + 1}, MaxPrefixes, 1},
 		{"one prefix needs a budget of one", untimed, hours(1), 0, -1},
 	}
 	for _, tt := range tests {
@@ -197,7 +197,7 @@ func TestPrefixesStopAtTheLimit(t *testing.T) {
 }
 
 func TestPrefixesRefuseScopesThatCouldWidenAPrefix(t *testing.T) {
-	day := Window{ms(2026, 1, 1, 0, 0), ms(2026, 1, 2, 0, 0)}
+	day := Window{Start: ms(2026, 1, 1, 0, 0), End: ms(2026, 1, 2, 0, 0)}
 	tests := []struct {
 		name  string
 		scope Scope
@@ -238,11 +238,11 @@ func TestTaskWindow(t *testing.T) {
 		start, end *int64
 		want       Window
 	}{
-		{"without bounds it runs from the task's start to now", nil, nil, Window{started, now}},
-		{"a start before the task's start is raised to it", ptr(started - 1000), nil, Window{started, now}},
-		{"a start after the task's start is kept", ptr(started + 1000), nil, Window{started + 1000, now}},
-		{"an end is kept", nil, ptr(started + 5), Window{started, started + 5}},
-		{"an end before the start is kept, leaving the window empty", ptr(started + 10), ptr(started + 5), Window{started + 10, started + 5}},
+		{"without bounds it runs from the task's start to now", nil, nil, Window{Start: started, End: now}},
+		{"a start before the task's start is raised to it", ptr(started - 1000), nil, Window{Start: started, End: now}},
+		{"a start after the task's start is kept", ptr(started + 1000), nil, Window{Start: started + 1000, End: now}},
+		{"an end is kept", nil, ptr(started + 5), Window{Start: started, End: started + 5}},
+		{"an end before the start is kept, leaving the window empty", ptr(started + 10), ptr(started + 5), Window{Start: started + 10, End: started + 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -263,10 +263,10 @@ func TestLookbackWindow(t *testing.T) {
 		now        int64
 		want       Window
 	}{
-		{"without bounds it looks back from now", nil, nil, month, now, Window{now - month.Milliseconds(), now}},
-		{"a start replaces the lookback", ptr(5), nil, month, now, Window{5, now}},
-		{"an end replaces now", nil, ptr(now - 1), month, now, Window{now - month.Milliseconds(), now - 1}},
-		{"a lookback past the minimum int64 stops there", nil, nil, time.Duration(math.MaxInt64), math.MinInt64 + 5, Window{math.MinInt64, math.MinInt64 + 5}},
+		{"without bounds it looks back from now", nil, nil, month, now, Window{Start: now - month.Milliseconds(), End: now}},
+		{"a start replaces the lookback", ptr(5), nil, month, now, Window{Start: 5, End: now}},
+		{"an end replaces now", nil, ptr(now - 1), month, now, Window{Start: now - month.Milliseconds(), End: now - 1}},
+		{"a lookback past the minimum int64 stops there", nil, nil, time.Duration(math.MaxInt64), math.MinInt64 + 5, Window{Start: math.MinInt64, End: math.MinInt64 + 5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -325,5 +325,66 @@ func TestAllow(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestOwnsKeepsTheScopesOwnLogsOnly(t *testing.T) {
+	f := Format{}
+	parse := func(key string) Parsed {
+		t.Helper()
+		p, ok := f.Parse(key)
+		if !ok {
+			t.Fatalf("%q does not parse", key)
+		}
+		return p
+	}
+	rk, rkb := "web-d1-1-0-h-rk", "web-d1-1-0-h-rk_b"
+	own := parse("web/2026/11/" + rk + "_0-1-x.log")
+	longer := parse("web/2026/11/" + rkb + "_0-1-x.log")
+	otherDeploy := parse("web/2026/11/web-d10-1-0-h-rk_0-1-x.log")
+	task := mustTask(t, rk)
+	for _, c := range []struct {
+		name string
+		s    Scope
+		p    Parsed
+		want bool
+	}{
+		{"a task owns its log", TaskScope(task), own, true},
+		{"a task does not own the log of a task whose id extends its own", TaskScope(task), longer, false},
+		{"a deploy owns its tasks' logs", DeployScope("web", "d1"), longer, true},
+		{"a deploy does not own another deploy's", DeployScope("web", "d1"), otherDeploy, false},
+		{"a request owns every deploy's", RequestScope("web"), otherDeploy, true},
+		{"a request does not own another request's", RequestScope("we"), own, false},
+	} {
+		if got := c.s.Owns(c.p); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestListedIsWhetherTheReachedWindowsPrefixesHoldTheKey(t *testing.T) {
+	f := Format{}
+	task := mustTask(t, "web-d1-1-0-h-r")
+	day := func(y int, m time.Month, d int) int64 { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).UnixMilli() }
+	keyOf := func(at int64) Parsed {
+		p, _ := f.Parse(f.Key(File{Task: task, Filename: "x", Modified: time.UnixMilli(at)}))
+		return p
+	}
+	reach := Window{Start: day(2026, 10, 15) + 5, End: day(2026, 12, 2)}
+	for _, c := range []struct {
+		name string
+		at   int64
+		want bool
+	}{
+		{"the month before the window's start", day(2026, 9, 30), false},
+		{"the window's first month, before its start", day(2026, 10, 1), true},
+		{"the month the window reaches", day(2026, 12, 20), true},
+		{"the month after", day(2027, 1, 1), false},
+	} {
+		for _, s := range []Scope{TaskScope(task), RequestScope("web")} {
+			if got := f.Listed(s, keyOf(c.at), reach); got != c.want {
+				t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+			}
+		}
 	}
 }

@@ -53,3 +53,22 @@ func TestKeyTimeIsTheMillisecondsTheKeyWasWrittenWith(t *testing.T) {
 		t.Errorf("KeyTime without %%s = %d, want nil", *got)
 	}
 }
+
+func TestAPlainWindowMeasuresSpansWithoutMetadata(t *testing.T) {
+	n := func(v int64) *int64 { return &v }
+	e := Entry{Object: Object{LastModified: 500}, Start: n(100), End: n(150)}
+	for _, c := range []struct {
+		name string
+		w    Window
+		want bool
+	}{
+		{"metadata: inside its start and end", Window{Start: 120, End: 130}, true},
+		{"plain: before its key time", Window{Start: 120, End: 130, Plain: true}, false},
+		{"metadata: after its end", Window{Start: 400, End: 450}, false},
+		{"plain: between its key time and its last modification", Window{Start: 400, End: 450, Plain: true}, true},
+	} {
+		if got := c.w.Holds(e, n(300)); got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -47,6 +47,10 @@ func (f *fakeIndex) Deploy(_ context.Context, req, dep string, w logkey.Window) 
 	return f.answer("deploy "+req+"/"+dep, w), nil
 }
 
+func (f *fakeIndex) Landed(_ context.Context, of logkey.Task, since int64) ([]logkey.Entry, error) {
+	return f.answer(fmt.Sprintf("landed %+v", of), logkey.Window{Start: since, End: 1 << 62}), nil
+}
+
 func indexedRoutes(store logs.Store, index logs.Index) http.Handler {
 	h := logs.New(store, settings("logs-a")).ReadsIndex(index)
 	logs.SetClock(h, func() time.Time { return taskStart.Add(5 * 24 * time.Hour) })
@@ -54,11 +58,12 @@ func indexedRoutes(store logs.Store, index logs.Index) http.Handler {
 }
 
 func TestIndexedLookupsListNothingAndHeadNothing(t *testing.T) {
-	start, end := int64(10), int64(20)
 	at := taskStart.Add(time.Hour).UnixMilli()
+	start, end := at-60_000, at
+	k1, k2 := taskKey("k1", at), taskKey("k2", at)
 	index := &fakeIndex{entries: []logkey.Entry{
-		{Object: logkey.Object{Bucket: "logs-a", Key: "k1", LastModified: at, Size: 3}, Start: &start, End: &end},
-		{Object: logkey.Object{Bucket: "elsewhere", Key: "k2", LastModified: at, Size: 3}},
+		{Object: logkey.Object{Bucket: "logs-a", Key: k1, LastModified: at, Size: 3}, Start: &start, End: &end},
+		{Object: logkey.Object{Bucket: "elsewhere", Key: k2, LastModified: at, Size: 3}},
 	}}
 	store := newRecordingStore()
 	h := indexedRoutes(store, index)
@@ -66,14 +71,14 @@ func TestIndexedLookupsListNothingAndHeadNothing(t *testing.T) {
 		// Ending before the last minute: the newest prefix is not listed.
 		fmt.Sprintf("/api/logs/task/%s?end=%d", taskID, taskStart.Add(2*time.Hour).UnixMilli()),
 		"/api/logs/request/web-api?excludeMetadata=true",
-		"/api/logs/request/web-api/deploy/v42?list=true",
+		"/api/logs/request/web-api/deploy/d1?list=true",
 	} {
 		r := serve(t, h, http.MethodGet, path, "")
 		if r.status != http.StatusOK {
 			t.Fatalf("%s: got %d %s", path, r.status, r.body)
 		}
 		got := decode[[]logEntry](t, r)
-		if len(got) != 1 || got[0].Key != "k1" {
+		if len(got) != 1 || got[0].Key != k1 {
 			t.Fatalf("%s: got %+v, want k1 only (elsewhere is not a configured bucket)", path, got)
 		}
 		if metadata := !strings.Contains(path, "excludeMetadata=true"); (got[0].StartTime != nil) != metadata || metadata && *got[0].StartTime != start {
@@ -135,9 +140,46 @@ func (failingLists) All(context.Context, string, string) ([]logkey.Object, error
 
 func TestATaskLookupOnTheIndexStandsWhenItsNewestPrefixCannotBeListed(t *testing.T) {
 	at := taskStart.Add(time.Hour).UnixMilli()
-	index := &fakeIndex{entries: []logkey.Entry{{Object: logkey.Object{Bucket: "logs-a", Key: "k1", LastModified: at, Size: 3}}}}
+	k1 := taskKey("k1", at)
+	index := &fakeIndex{entries: []logkey.Entry{{Object: logkey.Object{Bucket: "logs-a", Key: k1, LastModified: at, Size: 3}}}}
 	r := serve(t, indexedRoutes(failingLists{&fakeStore{}}, index), http.MethodGet, "/api/logs/task/"+taskID, "")
-	if got := decode[[]logEntry](t, r); len(got) != 1 || got[0].Key != "k1" {
+	if got := decode[[]logEntry](t, r); len(got) != 1 || got[0].Key != k1 {
 		t.Errorf("got %+v, want the index's k1: the newest prefix only adds to it", got)
+	}
+}
+
+// taskKey is the key the uploader of taskID writes its file name under at
+// at (epoch ms), in the default format.
+func taskKey(name string, at int64) string {
+	task, _ := logkey.ParseTaskID(taskID)
+	return (logkey.Format{}).Key(logkey.File{Task: task, Filename: name, Modified: time.UnixMilli(at)})
+}
+
+func TestLandedSinceAnswersWhatLandedWhateverItsSpan(t *testing.T) {
+	now := taskStart.Add(5 * 24 * time.Hour)
+	since := now.Add(-10 * time.Minute)
+	f := &fakeStore{times: map[string][2]*int64{}}
+	old := taskStart.Add(time.Hour).UnixMilli()
+	late := taskKey("late.log", old) // its span ended days ago; it landed now
+	f.add("logs-a", late, now.Add(-time.Minute))
+	f.times[late] = [2]*int64{&old, &old}
+	earlier := taskKey("earlier.log", old)
+	f.add("logs-a", earlier, now.Add(-time.Hour))
+	index := &fakeIndex{entries: []logkey.Entry{
+		{Object: logkey.Object{Bucket: "logs-a", Key: late, LastModified: now.Add(-time.Minute).UnixMilli()}, Start: &old, End: &old},
+		{Object: logkey.Object{Bucket: "logs-a", Key: earlier, LastModified: now.Add(-time.Hour).UnixMilli()}},
+	}}
+	for path, h := range map[string]http.Handler{"listing": routes(f, settings("logs-a")), "index": indexedRoutes(&fakeStore{}, index)} {
+		for _, lookup := range []string{"/api/logs/task/" + taskID, "/api/logs/request/web-api", "/api/logs/request/web-api/deploy/d1"} {
+			got := sortedKeys(decode[[]logEntry](t, serve(t, h, http.MethodGet, fmt.Sprintf("%s?landedSince=%d", lookup, since.UnixMilli()), "")))
+			if !slices.Equal(got, []string{late}) {
+				t.Errorf("%s on the %s: got %q, want the late upload only", lookup, path, got)
+			}
+		}
+		bad := serve(t, h, http.MethodGet, fmt.Sprintf("/api/logs/request/web-api?landedSince=%d&start=%d", since.UnixMilli(), since.UnixMilli()), "")
+		bad.wantJSONError(t, http.StatusBadRequest, "landedSince answers what landed since")
+	}
+	if !slices.ContainsFunc(index.asked, func(a string) bool { return strings.HasPrefix(a, "landed ") }) {
+		t.Errorf("got %q, want the index asked what landed", index.asked)
 	}
 }

@@ -36,13 +36,15 @@ type Store interface {
 // task, request or deploy whose span overlaps the window, with their start
 // and end times, in one query. Page is the search's: Store.Page of one
 // bucket and prefix, kept to the logs of of (a task when of.ID is set, else
-// a deploy when of.DeployID is, else a request) over w. Errors:
-// fault.Unavailable and fault.Timeout.
+// a deploy when of.DeployID is, else a request) over w. Landed is the logs
+// of of that landed in S3 (last modification) at or after since, whatever
+// their span. Errors: fault.Unavailable and fault.Timeout.
 type Index interface {
 	Task(ctx context.Context, taskID string, w logkey.Window) ([]logkey.Entry, error)
 	Request(ctx context.Context, requestID string, w logkey.Window) ([]logkey.Entry, error)
 	Deploy(ctx context.Context, requestID, deployID string, w logkey.Window) ([]logkey.Entry, error)
 	Page(ctx context.Context, of logkey.Task, bucket, prefix, after string, limit int, w logkey.Window) ([]logkey.Entry, bool, error)
+	Landed(ctx context.Context, of logkey.Task, since int64) ([]logkey.Entry, error)
 }
 
 // Bounds on the S3 calls one lookup makes at once. The lists of a lookup
@@ -136,6 +138,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // query is the parsed query string of a GET lookup.
 type query struct {
 	start, end      *int64
+	landedSince     *int64
 	excludeMetadata bool
 	list            bool
 	maxPerPage      int // 0: no cap
@@ -150,6 +153,12 @@ func parseQuery(r *http.Request, paged bool) (query, error) {
 	}
 	if q.end, err = millis(v, "end"); err != nil {
 		return q, err
+	}
+	if q.landedSince, err = millis(v, "landedSince"); err != nil {
+		return q, err
+	}
+	if q.landedSince != nil && (q.start != nil || q.end != nil) {
+		return q, fault.Invalid("landedSince answers what landed since, whatever the window: it takes no start or end")
 	}
 	q.excludeMetadata = strings.EqualFold(v.Get("excludeMetadata"), "true")
 	q.list = strings.EqualFold(v.Get("list"), "true")
@@ -186,6 +195,7 @@ func (h *Handler) task(w http.ResponseWriter, r *http.Request) {
 		}
 		return target{
 			scope:  logkey.TaskScope(t),
+			of:     t,
 			window: logkey.TaskWindow(t, q.start, q.end, now),
 			fresh:  true,
 			index: func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error) {
@@ -205,6 +215,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 		}
 		return target{
 			scope:  logkey.RequestScope(id),
+			of:     logkey.Task{RequestID: id},
 			window: logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now),
 			index: func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error) {
 				return h.index.Request(ctx, id, w)
@@ -225,6 +236,7 @@ func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 		}
 		return target{
 			scope:  logkey.DeployScope(req, dep),
+			of:     logkey.Task{RequestID: req, DeployID: dep},
 			window: logkey.LookbackWindow(q.start, q.end, h.cfg.Lookback, now),
 			index: func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error) {
 				return h.index.Deploy(ctx, req, dep, w)
@@ -237,9 +249,15 @@ func (h *Handler) deploy(w http.ResponseWriter, r *http.Request) {
 // read from the index when it is on, else listed under the scope's prefixes.
 type target struct {
 	scope  logkey.Scope
+	of     logkey.Task // the task, deploy or request, as Index.Page names it
 	window logkey.Window
 	index  func(ctx context.Context, w logkey.Window) ([]logkey.Entry, error)
 	fresh  bool // on the index, also list the newest prefixes (findIndexed)
+
+	// landedSince, when set, answers the logs that landed at or after it
+	// instead of those of the window, among the keys the window reaches
+	// (docs/behaviour.md "Task logs", landedSince).
+	landedSince *int64
 }
 
 // lookup answers a GET lookup of what: the logs of the target that resolve
@@ -270,10 +288,12 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 	if err != nil {
 		return nil, err
 	}
+	t.window.Plain = q.excludeMetadata
+	t.landedSince = q.landedSince
 	if h.index != nil {
 		return h.findIndexed(r, what, q, t, now)
 	}
-	ps, err := h.cfg.Format.Prefixes(t.scope, t.window, logkey.MaxPrefixes)
+	ps, err := h.cfg.Format.Prefixes(t.scope, logkey.Reach(t.window, now), logkey.MaxPrefixes)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +313,7 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 			return nil, err
 		}
 	}
-	entries = h.within(entries, func(logkey.Entry) logkey.Window { return t.window })
+	entries = h.answers(t, now, entries)
 	if q.maxPerPage > 0 {
 		entries = capPerBucket(entries, q.maxPerPage)
 	}
@@ -315,10 +335,14 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target, n
 	var gone missingBuckets
 	g, gctx := errgroup.WithContext(qctx)
 	g.Go(func() (err error) {
+		if t.landedSince != nil {
+			entries, err = h.index.Landed(gctx, t.of, *t.landedSince)
+			return err
+		}
 		entries, err = t.index(gctx, t.window)
 		return err
 	})
-	recent := logkey.Window{Start: max(t.window.Start, now-freshness.Milliseconds()), End: t.window.End}
+	recent := logkey.Window{Start: max(t.window.Start, now-freshness.Milliseconds()), End: t.window.End, Plain: t.window.Plain}
 	if t.fresh && recent.Start < recent.End {
 		g.Go(func() error {
 			ps, err := h.cfg.Format.Prefixes(t.scope, recent, logkey.MaxPrefixes)
@@ -345,12 +369,12 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target, n
 	}
 	lctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
 	defer cancel()
-	unindexed, err := h.unindexed(lctx, what, q, t.window, entries, listed)
+	unindexed, err := h.unindexed(lctx, what, q, entries, listed)
 	if err != nil {
 		web.Note(r, "newest_prefix_error", err.Error())
 		unindexed = nil
 	}
-	entries = append(entries, unindexed...)
+	entries = h.answers(t, now, append(entries, unindexed...))
 	entries = slices.DeleteFunc(entries, func(e logkey.Entry) bool { return !slices.Contains(h.cfg.Buckets, e.Bucket) })
 	if q.maxPerPage > 0 {
 		entries = capPerBucket(entries, q.maxPerPage)
@@ -363,9 +387,9 @@ func (h *Handler) findIndexed(r *http.Request, what string, q query, t target, n
 // upload (docs/behaviour.md "Task-log index").
 const freshness = time.Minute
 
-// unindexed returns the listed objects the index does not hold, in the
-// window, with their times (one HEAD each) unless metadata is excluded.
-func (h *Handler) unindexed(ctx context.Context, what string, q query, w logkey.Window, indexed []logkey.Entry, listed []logkey.Object) ([]logkey.Entry, error) {
+// unindexed returns the listed objects the index does not hold, with their
+// times (one HEAD each) unless metadata is excluded.
+func (h *Handler) unindexed(ctx context.Context, what string, q query, indexed []logkey.Entry, listed []logkey.Object) ([]logkey.Entry, error) {
 	held := make(map[[2]string]bool, len(indexed))
 	for _, e := range indexed {
 		held[[2]string{e.Bucket, e.Key}] = true
@@ -381,16 +405,28 @@ func (h *Handler) unindexed(ctx context.Context, what string, q query, w logkey.
 			return nil, err
 		}
 	}
-	return h.within(out, func(logkey.Entry) logkey.Window { return w }), nil
+	return out, nil
 }
 
-// within keeps the entries whose span overlaps the window that window
-// gives for each (docs/behaviour.md "Task logs"). Their times are those a
-// HEAD read, or none when the caller excluded metadata: then a span is
-// what the key's %s time and the last modification tell.
-func (h *Handler) within(entries []logkey.Entry, window func(logkey.Entry) logkey.Window) []logkey.Entry {
+// answers keeps the entries that answer t at now, by the one rule every
+// path applies, listing or index, GET or search (docs/behaviour.md "Task
+// logs"): the key parses to t's task, deploy or request (logkey.Scope.Owns),
+// it lies under a prefix of t's window reached to now (logkey.Reach,
+// logkey.Format.Listed), and its span, by the window's rule, overlaps the
+// window (logkey.Window.Holds), or, asked what landed since, it landed
+// then or later. Listed and indexed logs then answer alike, whatever else
+// their prefixes hold.
+func (h *Handler) answers(t target, now int64, entries []logkey.Entry) []logkey.Entry {
+	reach := logkey.Reach(t.window, now)
 	return slices.DeleteFunc(entries, func(e logkey.Entry) bool {
-		return !window(e).Overlaps(e.Span(h.cfg.Format.KeyTime(e.Key)))
+		p, ok := h.cfg.Format.Parse(e.Key)
+		if !ok || !t.scope.Owns(p) || !h.cfg.Format.Listed(t.scope, p, reach) {
+			return true
+		}
+		if t.landedSince != nil {
+			return e.LastModified < *t.landedSince
+		}
+		return !t.window.Holds(e, p.Time)
 	})
 }
 

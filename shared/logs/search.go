@@ -26,12 +26,11 @@ type source struct {
 	owners              []logkey.Task
 }
 
-// hit is a log a page found, with the key and the window of the source it
-// came from. Its times are known when it was read from the index.
+// hit is a log a page found, with the source it came from. Its times are
+// known when it was read from the index.
 type hit struct {
 	object logkey.Entry
-	source string
-	window logkey.Window
+	source *source
 }
 
 // search serves POST /api/logs/search (docs/behaviour.md "Task logs"). A page holds at most
@@ -81,24 +80,22 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 	}
 	allow := req.allowlist()
 	var found []logkey.Entry
-	windows := map[[2]string]logkey.Window{}
+	from := map[[2]string]*source{}
 	for _, hit := range hits {
 		if len(allow) == 0 || slices.ContainsFunc(allow, func(a string) bool { return strings.HasPrefix(hit.object.Key, a) }) {
 			found = append(found, hit.object)
-			windows[[2]string{hit.object.Bucket, hit.object.Key}] = hit.window
+			from[[2]string{hit.object.Bucket, hit.object.Key}] = hit.source
 		}
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
 	defer cancel()
-	if h.index == nil {
-		// The index answered its logs' times and its exact window already.
-		if !req.ExcludeMetadata {
-			if err := h.readTimes(ctx, "search", found); err != nil {
-				return none, err
-			}
+	if h.index == nil && !req.ExcludeMetadata {
+		// The index answered its logs' times already.
+		if err := h.readTimes(ctx, "search", found); err != nil {
+			return none, err
 		}
-		found = h.within(found, func(e logkey.Entry) logkey.Window { return windows[[2]string{e.Bucket, e.Key}] })
 	}
+	found = slices.DeleteFunc(found, func(e logkey.Entry) bool { return !h.sourceAnswers(from[[2]string{e.Bucket, e.Key}], e) })
 	// describe puts found in the results' order; fitPage pairs them.
 	results, err := h.describe(ctx, "search", found, !req.ExcludeMetadata, !req.ListOnly)
 	if err != nil {
@@ -137,23 +134,26 @@ func (h *Handler) sources(req searchJSON) ([]source, error) {
 			return nil, err
 		}
 		w := logkey.TaskWindow(t, req.Start, req.End, now)
-		ps, err := h.cfg.Format.Prefixes(logkey.TaskScope(t), w, budget)
+		w.Plain = req.ExcludeMetadata
+		ps, err := h.cfg.Format.Prefixes(logkey.TaskScope(t), logkey.Reach(w, now), budget)
 		if err := add(w, t, logkey.Allow(ps, allow), err); err != nil {
 			return nil, err
 		}
 	}
 	window := logkey.LookbackWindow(req.Start, req.End, h.cfg.Lookback, now)
+	window.Plain = req.ExcludeMetadata
+	reach := logkey.Reach(window, now)
 	for _, requestID := range slices.Sorted(maps.Keys(req.RequestsAndDeploys)) {
 		deploys := req.RequestsAndDeploys[requestID]
 		if len(deploys) == 0 {
-			ps, err := h.cfg.Format.Prefixes(logkey.RequestScope(requestID), window, budget)
+			ps, err := h.cfg.Format.Prefixes(logkey.RequestScope(requestID), reach, budget)
 			if err := add(window, logkey.Task{RequestID: requestID}, ps, err); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		for _, d := range deploys {
-			ps, err := h.cfg.Format.Prefixes(logkey.DeployScope(requestID, d), window, budget)
+			ps, err := h.cfg.Format.Prefixes(logkey.DeployScope(requestID, d), reach, budget)
 			if err := add(window, logkey.Task{RequestID: requestID, DeployID: d}, ps, err); err != nil {
 				return nil, err
 			}
@@ -253,7 +253,7 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, go
 			}
 			taken := pages[i][:min(room, len(pages[i]))]
 			for _, o := range taken {
-				found = append(found, hit{object: o, source: s.key, window: s.window})
+				found = append(found, hit{object: o, source: &wave[i]})
 			}
 			room -= len(taken)
 			t := tokens[s.key]
@@ -338,7 +338,7 @@ func fitPage(base int, hits []hit, found []logkey.Entry, results []logJSON, toke
 	for i, hit := range hits {
 		// The source's token now ends at this key instead of the last one.
 		key, _ := carried(hit.object.Key)
-		grow := key - keySize[hit.source]
+		grow := key - keySize[hit.source.key]
 		if j, ok := index[[2]string{hit.object.Bucket, hit.object.Key}]; ok {
 			result, _ := carried(results[j])
 			grow += result + 1 // and a comma
@@ -347,7 +347,7 @@ func fitPage(base int, hits []hit, found []logkey.Entry, results []logJSON, toke
 			cut = i
 			break
 		}
-		size, keySize[hit.source] = size+grow, key
+		size, keySize[hit.source.key] = size+grow, key
 	}
 	if cut == len(hits) {
 		return results, tokens
@@ -355,12 +355,12 @@ func fitPage(base int, hits []hit, found []logkey.Entry, results []logJSON, toke
 	// Hits come source by source: the source of the first hit cut may have
 	// answered some, every later one answered none.
 	for i := cut; i < len(hits); i++ {
-		s := hits[i].source
-		if i > cut && s == hits[i-1].source {
+		s := hits[i].source.key
+		if i > cut && s == hits[i-1].source.key {
 			continue
 		}
 		t := in[s]
-		if i == cut && cut > 0 && hits[cut-1].source == s {
+		if i == cut && cut > 0 && hits[cut-1].source.key == s {
 			t.Value = &hits[cut-1].object.Key
 		}
 		t.LastPage = false
@@ -377,4 +377,17 @@ func fitPage(base int, hits []hit, found []logkey.Entry, results []logJSON, toke
 		}
 	}
 	return kept, tokens
+}
+
+// sourceAnswers is answers for a log that s's page found: its key parses
+// to a log of one of s's owners, in the default group, and its span, by
+// the window's rule, overlaps s's window. It lies under s's prefix, which
+// the window reached to now named.
+func (h *Handler) sourceAnswers(s *source, e logkey.Entry) bool {
+	p, ok := h.cfg.Format.Parse(e.Key)
+	if !ok || p.Group != "" && p.Group != group {
+		return false
+	}
+	of := logkey.Task{ID: p.TaskID, RequestID: p.RequestID, DeployID: p.DeployID}
+	return slices.ContainsFunc(s.owners, func(o logkey.Task) bool { return holds(o, of) }) && s.window.Holds(e, p.Time)
 }

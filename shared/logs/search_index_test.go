@@ -55,6 +55,10 @@ func (x *keyIndex) Deploy(context.Context, string, string, logkey.Window) ([]log
 	return nil, nil
 }
 
+func (x *keyIndex) Landed(context.Context, logkey.Task, int64) ([]logkey.Entry, error) {
+	return nil, nil
+}
+
 func (x *keyIndex) Page(_ context.Context, of logkey.Task, bucket, prefix, after string, limit int, w logkey.Window) ([]logkey.Entry, bool, error) {
 	x.mu.Lock()
 	x.asked = append(x.asked, fmt.Sprintf("%s/%s/%s %s/%s", of.RequestID, of.DeployID, of.ID, bucket, prefix))
