@@ -312,8 +312,9 @@ func outOfActive(prefix string) (int, error) {
 	return n, nil
 }
 
-// A guard of 0 allows no disruption: the form refuses it and says why,
-// before asking anything or sending any change.
+// A guard of 0 allows no disruption: the form refuses it and says why (as
+// the browser's own refusal of the field), before asking anything or
+// sending any change.
 func TestBulkGuardOfZeroIsRefused(t *testing.T) {
 	ids := seed(t, "guardzero", 3, false)
 	remove(t, ids)
@@ -324,7 +325,8 @@ func TestBulkGuardOfZeroIsRefused(t *testing.T) {
 		chromedp.Click(`form.bulk input[value=freeze]`),
 		chromedp.SendKeys(`//label[starts-with(text(),"At most N")]/following-sibling::input`, "0", chromedp.BySearch),
 		chromedp.Click(`form.bulk button[type=submit]`))
-	eventually(t, ctx, "the refusal", has("form.bulk", "a guard of 0 allows no machine out of ACTIVE"))
+	eventually(t, ctx, "the refusal in the guard's own words", `(() => { const g = document.evaluate('//label[starts-with(text(),"At most N")]/following-sibling::input', document, null, 9).singleNodeValue;
+		return !g.validity.valid && g.validationMessage.includes("A guard of 0 allows no machine out of ACTIVE") })()`)
 	var asked bool
 	do(t, ctx, chromedp.Evaluate(`!!document.querySelector("dialog.confirm[open]")`, &asked))
 	if n, err := outOfActive("guardzero-"); err != nil || n != 0 || asked {

@@ -19,6 +19,9 @@ import { ACTIONS, EXPIRIES, NEXT } from "./actions.js";
 // PARALLEL is how many changes are in flight at once.
 const PARALLEL = 8;
 
+// ZERO_GUARD refuses a guard of 0, a budget that allows no disruption.
+const ZERO_GUARD = "A guard of 0 allows no machine out of ACTIVE, so nothing would change: give 1 or more, or leave it empty for no limit.";
+
 // bulkPanel is the form that changes the selection: ids() is the selected
 // machines, select(ids) replaces the selection (the "next" buttons),
 // states() reads every machine's current state afresh (a Map by id), and
@@ -35,7 +38,10 @@ export function bulkPanel({ ids, select, states, changed }) {
   const expiry = h("select", { onchange: () => sync() }, EXPIRIES.filter(([v]) => v !== "custom").map(([v, l]) => h("option", { value: v }, l)));
   const revert = h("select");
   const revertField = field("Then return to", revert);
-  const guard = h("input", { type: "number", min: "1", step: "1", inputMode: "numeric", placeholder: "no limit" });
+  // A guard of 0 would allow no change at all: the browser refuses it on
+  // submit, in these words.
+  const guard = h("input", { type: "number", min: "1", step: "1", inputMode: "numeric", placeholder: "no limit",
+    oninput: () => guard.setCustomValidity(guard.value !== "" && Number(guard.value) === 0 ? ZERO_GUARD : "") });
   const submit = h("button", { class: "primary", type: "submit" });
   const summary = h("p", { class: "muted", "aria-live": "polite" });
   const results = h("ol", { class: "bulk-results", "aria-label": "Result per machine" });
@@ -65,9 +71,7 @@ export function bulkPanel({ ids, select, states, changed }) {
     const a = ACTIONS[action];
     const limit = guard.value === "" ? 0 : Number(guard.value);
     if (guard.value !== "" && !(Number.isInteger(limit) && limit > 0)) {
-      summary.replaceChildren(problem(new Error(limit === 0
-        ? "a guard of 0 allows no machine out of ACTIVE, so nothing would change: give 1 or more, or leave it empty for no limit"
-        : "the guard must be a whole number of machines, 1 or more")));
+      summary.replaceChildren(problem(new Error(limit === 0 ? ZERO_GUARD : "the guard must be a whole number of machines, 1 or more")));
       guard.focus();
       return;
     }
