@@ -65,7 +65,7 @@ first seen, resources and attributes), json, name (ids only, one a line,
 for xargs).`,
 		Example: `  fleetctl list
   fleetctl list --state frozen -o name
-  fleetctl list --rack us-east-1a -l instance_type=m5.4xlarge   # what freeze --rack us-east-1a -l instance_type=m5.4xlarge selects
+  fleetctl list --rack us-east-1a -l instance_type=m5.4xlarge   # what freeze with the same flags selects
   fleetctl list 'node-1*' -o wide
   fleetctl list -o json | jq '.[].host'`,
 		Args: args(cobra.ArbitraryArgs),
