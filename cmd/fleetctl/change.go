@@ -57,7 +57,8 @@ decommission limit still applies: its refusal is reported per machine.`,
   fleetctl %[1]s node-17 node-18 -m "disk check" --for 2h --revert %[2]s --yes
   fleetctl %[1]s --rack us-east-1a -l instance_type=m5.4xlarge --max-unavailable 10%% -m "rack maintenance"
   fleetctl list --state active -o name | xargs fleetctl %[1]s --dry-run`, name, act.defaultRevert),
-		Args: args(cobra.ArbitraryArgs),
+		Args:              args(cobra.ArbitraryArgs),
+		ValidArgsFunction: a.completeIDs(everyMachine, 0),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			return a.change(cmd, name, f, ids)
 		},

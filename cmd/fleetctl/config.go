@@ -214,8 +214,14 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 	s := a.settings
 	// Half the call's time per attempt leaves room for at least one retry,
 	// and the user hears of each retry instead of waiting in silence.
-	opts := client.Options{Endpoint: s.endpoint, Header: s.headers, AttemptTimeout: s.timeout / 2, CallTimeout: s.timeout,
-		UserAgent: "fleetctl/" + version, OnRetry: a.retrying}
+	return a.clientWith(ctx, client.Options{AttemptTimeout: s.timeout / 2, CallTimeout: s.timeout, OnRetry: a.retrying})
+}
+
+// clientWith returns an API client with the settings in effect and the
+// attempts, timeouts and retry notice of opts.
+func (a *app) clientWith(ctx context.Context, opts client.Options) (*client.Client, error) {
+	s := a.settings
+	opts.Endpoint, opts.Header, opts.UserAgent = s.endpoint, s.headers, "fleetctl/"+version
 	switch s.auth {
 	case "bearer":
 		if s.token == "" {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -471,4 +472,65 @@ func TestTheServiceLimitStaysTheHardStopReportedPerMachine(t *testing.T) {
 		t.Errorf("got stderr\n%s\nwant the service's refusal of the third, in its words", res.stderr)
 	}
 	settleDrains(t)
+}
+
+// list selects as the change commands do, so that a change's selection can
+// be listed first with the same flags: for each selection, list -o name
+// names exactly the machines freeze --dry-run would change.
+func TestListSelectsAsTheChangeCommandsDo(t *testing.T) {
+	var ms []apitest.Machine
+	for i := range 8 {
+		ms = append(ms, apitest.Machine{ID: fmt.Sprintf("pvw-%d", i), Host: fmt.Sprintf("pvw%d.rack%d.example.com", i, i%2), Rack: []string{"r-east", "r-west"}[i%2],
+			Attributes: map[string]string{"pool": "pvw", "type": []string{"m5", "c6"}[i/4]}, RunningTasks: 1})
+	}
+	if err := local.Report(context.Background(), time.Time{}, ms...); err != nil {
+		t.Fatal(err)
+	}
+	none := apitest.None
+	fleetctl(t, none, nil, "freeze", "pvw-2", "pvw-5", "--yes").want(t, 0)
+
+	for _, tc := range []struct {
+		name string
+		sel  []string
+		want string
+	}{
+		{"a label", []string{"-l", "pool=pvw"}, "pvw-0 pvw-1 pvw-2 pvw-3 pvw-4 pvw-5 pvw-6 pvw-7"},
+		{"two labels, both matching", []string{"-l", "pool=pvw", "-l", "type=c6"}, "pvw-4 pvw-5 pvw-6 pvw-7"},
+		{"a rack glob and a label", []string{"--rack", "r-w*", "-l", "pool=pvw"}, "pvw-1 pvw-3 pvw-5 pvw-7"},
+		{"a host glob", []string{"--host", "pvw?.rack0.*"}, "pvw-0 pvw-2 pvw-4 pvw-6"},
+		{"a state and a label", []string{"--state", "frozen", "-l", "pool=pvw"}, "pvw-2 pvw-5"},
+		{"a label no machine has", []string{"-l", "pool=pvw", "-l", "type=t3"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			listed := strings.Fields(fleetctl(t, none, nil, append([]string{"list", "-o", "name"}, tc.sel...)...).want(t, 0).stdout)
+			if got := strings.Join(listed, " "); got != tc.want {
+				t.Errorf("list %s: got %q, want %q", strings.Join(tc.sel, " "), got, tc.want)
+			}
+			// The dry run answers for each machine it selected: "would
+			// freeze" on stdout, the service's refusal (already FROZEN) on
+			// stderr.
+			var selected []string
+			dry := fleetctl(t, none, nil, append([]string{"freeze", "--dry-run"}, tc.sel...)...)
+			for _, line := range strings.Split(dry.stdout+dry.stderr, "\n") {
+				if id, _, ok := strings.Cut(line, ": would freeze"); ok {
+					selected = append(selected, id)
+				} else if rest, ok := strings.CutPrefix(line, "fleetctl: pvw-"); ok {
+					id, _, _ := strings.Cut(rest, ":")
+					selected = append(selected, "pvw-"+id)
+				}
+			}
+			slices.Sort(selected)
+			if !slices.Equal(listed, selected) {
+				t.Errorf("list %[1]s names %[2]q, but freeze --dry-run %[1]s selects %[3]q (stderr %[4]s)", strings.Join(tc.sel, " "), listed, selected, dry.stderr)
+			}
+		})
+	}
+
+	// A PATTERN narrows a selection further, as --state always did.
+	if got := fleetctl(t, none, nil, "list", "-l", "type=c6", "pvw-[67]", "*.rack0.*", "-o", "name").want(t, 0).stdout; got != "pvw-4\npvw-6\npvw-7\n" {
+		t.Errorf("got %q, want the c6 machines whose id or host matches a pattern", got)
+	}
+	fleetctl(t, none, nil, "list", "-l", "pool").wantError(t, exitUsage, `-l "pool": want key=value`)
+	fleetctl(t, none, nil, "list", "--rack", "r-[").wantError(t, exitUsage, `--rack "r-["`)
+	fleetctl(t, none, nil, "list", "-l", "type=m5", "-l", "type=c6").wantError(t, exitUsage, "can never match")
 }

@@ -10,11 +10,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -527,5 +529,93 @@ func TestAnInterruptedFetchResumes(t *testing.T) {
 		if err != nil || !bytes.Equal(got, raw(l)) {
 			t.Errorf("%s: after the interrupted fetch and another: got %d bytes (%v), want the object", l.Key, len(got), err)
 		}
+	}
+}
+
+// completions runs fleetctl's hidden __complete, as the shell's completion
+// script does on Tab, and returns the ids offered (descriptions dropped)
+// and the directive line.
+func completions(t *testing.T, env []string, line ...string) ([]string, string) {
+	t.Helper()
+	out := fleetctl(t, apitest.None, env, append([]string{"__complete"}, line...)...).want(t, 0).stdout
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var ids []string
+	for _, l := range lines[:len(lines)-1] {
+		id, _, _ := strings.Cut(l, "\t")
+		ids = append(ids, id)
+	}
+	return ids, lines[len(lines)-1]
+}
+
+func TestShellCompletionCompletesMachineIDsFromTheList(t *testing.T) {
+	machines(t, "cmpl-a1", "cmpl-a2", "cmpl-b1")
+	fleetctl(t, apitest.None, nil, "freeze", "cmpl-a2", "--for", "2h").want(t, 0)
+	for _, tc := range []struct {
+		name string
+		line []string
+		want []string
+	}{
+		{"show completes the ids starting with what is typed", []string{"show", "cmpl-a"}, []string{"cmpl-a1", "cmpl-a2"}},
+		{"show takes one id, so a second is not completed", []string{"show", "cmpl-a1", "cmpl-"}, nil},
+		{"freeze leaves out the ids already on the line", []string{"freeze", "cmpl-a1", "cmpl-"}, []string{"cmpl-a2", "cmpl-b1"}},
+		{"decommission", []string{"decommission", "cmpl-b"}, []string{"cmpl-b1"}},
+		{"activate", []string{"activate", "-m", "done", "cmpl-a"}, []string{"cmpl-a1", "cmpl-a2"}},
+		{"wait", []string{"wait", "cmpl-b"}, []string{"cmpl-b1"}},
+		{"delete", []string{"delete", "cmpl-b"}, []string{"cmpl-b1"}},
+		{"make-permanent offers only the machines with an expiring change", []string{"make-permanent", "cmpl-"}, []string{"cmpl-a2"}},
+		{"a prefix no machine has completes nothing", []string{"show", "cmpl-z"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ids, directive := completions(t, nil, tc.line...)
+			if !slices.Equal(ids, tc.want) {
+				t.Errorf("__complete %s: got %q, want %q", strings.Join(tc.line, " "), ids, tc.want)
+			}
+			if directive != ":4" {
+				t.Errorf("got directive %s, want :4 (no file names)", directive)
+			}
+		})
+	}
+	out := fleetctl(t, apitest.None, nil, "__complete", "show", "cmpl-a2").want(t, 0).stdout
+	if out != "cmpl-a2\tFROZEN\n:4\n" {
+		t.Errorf("got %q, want the id described by its state", out)
+	}
+	// The endpoint given on the line is the one asked.
+	if ids, _ := completions(t, []string{"FLEETCTL_ENDPOINT=http://127.0.0.1:9"}, "--endpoint", servers[apitest.None].URL, "show", "cmpl-b"); !slices.Equal(ids, []string{"cmpl-b1"}) {
+		t.Errorf("with --endpoint: got %q, want cmpl-b1", ids)
+	}
+}
+
+// A Tab must never hang the shell: an endpoint that accepts connections
+// and never answers, or refuses them, completes nothing, within the
+// completion's own bound (2 s) rather than --timeout (30 s, retries
+// included).
+func TestShellCompletionOfASlowOrUnreachableEndpointCompletesNothingQuickly(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered, until the test ends
+		}
+	}()
+	for name, endpoint := range map[string]string{"silent": "http://" + ln.Addr().String(), "refusing": "http://127.0.0.1:9"} {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			ids, directive := completions(t, []string{"FLEETCTL_ENDPOINT=" + endpoint}, "show", "")
+			took := time.Since(start)
+			if len(ids) != 0 || directive != ":4" {
+				t.Errorf("got %q %s, want nothing completed", ids, directive)
+			}
+			// Generous for a loaded machine, far below --timeout's 30 s.
+			if took > 15*time.Second {
+				t.Errorf("completion took %s, want it bounded by its 2 s", took)
+			}
+		})
 	}
 }

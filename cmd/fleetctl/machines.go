@@ -50,16 +50,22 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 func (a *app) listCommand() *cobra.Command {
-	var state, output string
+	var output string
+	var sel selector
 	cmd := &cobra.Command{
 		Use:   "list [PATTERN...]",
 		Short: "List machines, sorted by id",
-		Long: `Lists the machines, sorted by id. PATTERNs (shell globs) keep the machines
-whose id or host matches one of them. Output formats: table (default),
-wide (adds user, first seen, resources and attributes), json, name (ids
-only, one a line, for xargs).`,
+		Long: `Lists the machines, sorted by id. They are selected as freeze, decommission
+and activate select them: --state, --host and --rack globs, and -l
+key=value over attributes (all must match), so that a change's selection can
+be listed first with the same flags. PATTERNs (shell globs) also keep the
+machines whose id or host matches one of them; given with selectors, a
+machine must match both. Output formats: table (default), wide (adds user,
+first seen, resources and attributes), json, name (ids only, one a line,
+for xargs).`,
 		Example: `  fleetctl list
   fleetctl list --state frozen -o name
+  fleetctl list --rack us-east-1a -l instance_type=m5.4xlarge   # what freeze with the same flags selects
   fleetctl list 'node-1*' -o wide
   fleetctl list -o json | jq '.[].host'`,
 		Args: args(cobra.ArbitraryArgs),
@@ -67,12 +73,9 @@ only, one a line, for xargs).`,
 			if !slices.Contains([]string{"table", "wide", "json", "name"}, output) {
 				return usageError("output %q is none of table, wide, json, name", output)
 			}
-			if state != "" {
-				st, err := parseState(state)
-				if err != nil {
-					return err
-				}
-				state = string(st)
+			f, err := sel.filter()
+			if err != nil {
+				return err
 			}
 			for _, p := range patterns {
 				if _, err := path.Match(p, ""); err != nil {
@@ -83,16 +86,15 @@ only, one a line, for xargs).`,
 			if err != nil {
 				return err
 			}
-			slaves, err := c.ListSlaves(cmd.Context(), state)
-			if err = a.partial(err); err != nil {
+			slaves, err := a.listSelected(cmd.Context(), c, f)
+			if err != nil {
 				return err
 			}
 			slaves = slices.DeleteFunc(slaves, func(s client.Slave) bool { return !matchesAny(patterns, s.ID, s.Host) })
-			slices.SortFunc(slaves, func(x, y client.Slave) int { return strings.Compare(x.ID, y.ID) })
 			return a.printSlaves(slaves, output)
 		},
 	}
-	cmd.Flags().StringVar(&state, "state", "", "only machines in this state (active, frozen, starting-decommission, ...)")
+	sel.register(cmd.Flags())
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide, json or name")
 	cmd.RegisterFlagCompletionFunc("state", completeStates)
 	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "name"}, cobra.ShellCompDirectiveNoFileComp))
@@ -191,7 +193,8 @@ func (a *app) showCommand() *cobra.Command {
 		Example: `  fleetctl show node-17
   fleetctl show node-17 --limit 5
   fleetctl show node-17 -o json`,
-		Args: args(cobra.ExactArgs(1)),
+		Args:              args(cobra.ExactArgs(1)),
+		ValidArgsFunction: a.completeIDs(everyMachine, 1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			if output != "table" && output != "json" {
 				return usageError("output %q is none of table, json", output)
@@ -293,14 +296,12 @@ func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string
 		}
 		return out, nil
 	}
-	all, err := c.ListSlaves(ctx, string(f.state))
+	if sel.given() {
+		return a.listSelected(ctx, c, f)
+	}
+	all, err := c.ListSlaves(ctx, "")
 	if err = a.partial(err); err != nil {
 		return nil, err
-	}
-	if sel.given() {
-		all = slices.DeleteFunc(all, func(s client.Slave) bool { return !f.matches(s) })
-		sortByID(all)
-		return all, nil
 	}
 	out := make([]client.Slave, len(ids))
 	for i, id := range ids {
@@ -310,6 +311,19 @@ func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string
 		}
 	}
 	return out, nil
+}
+
+// listSelected returns the machines f selects, sorted by id: what list
+// shows and what a change by selector changes. The state is asked of the
+// service; globs and attributes are matched here.
+func (a *app) listSelected(ctx context.Context, c *client.Client, f machineFilter) ([]client.Slave, error) {
+	all, err := c.ListSlaves(ctx, string(f.state))
+	if err = a.partial(err); err != nil {
+		return nil, err
+	}
+	all = slices.DeleteFunc(all, func(s client.Slave) bool { return !f.matches(s) })
+	sortByID(all)
+	return all, nil
 }
 
 func slaveIDs(slaves []client.Slave) []string {
@@ -437,7 +451,8 @@ no longer reverts. A machine without an expiring change is an error (exit
 code 4), so that a mistyped id does not pass for done.`,
 		Example: `  fleetctl make-permanent node-17
   fleetctl expiring -o json | jq -r '.[].machineId' | xargs fleetctl make-permanent`,
-		Args: args(cobra.MinimumNArgs(1)),
+		Args:              args(cobra.MinimumNArgs(1)),
+		ValidArgsFunction: a.completeIDs(expiringMachines, 0),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			ctx := cmd.Context()
 			c, err := a.client(ctx)
@@ -470,7 +485,8 @@ func (a *app) deleteCommand() *cobra.Command {
 		Short: "Remove machines with their history and expiring change",
 		Example: `  fleetctl delete node-17
   fleetctl delete node-17 node-18 --yes`,
-		Args: args(cobra.MinimumNArgs(1)),
+		Args:              args(cobra.MinimumNArgs(1)),
+		ValidArgsFunction: a.completeIDs(everyMachine, 0),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			c, err := a.client(cmd.Context())
 			if err != nil {

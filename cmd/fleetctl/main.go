@@ -235,6 +235,13 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		case "help":
 			c.Example = "  fleetctl help logs fetch"
 		case "completion":
+			c.Long = strings.TrimSpace(c.Long) + `
+
+Besides commands, flags and states, it completes the machine ids of the
+commands that take them (show, freeze, decommission, activate, wait,
+delete; make-permanent offers the machines with an expiring change), read
+from the API with the settings in effect in one call of at most 2 s: a slow
+or unreachable endpoint completes nothing rather than hold the shell.`
 			c.Example = "  fleetctl completion bash > ~/.local/share/bash-completion/completions/fleetctl\n  fleetctl completion zsh > \"${fpath[1]}/_fleetctl\"\n  fleetctl completion fish > ~/.config/fish/completions/fleetctl.fish"
 			for _, shell := range c.Commands() {
 				shell.Example = map[string]string{

@@ -264,7 +264,8 @@ restart, run it again.`,
 		Example: `  fleetctl wait node-17 --for state=decommissioned
   fleetctl wait node-17 node-18 --for state=DECOMMISSIONED --wait-timeout 2h
   fleetctl list --state decommissioning -o name | xargs fleetctl wait --for state=decommissioned`,
-		Args: args(cobra.MinimumNArgs(1)),
+		Args:              args(cobra.MinimumNArgs(1)),
+		ValidArgsFunction: a.completeIDs(everyMachine, 0),
 		RunE: func(cmd *cobra.Command, ids []string) error {
 			st, ok := strings.CutPrefix(forText, "state=")
 			if !ok {

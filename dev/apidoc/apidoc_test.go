@@ -3,6 +3,7 @@ package apidoc_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/web"
 )
 
 // fresh parses the repository's document anew, so that the counts of a
@@ -199,6 +201,30 @@ func TestRecorderPassesAnswersOnAndReportsMismatches(t *testing.T) {
 	}
 	if s := d.Summary("/api/slaves/expiring"); s != "GET /api/slaves/expiring: 200×1 (400) (401) (403) (413) (429) (500) (503) (504)\n" {
 		t.Errorf("got summary %q", s)
+	}
+}
+
+// A client that went away gets web's 499, which no one reads and the
+// document does not list: it is not checked. The same 499 to a client
+// still there is reported.
+func TestRecorderLeavesTheAnswerToAClientThatWentAwayUnchecked(t *testing.T) {
+	d := fresh(t)
+	var rep reporter
+	h := d.Recorder(&rep, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		web.Error(w, r, fmt.Errorf("list slaves: %w", context.Canceled))
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "GET", "/api/slaves", nil))
+	if len(rep.errs) != 0 {
+		t.Errorf("got reports %q, want none for a client that went away", rep.errs)
+	}
+	h = d.Recorder(&rep, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(web.StatusClientClosedRequest)
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/slaves", nil))
+	if len(rep.errs) != 1 || !strings.Contains(rep.errs[0], "status 499 is not described") {
+		t.Errorf("got reports %q, want the 499 to a client still there reported", rep.errs)
 	}
 }
 

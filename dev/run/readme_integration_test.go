@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,8 +34,11 @@ import (
 //
 //   - Every ```sh block runs, in order, in one bash session (variables set in
 //     one block are there in the next), under set -e -o pipefail, at the
-//     repository's root, as a user runs it; files the README creates there
-//     are removed afterwards.
+//     repository's root, as a user runs it. It must leave the clone as it
+//     found it: a file it writes there, or changes, is one a user would find
+//     in git status, and fails the test (it is then removed); the README
+//     writes into a temporary directory (mktemp -d) instead, which the test
+//     keeps in its own (TMPDIR).
 //   - A command whose first words are in skipped is not run: make run itself
 //     (the test started it already, and it would not return), the test
 //     suites, and what needs an AWS account, the SAM CLI, Docker or
@@ -99,11 +103,7 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	writeScript(script, run, port)
 	script.Close()
 
-	before, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeNewFiles(t, root, before) })
+	before := treeStatus(t, root)
 	// A bound on a hung step, not a figure: the walkthrough builds and runs
 	// functions, fleetctl and reports, and CI runs other packages' tests
 	// beside it on two CPUs.
@@ -111,10 +111,18 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	defer cancel()
 	sh := exec.CommandContext(ctx, "bash", script.Name())
 	sh.Dir = root
-	sh.Env = append(env, "FLEET_DIR="+dir)
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sh.Env = append(env, "FLEET_DIR="+dir, "TMPDIR="+tmp)
 	var out bytes.Buffer
 	sh.Stdout, sh.Stderr = &out, &out
 	shErr := sh.Run()
+	if left := changedSince(before, treeStatus(t, root)); len(left) > 0 {
+		t.Errorf("the README left the clone changed (git status --porcelain):\n%s\nits commands must write into a temporary directory (mktemp -d), not the clone", strings.Join(left, "\n"))
+		removeUntracked(t, root, left)
+	}
 
 	// What each command did: "begin N", then "end N <statuses>".
 	log, _ := os.ReadFile(filepath.Join(dir, "steps.log"))
@@ -302,17 +310,38 @@ curl() {
 	}
 }
 
-// removeNewFiles removes the files of root that were not in before.
-func removeNewFiles(t *testing.T, root string, before []os.DirEntry) {
+// treeStatus returns git status --porcelain of the clone at root, every
+// untracked file named: what a user would find changed after running the
+// README.
+func treeStatus(t *testing.T, root string) []string {
 	t.Helper()
-	had := map[string]bool{}
-	for _, e := range before {
-		had[e.Name()] = true
+	cmd := exec.Command("git", "status", "--porcelain", "--untracked-files=all")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git status: %v", err)
 	}
-	after, _ := os.ReadDir(root)
+	return strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+}
+
+// changedSince returns the entries of after that before did not have.
+func changedSince(before, after []string) []string {
+	var out []string
 	for _, e := range after {
-		if !had[e.Name()] && e.Type().IsRegular() {
-			if err := os.Remove(filepath.Join(root, e.Name())); err != nil {
+		if e != "" && !slices.Contains(before, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// removeUntracked removes the untracked files among entries of git status
+// --porcelain (changed tracked files are left for the user to see).
+func removeUntracked(t *testing.T, root string, entries []string) {
+	t.Helper()
+	for _, e := range entries {
+		if name, ok := strings.CutPrefix(e, "?? "); ok && !strings.HasPrefix(name, `"`) {
+			if err := os.Remove(filepath.Join(root, name)); err != nil {
 				t.Error(err)
 			}
 		}

@@ -10,16 +10,25 @@
 // so that it ends with the bucket indexed, and fails if nothing delivers
 // the events (an emulator that make run did not set up).
 //
-// The set: requests web-api (deploys v41 and v42) and batch-etl (deploy
-// b20261101), with tasks started over the last 60 days, and the task of the
-// sample events, web-api-v42-1793491200000-0-node17-us_east_1a. Running it
-// again writes the same keys again.
+// The set: requests web-api (deploys v41 and v42, and v43, whose tasks
+// started hours ago and still run, so that the last hour has logs) and
+// batch-etl (deploy b20261101), with tasks started over the last 60 days,
+// and the task of the sample events,
+// web-api-v42-1793491200000-0-node17-us_east_1a.
+//
+// Seeding is idempotent. The set is laid out from one instant, that of the
+// first seeding, which the sample task's first log carries (metadata
+// seedtime): running again lays out the same keys from it and uploads only
+// those missing, so a second run adds nothing and says so, and one after an
+// interrupted run completes the set. The emulator holds its data in memory
+// only: a new make run starts empty and is seeded afresh, from its own now.
 package main
 
 import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -28,6 +37,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/s3/transfermanager"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
@@ -36,6 +47,10 @@ import (
 
 // sampleTask is the task of events/logs-task.json and events/logs-search.json.
 const sampleTask = "web-api-v42-1793491200000-0-node17-us_east_1a"
+
+// seedTimeKey is the user metadata that holds the instant a set is laid
+// out from, in epoch ms.
+const seedTimeKey = "seedtime"
 
 func main() {
 	if err := run(context.Background()); err != nil {
@@ -62,13 +77,69 @@ func run(ctx context.Context) error {
 		return err
 	}
 	bucket := cfg.Buckets[0]
-	uploader := transfermanager.New(local.S3)
+	r, err := seed(ctx, local.S3, bucket, cfg.Format, time.Now().UTC())
+	if err != nil {
+		return err
+	}
+	if r.added == 0 {
+		fmt.Printf("s3://%s already holds the %d task logs seeded at %s: nothing added\n", bucket, r.total, r.at.Format(time.RFC3339))
+		return nil
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := local.WaitLogEvents(waitCtx); err != nil {
+		return fmt.Errorf("uploaded %d task logs to s3://%s, but they are not indexed: %w", r.added, bucket, err)
+	}
+	if r.added < r.total {
+		fmt.Printf("uploaded the %d task logs missing of the %d seeded at %s to s3://%s (format %s), indexed\n", r.added, r.total, r.at.Format(time.RFC3339), bucket, cfg.Format)
+	} else {
+		fmt.Printf("uploaded %d task logs to s3://%s (format %s), indexed\n", r.added, bucket, cfg.Format)
+	}
+	fmt.Printf("try: curl http://127.0.0.1:3000/api/logs/task/%s\n", sampleTask)
+	return nil
+}
 
-	now := time.Now().UTC()
-	n := 0
-	for _, t := range tasks(now) {
-		for _, f := range files(t, now) {
-			key := cfg.Format.Key(f.File)
+// seeding is what seed did: the instant the set is laid out from, its
+// size, and how many of its logs this run uploaded.
+type seeding struct {
+	at           time.Time
+	total, added int
+}
+
+// seed uploads to bucket the logs of the set laid out from the first
+// seeding's instant (now when the bucket holds none) that it does not hold
+// yet. The sample task's first log, which carries that instant, goes first,
+// so that a run cut short after it is completed by the next from the same
+// instant.
+func seed(ctx context.Context, client *s3.Client, bucket string, format logkey.Format, now time.Time) (seeding, error) {
+	first := func(at time.Time) file { return files(tasks(at)[0], at)[0] }
+	r := seeding{at: now}
+	head, err := headLog(ctx, client, bucket, format.Key(first(now).File))
+	if err != nil {
+		return r, err
+	}
+	rerun := head != nil
+	if rerun {
+		ms, err := strconv.ParseInt(head.Metadata[seedTimeKey], 10, 64)
+		if err != nil {
+			return r, fmt.Errorf("s3://%s/%s holds the sample task's first log, but not the instant it was seeded at (metadata %s): remove the bucket's seeded logs or restart make run", bucket, format.Key(first(now).File), seedTimeKey)
+		}
+		r.at = time.UnixMilli(ms).UTC()
+	}
+	uploader := transfermanager.New(client)
+	for _, t := range tasks(r.at) {
+		for _, f := range files(t, r.at) {
+			r.total++
+			key := format.Key(f.File)
+			if rerun {
+				held, err := headLog(ctx, client, bucket, key)
+				if err != nil {
+					return r, err
+				}
+				if held != nil {
+					continue
+				}
+			}
 			_, err := uploader.UploadObject(ctx, &transfermanager.UploadObjectInput{
 				Bucket:      aws.String(bucket),
 				Key:         aws.String(key),
@@ -77,42 +148,56 @@ func run(ctx context.Context) error {
 				Metadata: map[string]string{
 					"starttime": strconv.FormatInt(f.start, 10),
 					"endtime":   strconv.FormatInt(f.end, 10),
+					seedTimeKey: strconv.FormatInt(r.at.UnixMilli(), 10),
 				},
 			})
 			if err != nil {
-				return fmt.Errorf("upload s3://%s/%s: %w", bucket, key, err)
+				return r, fmt.Errorf("upload s3://%s/%s: %w", bucket, key, err)
 			}
-			n++
+			r.added++
 		}
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := local.WaitLogEvents(waitCtx); err != nil {
-		return fmt.Errorf("uploaded %d task logs to s3://%s, but they are not indexed: %w", n, bucket, err)
-	}
-	fmt.Printf("uploaded %d task logs to s3://%s (format %s), indexed\ntry: curl http://127.0.0.1:3000/api/logs/task/%s\n", n, bucket, cfg.Format, sampleTask)
-	return nil
+	return r, nil
 }
 
-// tasks returns the seeded tasks: two deploys of a service restarted every
-// 12 days on three hosts, a daily batch job, and the sample task.
+// headLog returns the metadata of a log, or nil when the bucket does not
+// hold it.
+func headLog(ctx context.Context, client *s3.Client, bucket, key string) (*s3.HeadObjectOutput, error) {
+	out, err := client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	var missing *types.NotFound
+	if errors.As(err, &missing) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("head s3://%s/%s: %w", bucket, key, err)
+	}
+	return out, nil
+}
+
+// tasks returns the tasks of the set laid out from now: the sample task
+// first, then a service restarted every 12 days on three hosts (deploys v41
+// and v42) and once more, v43, three hours before now and still running,
+// and a daily batch job.
 func tasks(now time.Time) []logkey.Task {
-	var ids []string
+	ids := []string{sampleTask}
+	service := func(deploy string, started time.Time) {
+		for i := range 3 {
+			at := started.Add(time.Duration(i) * time.Hour)
+			ids = append(ids, fmt.Sprintf("web-api-%s-%d-%d-node%d-us_east_1%c", deploy, at.UnixMilli(), i, 10+i, 'a'+i))
+		}
+	}
 	for day := 60; day > 0; day -= 12 {
 		deploy := "v41"
 		if day < 30 {
 			deploy = "v42"
 		}
-		for i := range 3 {
-			started := now.Add(-time.Duration(day)*24*time.Hour + time.Duration(i)*time.Hour)
-			ids = append(ids, fmt.Sprintf("web-api-%s-%d-%d-node%d-us_east_1%c", deploy, started.UnixMilli(), i, 10+i, 'a'+i))
-		}
+		service(deploy, now.Add(-time.Duration(day)*24*time.Hour))
 	}
+	service("v43", now.Add(-5*time.Hour))
 	for day := 20; day > 0; day-- {
 		started := now.Truncate(24 * time.Hour).Add(-time.Duration(day)*24*time.Hour + 2*time.Hour)
 		ids = append(ids, fmt.Sprintf("batch-etl-b20261101-%d-0-node%d-us_east_1b", started.UnixMilli(), 30+day%4))
 	}
-	ids = append(ids, sampleTask)
 	var out []logkey.Task
 	for _, id := range ids {
 		t, err := logkey.ParseTaskID(id)

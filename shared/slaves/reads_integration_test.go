@@ -3,15 +3,18 @@
 package slaves_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/web"
 )
 
 // Reads over DynamoDB: the list, details and history, with their bounds
@@ -132,5 +135,31 @@ func TestHistoryRetentionCountsFromWhenAnEntryWasSuperseded(t *testing.T) {
 	got := history(t, h, id)
 	if len(got) != 2 || got[0].State != "FROZEN" || got[1].State != "ACTIVE" {
 		t.Errorf("got history %+v, want FROZEN and the ACTIVE it left", got)
+	}
+}
+
+// A client that gives up closes its connection and net/http cancels the
+// request's context: the real store's DynamoDB call then fails with the
+// SDK's "context canceled". The log says the client went away (499, INFO),
+// never that the service failed.
+func TestAReadWhoseClientWentAwayIsLoggedAsGoneNotAsAFailure(t *testing.T) {
+	seed(t, "gone", 1)
+	var logs bytes.Buffer
+	h := web.Wrap(slaves.New(store, access.Policy{}, limits), web.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	for _, path := range []string{"/api/slaves", "/api/slaves/slave/gone-S0/details", "/api/slaves/slave/gone-S0", "/api/slaves/expiring"} {
+		t.Run(path, func(t *testing.T) {
+			logs.Reset()
+			r := call(t, h, "GET", path, "", func(ctx context.Context) context.Context {
+				ctx, cancel := context.WithCancel(ctx)
+				cancel()
+				return ctx
+			})
+			if r.status != web.StatusClientClosedRequest {
+				t.Errorf("got status %d (%s), want 499", r.status, r.body)
+			}
+			if got := logs.String(); strings.Contains(got, `"level":"ERROR"`) || !strings.Contains(got, `"msg":"client went away"`) || !strings.Contains(got, "context canceled") {
+				t.Errorf("got log\n%s\nwant the client gone at INFO, with the store's context canceled, and no ERROR", got)
+			}
+		})
 	}
 }

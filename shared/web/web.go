@@ -70,9 +70,23 @@ func Status(err error) int {
 	return http.StatusInternalServerError
 }
 
+// StatusClientClosedRequest is nginx's 499: the client closed its
+// connection before the answer was ready.
+const StatusClientClosedRequest = 499
+
 // Error writes err as a JSON error body. A 500 says only which request
 // failed; the full error is logged once, here, with that request id.
+//
+// A request whose client went away (it closed its connection, so the
+// request's context is cancelled, and the handler failed for that) is no
+// failure of the service: it is answered 499, as nginx logs it, logged at
+// INFO and counted as no server error. Its answer reaches no one.
 func Error(w http.ResponseWriter, r *http.Request, err error) {
+	if clientGone(r, err) {
+		logger(r).InfoContext(r.Context(), "client went away", "request_id", RequestID(r), "status", StatusClientClosedRequest, "error", err.Error())
+		writeError(w, StatusClientClosedRequest, "client closed the request")
+		return
+	}
 	status := Status(err)
 	msg := fault.Message(err)
 	if status == http.StatusInternalServerError {
@@ -85,6 +99,14 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeError(w, status, msg)
+}
+
+// clientGone reports whether err is the cancellation of r by its client:
+// the handler stopped because the request's own context was cancelled. A
+// context.Canceled while the request's context is still live is a fault of
+// the handler's (a context it cancelled itself) and stays a 500.
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // internalError is the body of a 500 answered when an answer could not be

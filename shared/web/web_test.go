@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/fault"
@@ -241,6 +243,8 @@ func TestError(t *testing.T) {
 			wantStatus: 404, wantBody: `{"code":404,"message":"Couldn't find dead Slave with id S1"}` + "\n"},
 		{name: "invalid keeps its message", err: fault.Invalid("bad"),
 			wantStatus: 400, wantBody: `{"code":400,"message":"bad"}` + "\n"},
+		{name: "a cancellation while the client still waits is a 500", err: fmt.Errorf("list slaves: %w", context.Canceled),
+			wantStatus: 500, wantBody: `{"code":500,"message":"internal error (request req-42)"}` + "\n", wantLogged: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -671,6 +675,67 @@ func TestWrapLogLineCarriesNotesAndBackendCalls(t *testing.T) {
 	}
 	if throttles != 1 {
 		t.Errorf("got BackendThrottles %v, want 1: %s", throttles, emf.String())
+	}
+}
+
+// A client that gives up closes its connection, and net/http cancels the
+// request's context: the handler's backend call fails with "context
+// canceled". That is the client's doing, not the service's: a 499 at INFO,
+// no "request failed" at ERROR, no server error counted.
+func TestAClientThatGoesAwayIsA499AtInfoAndNoServerError(t *testing.T) {
+	var logs, emf bytes.Buffer
+	m, _ := metrics.New(&emf, "Fleet", "fleet-SlavesFunction-1")
+	arrived, served := make(chan struct{}), make(chan struct{})
+	h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-r.Context().Done()
+		// As the SDK words a call cut by its context.
+		web.Error(w, r, fmt.Errorf("list slaves: operation error DynamoDB: Scan, %w", r.Context().Err()))
+	}), web.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: fixedID("req-7"), Metrics: m})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api/slaves", nil)
+	gaveUp := make(chan error, 1)
+	go func() {
+		resp, err := srv.Client().Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gaveUp <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v from the client, want it to have given up", err)
+	}
+	select {
+	case <-served:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still runs 10 s after its client went away")
+	}
+
+	lines := logLines(t, &logs)
+	for _, l := range lines {
+		if l["level"] != "INFO" {
+			t.Errorf("got a %v line, want only INFO: %v", l["level"], l)
+		}
+	}
+	gone := linesWithMsg(lines, "client went away")
+	if len(gone) != 1 || gone[0]["status"] != float64(499) || gone[0]["request_id"] != "req-7" || !strings.Contains(fmt.Sprint(gone[0]["error"]), "context canceled") {
+		t.Errorf("got %v, want one line saying the client of req-7 went away (499, context canceled)", gone)
+	}
+	if reqs := linesWithMsg(lines, "request"); len(reqs) != 1 || reqs[0]["status"] != float64(499) {
+		t.Errorf("got request lines %v, want one with status 499", reqs)
+	}
+	for _, d := range emfDocs(t, &emf) {
+		if _, ok := d[metrics.ServerErrors]; ok {
+			t.Errorf("got %v, want no server error counted", d)
+		}
 	}
 }
 
