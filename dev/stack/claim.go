@@ -53,10 +53,19 @@ type Claimant struct {
 
 // String names the claimant: "make run (pid 1234)".
 func (c *Claimant) String() string {
+	return fmt.Sprintf("%s (pid %d)", c.name(), c.PID)
+}
+
+func (c *Claimant) name() string {
 	if c.Command == "" {
-		return fmt.Sprintf("pid %d", c.PID)
+		return "the command"
 	}
-	return fmt.Sprintf("%s (pid %d)", c.Command, c.PID)
+	return c.Command
+}
+
+// owns says whose the emulator is: "make run's (pid 1234)".
+func (c *Claimant) owns() string {
+	return fmt.Sprintf("%s's (pid %d)", c.name(), c.PID)
 }
 
 // Claim is this process's claim of an emulator's address, held until

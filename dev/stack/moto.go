@@ -229,12 +229,12 @@ func (m *Moto) Ready() error {
 // holder, a command of the local stack, runs it (it is busy, not stuck).
 func running(ctx context.Context, addr string, holder *Claimant, o Options) (*Moto, error) {
 	endpoint := "http://" + addr
-	wait := MotoStartTimeout
+	began, wait := time.Now(), MotoStartTimeout
 	if holder != nil {
 		wait = BusyWait
 		// Said only when the answer is slow to come.
 		busy := time.AfterFunc(5*time.Second, func() {
-			o.say("local stack: the emulator on %s, %s's, is busy (moto answers one request at a time): waiting for its answer, up to %v", addr, holder, wait)
+			o.say("local stack: the emulator on %s is %s and busy (moto answers one request at a time): waiting for its answer, up to %v", addr, holder.owns(), wait)
 		})
 		defer busy.Stop()
 	}
@@ -242,7 +242,7 @@ func running(ctx context.Context, addr string, holder *Claimant, o Options) (*Mo
 	defer cancel()
 	for statusWithin(ctx, endpoint, wait) == 0 {
 		if holder != nil && !Listening(addr) {
-			return nil, fmt.Errorf("start moto: nothing listens on %s, where %s runs the emulator: it stopped; restart %s", addr, holder, holder.Command)
+			return nil, fmt.Errorf("start moto: nothing listens on %s, where %s runs the emulator: it stopped; restart %s", addr, holder, holder.name())
 		}
 		select {
 		case <-ctx.Done():
@@ -250,7 +250,7 @@ func running(ctx context.Context, addr string, holder *Claimant, o Options) (*Mo
 			case ctx.Err() != context.DeadlineExceeded:
 				return nil, fmt.Errorf("start moto: %w", ctx.Err())
 			case holder != nil:
-				return nil, fmt.Errorf("start moto: the emulator on %s, %s's, gives no HTTP answer within %v: it is busy (a large report, say) or stuck; let %s finish its work and try again, or restart it", addr, holder, wait, holder.Command)
+				return nil, fmt.Errorf("start moto: the emulator on %s is %s and gives no HTTP answer after %v: it is busy (a large report, say) or stuck; let %s finish its work and try again, or restart it", addr, holder.owns(), time.Since(began).Round(time.Second), holder.name())
 			}
 			return nil, fmt.Errorf("start moto: something listens on %s but gives no HTTP answer within %v; stop it, or run the local stack elsewhere with EMULATOR_ADDR", addr, MotoStartTimeout)
 		case <-time.After(50 * time.Millisecond):
