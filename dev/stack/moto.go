@@ -15,8 +15,14 @@ import (
 	"time"
 )
 
-// MotoStartTimeout bounds how long StartMoto waits for a new server to answer.
-const MotoStartTimeout = 30 * time.Second
+// MotoStartTimeout bounds how long StartMoto waits for a new server to
+// answer. moto's imports take seconds, and over a minute on a busy 2-core
+// machine; a server that cannot start (moto missing) exits at once.
+const MotoStartTimeout = 2 * time.Minute
+
+// ForeignWait bounds how long StartMoto waits for an answer from a server
+// that no command of the local stack runs (LocalStack, or not an emulator).
+const ForeignWait = 30 * time.Second
 
 const motoInstallHint = "moto_server is needed for local DynamoDB; install it with: python3 -m pip install 'moto[server]' (or run make deps)"
 
@@ -51,8 +57,8 @@ type Moto struct {
 //
 // A server that listens but is slow to answer is busy, not absent: moto
 // serves one request at a time (dev/motoserver.py), and a large machine
-// report keeps it for seconds. It is waited for, as long as a new one
-// would be (BusyWait when a command of the local stack runs it), rather
+// report keeps it for seconds. It is waited for (ForeignWait, or BusyWait
+// when a command of the local stack runs it), rather
 // than taken for none and a second one started on its port, which could
 // only fail.
 //
@@ -225,11 +231,11 @@ func (m *Moto) Ready() error {
 }
 
 // running returns the server that listens on addr once it answers: one
-// request, however long it takes, within MotoStartTimeout, or BusyWait when
+// request, however long it takes, within ForeignWait, or BusyWait when
 // holder, a command of the local stack, runs it (it is busy, not stuck).
 func running(ctx context.Context, addr string, holder *Claimant, o Options) (*Moto, error) {
 	endpoint := "http://" + addr
-	began, wait := time.Now(), MotoStartTimeout
+	began, wait := time.Now(), ForeignWait
 	if holder != nil {
 		wait = BusyWait
 		// Said only when the answer is slow to come.
@@ -252,7 +258,7 @@ func running(ctx context.Context, addr string, holder *Claimant, o Options) (*Mo
 			case holder != nil:
 				return nil, fmt.Errorf("start moto: the emulator on %s is %s and gives no HTTP answer after %v: it is busy (a large report, say) or stuck; let %s finish its work and try again, or restart it", addr, holder.owns(), time.Since(began).Round(time.Second), holder.name())
 			}
-			return nil, fmt.Errorf("start moto: something listens on %s but gives no HTTP answer within %v; stop it, or run the local stack elsewhere with EMULATOR_ADDR", addr, MotoStartTimeout)
+			return nil, fmt.Errorf("start moto: something listens on %s but gives no HTTP answer within %v; stop it, or run the local stack elsewhere with EMULATOR_ADDR", addr, ForeignWait)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
