@@ -221,7 +221,8 @@ func (h *Handler) plan(ctx context.Context, rep parsed, now int64) (Result, []ma
 	return res, obs, fresh, nil
 }
 
-// unknown returns the ids of obs that are not in known (sorted by id).
+// unknown returns the ids of obs that are not in known, which is sorted by
+// id.
 func unknown(known []machine.Slave, obs []machine.Observation) map[string]bool {
 	fresh := map[string]bool{}
 	for _, o := range obs {

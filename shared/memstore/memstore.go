@@ -297,15 +297,18 @@ func (d *driver) Write(ctx context.Context, w change.Write) error {
 	return s.change(w)
 }
 
-// Create creates the slaves of ws, all or none: none when any exists.
+// Create creates the slaves of ws, all or none: none when any exists, or
+// when ws names one twice (DynamoDB refuses such a transaction).
 func (d *driver) Create(ctx context.Context, ws []change.Write) error {
 	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	named := map[string]bool{}
 	for _, w := range ws {
-		if s.slaves[w.ID] != nil {
+		if s.slaves[w.ID] != nil || named[w.ID] {
 			return change.ErrRace
 		}
+		named[w.ID] = true
 	}
 	for _, w := range ws {
 		if err := s.change(w); err != nil {
