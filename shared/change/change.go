@@ -225,7 +225,8 @@ const CreateBatch = 50
 // a first report of 100,000 machines pays no transactional read (600,000
 // read units), and on the local emulator, which serves one request at a
 // time and spends most of each on the request itself, a first report of
-// 4,000 machines takes seconds instead of a minute (BENCHMARKS.md).
+// 4,000 machines takes half a minute instead of over a minute
+// (BENCHMARKS.md, "Reports on a busy local stack").
 func (p *Protocol) ApplyAbsent(ctx context.Context, ids []string, decide func(id string) machine.Decide) []error {
 	errs := make([]error, len(ids))
 	var creates []Write
