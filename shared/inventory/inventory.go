@@ -343,8 +343,8 @@ func (h *Handler) holdMassLoss(ctx context.Context, known []machine.Slave, obs [
 // the others a few at a time. A first report of a fleet is then a write
 // for 50 machines rather than a read and a write for each: on the local
 // emulator, which serves one request at a time, a first report of 4,000
-// machines took most of InventoryFunction's 60 s (BENCHMARKS.md, "Machine
-// reports").
+// machines outlasted InventoryFunction's 60 s on a busy machine, and takes
+// half a minute so (BENCHMARKS.md, "Reports on a busy local stack").
 func (h *Handler) apply(ctx context.Context, obs []machine.Observation, fresh map[string]bool, now int64) []error {
 	var mu sync.Mutex
 	var errs []error
