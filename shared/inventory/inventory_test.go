@@ -269,25 +269,25 @@ func TestTheMassLossBrake(t *testing.T) {
 	})
 }
 
-// counted counts the machines a store is asked to apply one at a time, and
+// applyCounter counts the machines a store is asked to apply one at a time, and
 // those it is asked to create together.
-type counted struct {
+type applyCounter struct {
 	*memstore.Store
 	alone, together atomic.Int64
 }
 
-func (c *counted) Apply(ctx context.Context, id string, decide machine.Decide) error {
+func (c *applyCounter) Apply(ctx context.Context, id string, decide machine.Decide) error {
 	c.alone.Add(1)
 	return c.Store.Apply(ctx, id, decide)
 }
 
-func (c *counted) ApplyAbsent(ctx context.Context, ids []string, decide func(string) machine.Decide) []error {
+func (c *applyCounter) ApplyAbsent(ctx context.Context, ids []string, decide func(string) machine.Decide) []error {
 	c.together.Add(int64(len(ids)))
 	return c.Store.ApplyAbsent(ctx, ids, decide)
 }
 
 func TestAReportCreatesTheMachinesItsScanDidNotFindTogether(t *testing.T) {
-	f := &counted{Store: newFleet()}
+	f := &applyCounter{Store: newFleet()}
 	var machines []string
 	for i := range inventory.ScanFrom + 200 {
 		machines = append(machines, fmt.Sprintf(`{"id":"N%04d","host":"n%d"}`, i, i))
