@@ -58,9 +58,8 @@ type Moto struct {
 // A server that listens but is slow to answer is busy, not absent: moto
 // serves one request at a time (dev/motoserver.py), and a large machine
 // report keeps it for seconds. It is waited for (ForeignWait, or BusyWait
-// when a command of the local stack runs it), rather
-// than taken for none and a second one started on its port, which could
-// only fail.
+// when a command of the local stack runs it), rather than taken for none
+// and a second one started on its port, which could only fail.
 //
 // MOTO_PYTHON names the Python interpreter to use instead of python3.
 func StartMoto(ctx context.Context, addr string) (*Moto, error) {
