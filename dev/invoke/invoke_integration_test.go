@@ -190,3 +190,39 @@ func build(t *testing.T, dir, function string) string {
 	}
 	return out
 }
+
+// make invoke gives the function make run's DynamoDB attempt deadline
+// (stack.LocalDeadlines): on an emulator that takes longer than the
+// production second to answer each call, as moto does behind a large
+// report, the report is applied instead of running out of attempts.
+func TestInvokeGivesTheFunctionMakeRunsAttemptDeadline(t *testing.T) {
+	t.Setenv(stack.AttemptTimeoutEnv, "")
+	os.Unsetenv(stack.AttemptTimeoutEnv)
+	moto, err := stack.StartMoto(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = moto.Stop() })
+	target, err := url.Parse(moto.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forward := httputil.NewSingleHostReverseProxy(target)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_") {
+			time.Sleep(1200 * time.Millisecond) // over the production second
+		}
+		forward.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+
+	var stdout, stderr strings.Builder
+	err = run([]string{
+		"-function", "InventoryFunction", "-event", filepath.Join("..", "..", "events", "inventory-machine-report.json"),
+		"-binary", build(t, t.TempDir(), "InventoryFunction"), "-template", filepath.Join("..", "..", "template.yaml"),
+		"-env-vars", filepath.Join("..", "env.local.json"), "-moto", strings.TrimPrefix(slow.URL, "http://"),
+	}, &stdout, &stderr)
+	if err != nil || !strings.Contains(stdout.String(), `"changed": 3`) {
+		t.Fatalf("got %v, stdout %q, want the 3 machines applied\n%s", err, stdout.String(), stderr.String())
+	}
+}

@@ -122,7 +122,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	moto, err := stack.StartMoto(ctx, *motoAddr)
+	moto, err := stack.StartMotoWith(ctx, *motoAddr, stack.Options{Command: "make invoke", Progress: stderr})
 	if err != nil {
 		return err
 	}
@@ -140,10 +140,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("create buckets at %s: %w", moto.Endpoint, err)
 	}
+	if err := moto.Ready(); err != nil {
+		return err
+	}
 	aws, _ := stack.LocalAWS(moto.Endpoint)
 	for k, v := range aws {
 		env[k] = v
 	}
+	stack.LocalDeadlines(env, os.LookupEnv)
 
 	res, err := lambdarun.Function{
 		Binary:      *binary,

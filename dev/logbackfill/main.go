@@ -34,7 +34,7 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	local, err := stack.Up(ctx, stack.Addr())
+	local, err := stack.UpWith(ctx, stack.Addr(), stack.Options{Command: "make backfill-logs", Progress: out})
 	if err != nil {
 		return err
 	}

@@ -81,11 +81,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	local, err := stack.UpWithProgress(ctx, *motoAddr, stderr)
+	local, err := stack.UpWith(ctx, *motoAddr, stack.Options{Command: "make report", Progress: stderr})
 	if err != nil {
 		return err
 	}
 	defer local.Close()
+	if err := local.Moto.Ready(); err != nil {
+		return err
+	}
 	tpl := local.Template
 	env, err := tpl.InvokeEnv(function, os.LookupEnv, *envVars)
 	if err != nil {
@@ -94,6 +97,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	for k, v := range local.Env {
 		env[k] = v
 	}
+	stack.LocalDeadlines(env, os.LookupEnv)
 	cfg, err := tpl.FunctionConfig(function)
 	if err != nil {
 		return err

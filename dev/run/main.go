@@ -68,7 +68,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer ln.Close()
-	local, err := stack.UpWithProgress(ctx, stack.Addr(), os.Stderr)
+	local, err := stack.UpWith(ctx, stack.Addr(), stack.Options{Command: "make run", Progress: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -82,6 +82,11 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer events.Close()
+	// The commands started meanwhile (make invoke, make seed-logs...) have
+	// waited for this: the tables, buckets and event routes are there.
+	if err := local.Moto.Ready(); err != nil {
+		return err
+	}
 	emulator := strings.TrimPrefix(local.Moto.Endpoint, "http://")
 	fmt.Fprintln(os.Stderr, emulatorNotice(local.Moto.Started, emulator, port))
 	if !local.Moto.Started {

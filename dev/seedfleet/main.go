@@ -37,7 +37,7 @@ func run(ctx context.Context, n, frozen int, api string) error {
 	if n < 1 || frozen < 0 || frozen > n {
 		return fmt.Errorf("-n must be at least 1 and -frozen between 0 and -n, got %d and %d", n, frozen)
 	}
-	local, err := stack.Up(ctx, stack.Addr())
+	local, err := stack.UpWith(ctx, stack.Addr(), stack.Options{Command: "make seed-fleet", Progress: os.Stderr})
 	if err != nil {
 		return err
 	}

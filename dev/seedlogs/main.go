@@ -60,7 +60,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	local, err := stack.Up(ctx, stack.Addr())
+	local, err := stack.UpWith(ctx, stack.Addr(), stack.Options{Command: "make seed-logs", Progress: os.Stderr})
 	if err != nil {
 		return err
 	}

@@ -60,3 +60,21 @@ func overlayEnvVars(env map[string]string, path, function string) error {
 	}
 	return nil
 }
+
+// AttemptTimeoutEnv is the variable of the deadline of one DynamoDB attempt,
+// which the template never sets (deployed, the default second holds).
+const AttemptTimeoutEnv = "DYNAMODB_ATTEMPT_TIMEOUT"
+
+// LocalDeadlines gives a function run on the emulator the DynamoDB attempt
+// deadline make run gives its handlers, DynamoDBAttemptTimeout, unless
+// lookup (the caller's shell) sets another: with the production second, a
+// report's Scan of a few thousand slaves, or any call queued behind it on
+// the emulator, which answers one request at a time, runs out of attempts
+// (docs/decisions.md, "Deadlines of the local stack"). make invoke and make
+// report run every function with it.
+func LocalDeadlines(env map[string]string, lookup func(string) (string, bool)) {
+	env[AttemptTimeoutEnv] = DynamoDBAttemptTimeout.String()
+	if v, ok := lookup(AttemptTimeoutEnv); ok {
+		env[AttemptTimeoutEnv] = v
+	}
+}

@@ -15,8 +15,14 @@ import (
 	"time"
 )
 
-// MotoStartTimeout bounds how long StartMoto waits for a new server to answer.
-const MotoStartTimeout = 30 * time.Second
+// MotoStartTimeout bounds how long StartMoto waits for a new server to
+// answer. moto's imports take seconds, and over a minute on a busy 2-core
+// machine; a server that cannot start (moto missing) exits at once.
+const MotoStartTimeout = 2 * time.Minute
+
+// ForeignWait bounds how long StartMoto waits for an answer from a server
+// that no command of the local stack runs (LocalStack, or not an emulator).
+const ForeignWait = 30 * time.Second
 
 const motoInstallHint = "moto_server is needed for local DynamoDB; install it with: python3 -m pip install 'moto[server]' (or run make deps)"
 
@@ -30,6 +36,7 @@ type Moto struct {
 	Started bool
 
 	cmd      *exec.Cmd
+	claim    *Claim        // of the address, held while the server runs
 	exited   chan struct{} // closed when cmd has been waited for
 	output   *tail
 	stopOnce sync.Once
@@ -43,22 +50,89 @@ type Moto struct {
 // that wait, not the server's life: call Stop. The server runs with
 // ProcessEnv: none of the caller's AWS variables.
 //
+// On a fixed port it first claims the address (claim.go): while another
+// command of the local stack (make run, say) is starting the emulator
+// there, it waits for it to be ready instead of racing it with a second
+// server on the same port.
+//
 // A server that listens but is slow to answer is busy, not absent: moto
 // serves one request at a time (dev/motoserver.py), and a large machine
-// report keeps it for seconds. It is waited for, as long as a new one
-// would be, rather than taken for none and a second one started on its
-// port, which could only fail.
+// report keeps it for seconds. It is waited for (ForeignWait, or BusyWait
+// when a command of the local stack runs it), rather than taken for none
+// and a second one started on its port, which could only fail.
 //
 // MOTO_PYTHON names the Python interpreter to use instead of python3.
 func StartMoto(ctx context.Context, addr string) (*Moto, error) {
+	return StartMotoWith(ctx, addr, Options{})
+}
+
+// Options say which command starts the local stack, and where it tells
+// what it does.
+type Options struct {
+	// Command names this command in the emulator's claim, for the commands
+	// that wait for it ("make run"); the program's name when empty.
+	Command string
+	// Progress gets one line a step, and what a wait is for; nil: silence.
+	Progress io.Writer
+}
+
+func (o Options) say(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, format+"\n", args...)
+	}
+}
+
+func (o Options) command() string {
+	if o.Command != "" {
+		return o.Command
+	}
+	return filepath.Base(os.Args[0])
+}
+
+// StartMotoWith is StartMoto as the command o names, saying on o.Progress
+// what it waits for and when it starts a server.
+func StartMotoWith(ctx context.Context, addr string, o Options) (*Moto, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("start moto: address %q: %w", addr, err)
 	}
-	if port != "0" && Listening(addr) {
-		return running(ctx, addr)
+	if port == "0" {
+		return startMoto(ctx, host, port, o)
 	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, fmt.Errorf("start moto: %w", err)
+	}
+	claim, holder, err := claimEmulator(root, addr, o.command())
+	for err == nil && holder != nil {
+		if holder, err = waitClaim(ctx, root, addr, holder, o.say); err != nil || holder != nil {
+			break // ready: its emulator is used below
+		}
+		claim, holder, err = claimEmulator(root, addr, o.command()) // it ended
+	}
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("start moto: %w", err)
+	case holder != nil:
+		return running(ctx, addr, holder, o)
+	case Listening(addr):
+		// Not started by a command of the local stack (LocalStack, or a
+		// make run of another checkout): used as it is.
+		claim.release()
+		return running(ctx, addr, nil, o)
+	}
+	m, err := startMoto(ctx, host, port, o)
+	if err != nil {
+		claim.release()
+		return nil, err
+	}
+	m.claim = claim
+	return m, nil
+}
 
+// startMoto starts a new server at host:port.
+func startMoto(ctx context.Context, host, port string, o Options) (*Moto, error) {
+	o.say("local stack: starting moto on %s (python3 dev/motoserver.py)", net.JoinHostPort(host, port))
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, fmt.Errorf("start moto: %w", err)
@@ -131,28 +205,59 @@ func StartMoto(ctx context.Context, addr string) (*Moto, error) {
 }
 
 // Stop stops the emulator if StartMoto started it (its whole process group),
-// and does nothing otherwise. It is safe to call more than once.
+// then gives up its claim of the address, and does nothing otherwise. It is
+// safe to call more than once.
 func (m *Moto) Stop() error {
 	if m == nil || !m.Started {
 		return nil
 	}
-	m.stopOnce.Do(func() { m.stopErr = stopGroup(m.cmd, m.exited, "moto") })
+	m.stopOnce.Do(func() {
+		m.stopErr = stopGroup(m.cmd, m.exited, "moto")
+		m.claim.release()
+	})
 	return m.stopErr
 }
 
-// running returns the server that listens on addr once it answers, within
-// MotoStartTimeout: one request, however long it takes in that time.
-func running(ctx context.Context, addr string) (*Moto, error) {
+// Ready tells the commands waiting for the emulator StartMoto started that
+// they may use it: call it once what they need is there (make run's
+// tables, buckets and event routes). It does nothing for an emulator this
+// process did not start.
+func (m *Moto) Ready() error {
+	if m == nil {
+		return nil
+	}
+	return m.claim.ready()
+}
+
+// running returns the server that listens on addr once it answers: one
+// request, however long it takes, within ForeignWait, or BusyWait when
+// holder, a command of the local stack, runs it (it is busy, not stuck).
+func running(ctx context.Context, addr string, holder *Claimant, o Options) (*Moto, error) {
 	endpoint := "http://" + addr
-	ctx, cancel := context.WithTimeout(ctx, MotoStartTimeout)
+	began, wait := time.Now(), ForeignWait
+	if holder != nil {
+		wait = BusyWait
+		// Said only when the answer is slow to come.
+		busy := time.AfterFunc(5*time.Second, func() {
+			o.say("local stack: the emulator on %s is %s and busy (moto answers one request at a time): waiting for its answer, up to %v", addr, holder.owns(), wait)
+		})
+		defer busy.Stop()
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	for statusWithin(ctx, endpoint, MotoStartTimeout) == 0 {
+	for statusWithin(ctx, endpoint, wait) == 0 {
+		if holder != nil && !Listening(addr) {
+			return nil, fmt.Errorf("start moto: nothing listens on %s, where %s runs the emulator: it stopped; restart %s", addr, holder, holder.name())
+		}
 		select {
 		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return nil, fmt.Errorf("start moto: something listens on %s but gives no HTTP answer within %v; stop it, or run the local stack elsewhere with EMULATOR_ADDR", addr, MotoStartTimeout)
+			switch {
+			case ctx.Err() != context.DeadlineExceeded:
+				return nil, fmt.Errorf("start moto: %w", ctx.Err())
+			case holder != nil:
+				return nil, fmt.Errorf("start moto: the emulator on %s is %s and gives no HTTP answer after %v: it is busy (a large report, say) or stuck; let %s finish its work and try again, or restart it", addr, holder.owns(), time.Since(began).Round(time.Second), holder.name())
 			}
-			return nil, fmt.Errorf("start moto: %w", ctx.Err())
+			return nil, fmt.Errorf("start moto: something listens on %s but gives no HTTP answer within %v; stop it, or run the local stack elsewhere with EMULATOR_ADDR", addr, ForeignWait)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

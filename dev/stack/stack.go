@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -226,17 +225,20 @@ type Local struct {
 // its buckets named by LocalBucketName and LogsFunction's log buckets, and points this process's AWS SDK at the
 // emulator (LocalAWS). Close stops what it started.
 func Up(ctx context.Context, addr string) (*Local, error) {
-	return UpWithProgress(ctx, addr, nil)
+	return UpWith(ctx, addr, Options{})
 }
 
 // UpWithProgress is Up telling what it does, one line a step, on progress
 // (nil for silence): a first start spends seconds in moto's own start.
 func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Local, error) {
-	say := func(format string, args ...any) {
-		if progress != nil {
-			fmt.Fprintf(progress, format+"\n", args...)
-		}
-	}
+	return UpWith(ctx, addr, Options{Progress: progress})
+}
+
+// UpWith is Up as the command o names, telling what it does on o.Progress.
+// An emulator it starts is claimed until Close (StartMoto): the caller
+// says when the others may use it (Local.Moto.Ready).
+func UpWith(ctx context.Context, addr string, o Options) (*Local, error) {
+	say := o.say
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
@@ -250,17 +252,14 @@ func UpWithProgress(ctx context.Context, addr string, progress io.Writer) (*Loca
 	if ignored := IgnoredAWS("http://" + addr); len(ignored) > 0 {
 		say("local stack: region %s and the emulator's credentials, whatever the shell says (ignoring %s)", LocalRegion, strings.Join(ignored, ", "))
 	}
-	if _, port, _ := net.SplitHostPort(addr); port != "0" && Listening(addr) {
-		say("local stack: using the emulator already running on %s", addr)
-	} else {
-		say("local stack: starting moto on %s (python3 dev/motoserver.py)", addr)
-	}
-	moto, err := StartMoto(ctx, addr)
+	moto, err := StartMotoWith(ctx, addr, o)
 	if err != nil {
 		return nil, err
 	}
 	if moto.Started {
 		say("local stack: moto answers on %s (%.1fs)", moto.Endpoint, time.Since(began).Seconds())
+	} else {
+		say("local stack: using the emulator already running on %s", addr)
 	}
 	env, ignored := LocalAWS(moto.Endpoint)
 	buckets, err := tpl.LocalBuckets()

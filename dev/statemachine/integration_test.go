@@ -131,6 +131,18 @@ func (s *slowStore) Apply(ctx context.Context, id string, decide machine.Decide)
 	return s.Store.Apply(ctx, id, decide)
 }
 
+// ApplyAbsent creates one machine at a time, at the same pace: cut short,
+// a part has created some of its new machines, which its retry finds
+// stored although the part says they are new.
+func (s *slowStore) ApplyAbsent(ctx context.Context, ids []string, decide func(string) machine.Decide) []error {
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		time.Sleep(20 * time.Millisecond)
+		errs[i] = s.Store.ApplyAbsent(ctx, []string{id}, decide)[0]
+	}
+	return errs
+}
+
 func (h *harness) read(ctx context.Context, bucket, key string) ([]byte, error) {
 	body, err := h.objects.Open(ctx, bucket, key)
 	if err != nil {

@@ -31,6 +31,11 @@ func (s *racing) Write(_ context.Context, w change.Write) error {
 	return change.ErrRace
 }
 
+func (s *racing) Create(_ context.Context, ws []change.Write) error {
+	s.writes = append(s.writes, ws...)
+	return change.ErrRace
+}
+
 func (s *racing) Remember(context.Context, change.Receipt) error    { return nil }
 func (s *racing) Remove(context.Context, string, int64, bool) error { return change.ErrRace }
 func (s *racing) ListByState(context.Context, machine.State, func(machine.Slave) error) error {

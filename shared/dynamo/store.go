@@ -375,25 +375,10 @@ func (s *driver) redescribe(ctx context.Context, id string, r change.Read, slave
 func (s *driver) change(ctx context.Context, w change.Write) error {
 	id, r, plan := w.ID, w.Read, w.Plan
 	snap, version := r.Snapshot, r.Version
-	entry, slave := *plan.Entry, plan.Slave
-	next := version + 1
-	historyItem, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: next, State: string(entry.State), Timestamp: entry.Timestamp, User: entry.User, Message: entry.Message})
+	entry := *plan.Entry
+	items, err := s.stateItems(w)
 	if err != nil {
-		return fmt.Errorf("encode history of %s: %w", id, err)
-	}
-	var slaveWrite types.TransactWriteItem
-	if snap.Slave == nil {
-		item, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
-		if err != nil {
-			return fmt.Errorf("encode slave %s: %w", id, err)
-		}
-		slaveWrite.Put = &types.Put{TableName: &s.tables.Slaves, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}
-	} else if slaveWrite.Update, err = s.updateSlave(id, slave, r, true, plan.Describe); err != nil {
 		return err
-	}
-	items := []types.TransactWriteItem{
-		slaveWrite,
-		{Put: &types.Put{TableName: &s.tables.History, Item: historyItem, ConditionExpression: aws.String("attribute_not_exists(slaveId)")}},
 	}
 	if w.Supersedes != 0 {
 		prev := snap.Slave.Current
@@ -431,6 +416,55 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 	}
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return writeError(id, err, limitIndex, w.Join, plan.Limit, r.LimitAt)
+}
+
+// stateItems are the writes of a state change's slave, conditioned on the
+// version read (on its absence for a new slave), and of its new history
+// entry.
+func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
+	id, r, plan := w.ID, w.Read, w.Plan
+	entry, slave := *plan.Entry, plan.Slave
+	next := r.Version + 1
+	historyItem, err := attributevalue.MarshalMap(historyRecord{SlaveID: id, Seq: next, State: string(entry.State), Timestamp: entry.Timestamp, User: entry.User, Message: entry.Message})
+	if err != nil {
+		return nil, fmt.Errorf("encode history of %s: %w", id, err)
+	}
+	var slaveWrite types.TransactWriteItem
+	if r.Snapshot.Slave == nil {
+		item, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
+		if err != nil {
+			return nil, fmt.Errorf("encode slave %s: %w", id, err)
+		}
+		slaveWrite.Put = &types.Put{TableName: &s.tables.Slaves, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}
+	} else if slaveWrite.Update, err = s.updateSlave(id, slave, r, true, plan.Describe); err != nil {
+		return nil, err
+	}
+	return []types.TransactWriteItem{
+		slaveWrite,
+		{Put: &types.Put{TableName: &s.tables.History, Item: historyItem, ConditionExpression: aws.String("attribute_not_exists(slaveId)")}},
+	}, nil
+}
+
+// Create creates the slaves of ws and their first history entries in one
+// transaction (change.CreateBatch slaves, two items each, fit DynamoDB's
+// 100), each conditioned on its slave's absence.
+func (s *driver) Create(ctx context.Context, ws []change.Write) error {
+	var items []types.TransactWriteItem
+	for _, w := range ws {
+		if w.Read.Snapshot.Slave != nil {
+			return fmt.Errorf("create slave %s: it was read as stored", w.ID)
+		}
+		its, err := s.stateItems(w)
+		if err != nil {
+			return err
+		}
+		items = append(items, its...)
+	}
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if isCancelled(err) {
+		return change.ErrRace
+	}
+	return translate(fmt.Sprintf("create %d slaves", len(ws)), err)
 }
 
 // updateSlave updates an existing slave in place: its current state and

@@ -92,54 +92,64 @@ type partEntry struct {
 	Absent       bool              `json:"absent,omitempty"`
 	Held         bool              `json:"held,omitempty"`
 	At           int64             `json:"at"`
+	// New says the plan's scan did not find the machine: it is created
+	// with the others of its part that are new (apply). Only a hint: each
+	// create is conditioned on the machine's absence, and one that exists
+	// is applied as any other.
+	New bool `json:"new,omitempty"`
 }
 
-func encodePart(obs []machine.Observation) ([]byte, error) {
+func encodePart(obs []machine.Observation, fresh map[string]bool) ([]byte, error) {
 	out := make([]partEntry, len(obs))
 	for i, o := range obs {
 		out[i] = partEntry{ID: o.ID, Host: o.Host, RackID: o.RackID, Attributes: o.Attributes, Resources: o.Resources,
-			Lost: o.Lost, RunningTasks: o.RunningTasks, Absent: o.Absent, Held: o.Held, At: o.At}
+			Lost: o.Lost, RunningTasks: o.RunningTasks, Absent: o.Absent, Held: o.Held, At: o.At, New: fresh[o.ID]}
 	}
 	return json.Marshal(out)
 }
 
-// readPart reads a part back. Parts are written by the plan step, but read
-// as untrusted all the same: a part larger than a report may be, text that
-// is not valid, or an entry without a valid id fails the part.
-func (h *Handler) readPart(ctx context.Context, bucket, key string) ([]machine.Observation, error) {
+// readPart reads a part back, and the ids of its entries marked new. Parts
+// are written by the plan step, but read as untrusted all the same: a part
+// larger than a report may be, text that is not valid, or an entry without
+// a valid id fails the part.
+func (h *Handler) readPart(ctx context.Context, bucket, key string) ([]machine.Observation, map[string]bool, error) {
 	body, err := h.parts.Open(ctx, bucket, key)
 	if err != nil {
-		return nil, fmt.Errorf("part %s: %w", key, err)
+		return nil, nil, fmt.Errorf("part %s: %w", key, err)
 	}
 	defer body.Close()
 	raw, err := io.ReadAll(io.LimitReader(body, h.bound.Bytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("part %s: %w", key, err)
+		return nil, nil, fmt.Errorf("part %s: %w", key, err)
 	}
 	if int64(len(raw)) > h.bound.Bytes {
-		return nil, fmt.Errorf("part %s is larger than %d bytes, which no plan step writes", key, h.bound.Bytes)
+		return nil, nil, fmt.Errorf("part %s is larger than %d bytes, which no plan step writes", key, h.bound.Bytes)
 	}
 	if err := exactjson.ValidText(raw); err != nil {
-		return nil, fmt.Errorf("part %s is not valid text: %w", key, err)
+		return nil, nil, fmt.Errorf("part %s is not valid text: %w", key, err)
 	}
 	var entries []partEntry
 	if err := exactjson.Unmarshal(raw, &entries); err != nil {
-		return nil, fmt.Errorf("part %s: %w", key, err)
+		return nil, nil, fmt.Errorf("part %s: %w", key, err)
 	}
 	obs := make([]machine.Observation, len(entries))
+	fresh := map[string]bool{}
 	for i, e := range entries {
 		if err := machine.ValidateID(e.ID); err != nil {
-			return nil, fmt.Errorf("part %s entry %d: %w", key, i, err)
+			return nil, nil, fmt.Errorf("part %s entry %d: %w", key, i, err)
 		}
 		obs[i] = machine.Observation{ID: e.ID, Host: e.Host, RackID: e.RackID, Attributes: e.Attributes, Resources: e.Resources,
 			Lost: e.Lost, RunningTasks: e.RunningTasks, Absent: e.Absent, Held: e.Held, At: e.At}
+		if e.New {
+			fresh[e.ID] = true
+		}
 	}
-	return obs, nil
+	return obs, fresh, nil
 }
 
 // split writes a planned report in parts: its present machines in parts of
 // h.partSize, listed in a manifest, and its absences on their own.
-func (h *Handler) split(ctx context.Context, id string, at int64, obs []machine.Observation) (*Split, error) {
+func (h *Handler) split(ctx context.Context, id string, at int64, obs []machine.Observation, fresh map[string]bool) (*Split, error) {
 	prefix := WorkPrefix + id + "/"
 	s := &Split{Report: id, Bucket: h.bucket, Manifest: prefix + "manifest.json", Absences: prefix + "absent.json", At: at}
 	var present, absent []machine.Observation
@@ -156,12 +166,12 @@ func (h *Handler) split(ctx context.Context, id string, at int64, obs []machine.
 	manifest := []item{}
 	for start := 0; start < len(present); start += h.partSize {
 		key := fmt.Sprintf("%spart-%04d.json", prefix, len(manifest))
-		if err := h.putPart(ctx, key, present[start:min(start+h.partSize, len(present))]); err != nil {
+		if err := h.putPart(ctx, key, present[start:min(start+h.partSize, len(present))], fresh); err != nil {
 			return nil, err
 		}
 		manifest = append(manifest, item{key})
 	}
-	if err := h.putPart(ctx, s.Absences, absent); err != nil {
+	if err := h.putPart(ctx, s.Absences, absent, nil); err != nil {
 		return nil, err
 	}
 	body, err := json.Marshal(manifest)
@@ -172,8 +182,8 @@ func (h *Handler) split(ctx context.Context, id string, at int64, obs []machine.
 	return s, h.parts.Put(ctx, h.bucket, s.Manifest, body)
 }
 
-func (h *Handler) putPart(ctx context.Context, key string, obs []machine.Observation) error {
-	body, err := encodePart(obs)
+func (h *Handler) putPart(ctx context.Context, key string, obs []machine.Observation, fresh map[string]bool) error {
+	body, err := encodePart(obs, fresh)
 	if err != nil {
 		return err
 	}
@@ -187,11 +197,11 @@ func (h *Handler) applyPart(ctx context.Context, st step, now int64) (Result, []
 	if err := h.checkWork(st.Bucket, st.Key); err != nil {
 		return Result{}, nil, err
 	}
-	obs, err := h.readPart(ctx, st.Bucket, st.Key)
+	obs, fresh, err := h.readPart(ctx, st.Bucket, st.Key)
 	if err != nil {
 		return Result{}, nil, err
 	}
-	return Result{Machines: len(obs), Changed: len(obs)}, h.apply(ctx, obs, now), nil
+	return Result{Machines: len(obs), Changed: len(obs)}, h.apply(ctx, obs, fresh, now), nil
 }
 
 // finish applies the report's absences, once every part is applied, unless
@@ -209,11 +219,11 @@ func (h *Handler) finish(ctx context.Context, st step, now int64) (Result, []err
 		h.log.WarnContext(ctx, "a newer report has started: this report's absences are not applied", "report", st.Report, "newest", id)
 		return Result{Superseded: true}, nil, nil
 	}
-	obs, err := h.readPart(ctx, st.Bucket, st.Absences)
+	obs, _, err := h.readPart(ctx, st.Bucket, st.Absences)
 	if err != nil {
 		return Result{}, nil, err
 	}
-	return Result{Absent: len(obs), Changed: len(obs)}, h.apply(ctx, obs, now), nil
+	return Result{Absent: len(obs), Changed: len(obs)}, h.apply(ctx, obs, nil, now), nil
 }
 
 // checkWork refuses a step naming an object outside the reports bucket's

@@ -295,8 +295,13 @@ func TestAReportCostsWritesInProportionToWhatChanged(t *testing.T) {
 		return res
 	}
 	send(t, now, up(fleet...))
-	if writes, _, _ := db.reset(); writes != 40 {
-		t.Fatalf("first report: got %d writes, want 40, one per new machine", writes)
+	if writes, _, itemReads := db.reset(); writes != 1 || itemReads != 0 {
+		t.Fatalf("first report: got %d writes and %d machine reads, want the 40 new machines created in one write (change.CreateBatch), none read alone", writes, itemReads)
+	}
+	for _, id := range fleet {
+		if s, err := store.Get(t.Context(), id); err != nil || s == nil || s.Current.State != machine.Active {
+			t.Fatalf("%s: got %+v, %v, want it created ACTIVE", id, s, err)
+		}
 	}
 
 	t.Run("an unchanged fleet writes nothing and reads no machine on its own", func(t *testing.T) {

@@ -31,6 +31,10 @@ type Store interface {
 	// first error, each's included, which it returns.
 	List(ctx context.Context, each func(machine.Slave) error) error
 	Apply(ctx context.Context, id string, decide machine.Decide) error
+	// ApplyAbsent applies each id's decision, as Apply does, to ids the
+	// caller believes are not stored, creating them together; it returns
+	// each id's error (change.Protocol.ApplyAbsent).
+	ApplyAbsent(ctx context.Context, ids []string, decide func(id string) machine.Decide) []error
 }
 
 // Objects reads report objects of the reports bucket.
@@ -158,7 +162,7 @@ func (h *Handler) report(ctx context.Context, event json.RawMessage, now int64, 
 	if err != nil {
 		return Result{}, nil, err
 	}
-	res, obs, err := h.plan(ctx, rep, now)
+	res, obs, fresh, err := h.plan(ctx, rep, now)
 	if err != nil {
 		return res, nil, err
 	}
@@ -169,17 +173,18 @@ func (h *Handler) report(ctx context.Context, event json.RawMessage, now int64, 
 		}
 	}
 	if split && h.parts != nil && len(obs) > h.partSize {
-		res.Split, err = h.split(ctx, id, rep.at, obs)
+		res.Split, err = h.split(ctx, id, rep.at, obs, fresh)
 		return res, nil, err
 	}
-	return res, h.apply(ctx, obs, now), nil
+	return res, h.apply(ctx, obs, fresh, now), nil
 }
 
 // plan turns a report into the observations that would change the fleet:
 // each machine once, the machines a complete report leaves out as absent,
 // the brake's verdict on the losses of the whole report, and, when the
-// fleet was scanned for it, none that would change nothing.
-func (h *Handler) plan(ctx context.Context, rep parsed, now int64) (Result, []machine.Observation, error) {
+// fleet was scanned for it, none that would change nothing, and the ids of
+// those the scan did not find (fresh), which are created together (apply).
+func (h *Handler) plan(ctx context.Context, rep parsed, now int64) (Result, []machine.Observation, map[string]bool, error) {
 	at := rep.at
 	res := Result{Machines: len(rep.entries)}
 	seen := map[string]bool{} // every id the report names, even in an entry it cannot read
@@ -207,10 +212,11 @@ func (h *Handler) plan(ctx context.Context, rep parsed, now int64) (Result, []ma
 		obs = append(obs, o)
 	}
 	lost := slices.ContainsFunc(obs, func(o machine.Observation) bool { return o.Lost })
+	var fresh map[string]bool
 	if rep.Complete || lost || len(obs) >= ScanFrom {
 		known, err := h.known(ctx)
 		if err != nil {
-			return res, nil, err
+			return res, nil, nil, err
 		}
 		if rep.Complete {
 			for _, s := range known {
@@ -224,9 +230,22 @@ func (h *Handler) plan(ctx context.Context, rep parsed, now int64) (Result, []ma
 			res.Held = h.holdMassLoss(ctx, known, obs, at)
 		}
 		obs = changing(known, obs, now)
+		fresh = unknown(known, obs)
 	}
 	res.Changed = len(obs)
-	return res, obs, nil
+	return res, obs, fresh, nil
+}
+
+// unknown returns the ids of obs that are not in known, which is sorted by
+// id.
+func unknown(known []machine.Slave, obs []machine.Observation) map[string]bool {
+	fresh := map[string]bool{}
+	for _, o := range obs {
+		if _, found := slices.BinarySearchFunc(known, o.ID, func(s machine.Slave, id string) int { return strings.Compare(s.ID, id) }); !found {
+			fresh[o.ID] = true
+		}
+	}
+	return fresh
 }
 
 // read reads the report an event carries or names.
@@ -334,18 +353,43 @@ func (h *Handler) holdMassLoss(ctx context.Context, known []machine.Slave, obs [
 	return len(held)
 }
 
-// apply stores observations a few at a time.
-func (h *Handler) apply(ctx context.Context, obs []machine.Observation, now int64) []error {
+// apply stores observations: those of the machines fresh names (a scan
+// did not find them) created together, in a few writes (Store.ApplyAbsent),
+// the others a few at a time. A first report of a fleet is then a write
+// for 50 machines rather than a read and a write for each: on the local
+// emulator, which serves one request at a time, a first report of 4,000
+// machines outlasted InventoryFunction's 60 s on a busy machine, and takes
+// half a minute so (BENCHMARKS.md, "Reports on a busy local stack").
+func (h *Handler) apply(ctx context.Context, obs []machine.Observation, fresh map[string]bool, now int64) []error {
 	var mu sync.Mutex
 	var errs []error
 	var g errgroup.Group
 	g.SetLimit(8)
+	var ids []string
+	created := map[string]machine.Observation{}
 	for _, o := range obs {
+		if fresh[o.ID] {
+			ids = append(ids, o.ID)
+			created[o.ID] = o
+			continue
+		}
 		g.Go(func() error {
 			if err := h.store.Apply(ctx, o.ID, machine.Observe(o, now)); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("machine %s: %w", o.ID, err))
 				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	if len(ids) > 0 {
+		g.Go(func() error {
+			for i, err := range h.store.ApplyAbsent(ctx, ids, func(id string) machine.Decide { return machine.Observe(created[id], now) }) {
+				if err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("machine %s: %w", ids[i], err))
+					mu.Unlock()
+				}
 			}
 			return nil
 		})

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,4 +267,48 @@ func TestTheMassLossBrake(t *testing.T) {
 			t.Errorf("got %+v, %v, want every absence applied", res, err)
 		}
 	})
+}
+
+// applyCounter counts the machines a store is asked to apply one at a time, and
+// those it is asked to create together.
+type applyCounter struct {
+	*memstore.Store
+	alone, together atomic.Int64
+}
+
+func (c *applyCounter) Apply(ctx context.Context, id string, decide machine.Decide) error {
+	c.alone.Add(1)
+	return c.Store.Apply(ctx, id, decide)
+}
+
+func (c *applyCounter) ApplyAbsent(ctx context.Context, ids []string, decide func(string) machine.Decide) []error {
+	c.together.Add(int64(len(ids)))
+	return c.Store.ApplyAbsent(ctx, ids, decide)
+}
+
+func TestAReportCreatesTheMachinesItsScanDidNotFindTogether(t *testing.T) {
+	f := &applyCounter{Store: newFleet()}
+	var machines []string
+	for i := range inventory.ScanFrom + 200 {
+		machines = append(machines, fmt.Sprintf(`{"id":"N%04d","host":"n%d"}`, i, i))
+	}
+	machines = append(machines, `{"id":"S5","host":"elsewhere.example.com"}`) // known: described again
+	h := inventory.New(f, machine.DefaultLossBrake, slog.New(slog.DiscardHandler), nil)
+	res, err := h.Handle(t.Context(), json.RawMessage(`{"machines":[`+strings.Join(machines, ",")+`]}`))
+	if err != nil || res.Changed != inventory.ScanFrom+201 || res.Failed != 0 {
+		t.Fatalf("got %+v, %v, want %d changed", res, err, inventory.ScanFrom+201)
+	}
+	if alone, together := f.alone.Load(), f.together.Load(); alone != 1 || together != inventory.ScanFrom+200 {
+		t.Errorf("got %d machines applied alone and %d created together, want 1 (S5) and %d", alone, together, inventory.ScanFrom+200)
+	}
+	after := contents(t, f.Store)
+	for i := range inventory.ScanFrom + 200 {
+		id := fmt.Sprintf("N%04d", i)
+		if s := after.Slaves[id]; s.Current.State != machine.Active || s.Host != fmt.Sprintf("n%d", i) || len(after.History[id]) != 1 {
+			t.Fatalf("%s: got %+v with %d entries, want it ACTIVE on n%d with one", id, s, len(after.History[id]), i)
+		}
+	}
+	if got := after.Slaves["S5"]; got.Host != "elsewhere.example.com" || got.Current.State != machine.Frozen {
+		t.Errorf("S5: got %+v, want it FROZEN still, on its new host", got)
+	}
 }

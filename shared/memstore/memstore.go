@@ -297,6 +297,27 @@ func (d *driver) Write(ctx context.Context, w change.Write) error {
 	return s.change(w)
 }
 
+// Create creates the slaves of ws, all or none: none when any exists, or
+// when ws names one twice (DynamoDB refuses such a transaction).
+func (d *driver) Create(ctx context.Context, ws []change.Write) error {
+	s := (*Store)(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	named := map[string]bool{}
+	for _, w := range ws {
+		if s.slaves[w.ID] != nil || named[w.ID] {
+			return change.ErrRace
+		}
+		named[w.ID] = true
+	}
+	for _, w := range ws {
+		if err := s.change(w); err != nil {
+			return err // none exists: only a create that is not one fails
+		}
+	}
+	return nil
+}
+
 // change writes a state change: the slave's state (and its description
 // when the plan says so), the entry, the expiring record, the receipt and
 // the decommissioning set, all or nothing. s.mu is held.

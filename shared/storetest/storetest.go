@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/jobs"
@@ -77,6 +78,35 @@ var cases = []struct {
 			e.t.Errorf("got %+v, want %+v", got, want)
 		}
 		e.wantHistory("S1", current)
+	}},
+	{name: "machines created together are stored as one at a time, and one that exists meanwhile is decided on what is stored", run: func(e *env) {
+		// More than one batch; S007 exists already (reported on another
+		// host), as when a machine appears between a report's scan and its
+		// writes: its batch is applied one machine at a time.
+		e.report("S007")
+		var ids []string
+		for i := range change.CreateBatch + 10 {
+			ids = append(ids, fmt.Sprintf("S%03d", i))
+		}
+		errs := e.s.ApplyAbsent(e.ctx(), ids, func(id string) machine.Decide { return e.observe(id, "node-"+id, e.at+1) })
+		for i, err := range errs {
+			if err != nil {
+				e.t.Errorf("%s: %v", ids[i], err)
+			}
+		}
+		for _, id := range ids {
+			got := e.get(id)
+			if got == nil || got.Host != "node-"+id || got.Current.State != machine.Active {
+				e.t.Fatalf("%s: got %+v, want it ACTIVE on node-%s", id, got, id)
+			}
+			if h := e.history(id, e.at+1); len(h) != 1 {
+				e.t.Errorf("%s: got history %+v, want one entry (S007's described again, its state unchanged)", id, h)
+			}
+		}
+		if got := e.get("S007"); got.FirstSeenAt != e.at || got.Current.Timestamp != e.at {
+			e.t.Errorf("S007: got %+v, want it as first stored, only described again", got)
+		}
+		e.wantIDs(e.list())(ids...)
 	}},
 	{name: "List returns every slave sorted by id and ListByState those in one state", run: func(e *env) {
 		for _, id := range []string{"S2", "S3", "S1"} {
