@@ -35,9 +35,9 @@ type Held struct {
 // Errors: those of Logs.
 func (t *Table) Held(ctx context.Context, bucket, lo, hi string) ([]Held, error) {
 	in := &dynamodb.QueryInput{
-		TableName:              &t.name,
-		IndexName:              aws.String(byBucket),
-		KeyConditionExpression: aws.String("inBucket = :b AND #key BETWEEN :lo AND :hi"),
+		TableName:                &t.name,
+		IndexName:                aws.String(byBucket),
+		KeyConditionExpression:   aws.String("inBucket = :b AND #key BETWEEN :lo AND :hi"),
 		ExpressionAttributeNames: map[string]string{"#key": "key"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":b":  &types.AttributeValueMemberS{Value: bucket},
@@ -123,11 +123,11 @@ func (t *Table) Drop(ctx context.Context, p logkey.Parsed, bucket, key, seq stri
 
 // Recorded is what the request's item of a log holds, read strongly.
 type Recorded struct {
-	Found bool   // an item, live or a tombstone
-	Live  bool   // not a tombstone
-	Seq   string // of the event (or reconciliation) that wrote it
-	Held  Held   // when Live
-	Listed bool  // in ByBucket (it has inBucket)
+	Found  bool   // an item, live or a tombstone
+	Live   bool   // not a tombstone
+	Seq    string // of the event (or reconciliation) that wrote it
+	Held   Held   // when Live
+	Listed bool   // in ByBucket (it has inBucket)
 }
 
 // Recorded reads the request's item of bucket/key, whose key parsed as p,
