@@ -53,13 +53,5 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (Handler
 			return nil, err
 		}
 	}
-	objects := buckets{logstore.New(client, s3.NewPresignClient(client)), logstore.Notifications{API: client}}
-	return logindex.NewIndexer(objects, table, cfg.Format, cfg.Buckets, opts.Log, opts.Metrics).Handle, nil
-}
-
-// buckets is what the indexer reads of the log buckets: their objects, and
-// their notification configuration.
-type buckets struct {
-	*logstore.Store
-	logstore.Notifications
+	return logindex.NewIndexer(logstore.NewBuckets(client), table, cfg.Format, cfg.Buckets, opts.Log, opts.Metrics).Handle, nil
 }

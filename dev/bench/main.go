@@ -145,7 +145,7 @@ var sections = []section{
 	{"fleetctl logs", fleetctlLogs},
 	{"fleetctl selector", fleetctlSelector},
 	{"machine reports", reportFigures},
-	{"log backfill", backfillFigures},
+	{"log reconcile", reconcileFigures},
 	// Last: it turns EventBridge notifications on the log bucket on, and off again.
 	{"upload → visible", freshness},
 }

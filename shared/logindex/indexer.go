@@ -62,13 +62,15 @@ func NewIndexer(objects Objects, index Index, format logkey.Format, buckets []st
 // Result is what one event did: "indexed", "removed" or "skipped" (a key
 // the format did not write, another bucket, an object deleted since); or
 // what one step of a reconciliation did: "reconciled" (a batch, its last
-// Key and its Counts), "begun" or "finished" (its Run).
+// Key and its Counts), "begun" or "finished" (its Run), or "listed" (the
+// Buckets to reconcile one by one).
 type Result struct {
-	Outcome string  `json:"outcome"`
-	Bucket  string  `json:"bucket"`
-	Key     string  `json:"key"`
-	Batch   *Counts `json:"batch,omitempty"`
-	Run     *Run    `json:"run,omitempty"`
+	Outcome string   `json:"outcome"`
+	Bucket  string   `json:"bucket"`
+	Key     string   `json:"key"`
+	Batch   *Counts  `json:"batch,omitempty"`
+	Run     *Run     `json:"run,omitempty"`
+	Buckets []string `json:"buckets,omitempty"`
 }
 
 // invocation is what the indexer is invoked with: S3's EventBridge event

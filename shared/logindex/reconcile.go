@@ -15,9 +15,11 @@ import (
 )
 
 // The jobs of ReconcileStateMachine (docs/behaviour.md "Reconciliation"):
-// its first step, its Map's batches (their BatchInput's job) and its last
+// the list of buckets of a run over all of them, the first step of a run
+// of one bucket, its Map's batches (their BatchInput's job) and its last
 // step.
 const (
+	BucketsJob   = "reconcile-buckets"
 	BeginJob     = "reconcile-begin"
 	ReconcileJob = "reconcile"
 	FinishJob    = "reconcile-finish"
@@ -70,6 +72,7 @@ type batchInput struct {
 	Bucket  string `json:"bucket"`
 	Prefix  string `json:"prefix"`
 	Started int64  `json:"started"`
+	Events  bool   `json:"events"`
 }
 
 // batchItem is an object of ListObjectsV2 as the Map's ItemReader gives it
@@ -85,6 +88,10 @@ type batchItem struct {
 // bucket run names, after checking that it is one of LOG_BUCKETS.
 func (x *Indexer) reconcileStep(ctx context.Context, job string, run Run) (Result, error) {
 	r := Result{Bucket: run.Bucket, Key: run.Prefix}
+	if job == BucketsJob && run == (Run{}) {
+		r.Outcome, r.Buckets = "listed", x.buckets
+		return r, nil
+	}
 	if !slices.Contains(x.buckets, run.Bucket) {
 		return r, fmt.Errorf("reconciliation of bucket %q, which is not one of LOG_BUCKETS", run.Bucket)
 	}
@@ -103,7 +110,7 @@ func (x *Indexer) reconcileStep(ctx context.Context, job string, run Run) (Resul
 		r.Run = &out
 		return r, err
 	}
-	return r, fmt.Errorf("job %q, want %q or %q", job, BeginJob, FinishJob)
+	return r, fmt.Errorf("job %q, want %q, %q or %q", job, BucketsJob, BeginJob, FinishJob)
 }
 
 // begin starts a run: it notes whether the bucket's notifications are on
@@ -129,8 +136,12 @@ func (x *Indexer) begin(ctx context.Context, bucket, prefix string) (Run, error)
 	if !ok {
 		return run, fmt.Errorf("prefix of %d bytes, longer than any key", len(prefix))
 	}
+	lo := prefix
+	if lo == "" {
+		lo = "\x00" // the least key: DynamoDB takes no empty one
+	}
 	var c Counts
-	if err := x.compare(ctx, bucket, prefix, hi, first, found, nil, &c); err != nil {
+	if err := x.compare(ctx, run, lo, hi, first, found, nil, &c); err != nil {
 		return run, err
 	}
 	return run, x.record(ctx, bucket, run.Started, c.Drift)
@@ -193,15 +204,20 @@ func (x *Indexer) reconcileBatch(ctx context.Context, b batchInput, items []batc
 	if err != nil {
 		return r, err
 	}
-	err = x.compare(ctx, b.Bucket, items[0].Key, hi, next, found, items, r.Batch)
+	run := Run{Bucket: b.Bucket, Prefix: b.Prefix, Started: b.Started, Events: b.Events}
+	err = x.compare(ctx, run, items[0].Key, hi, next, found, items, r.Batch)
 	return r, errors.Join(err, x.record(ctx, b.Bucket, b.Started, r.Batch.Drift))
 }
 
 // compare reconciles the keys from lo up to next (excluded), or up to hi
 // (included) when there is no next key: listed is what S3 holds there, in key order; the index's side is
 // one read of ByBucket over the same range. Every change is conditioned on
-// the sequencer it read, so that a live event recorded meanwhile wins.
-func (x *Indexer) compare(ctx context.Context, bucket, lo, hi, next string, hasNext bool, listed []batchItem, c *Counts) error {
+// the sequencer it read, so that a live event recorded meanwhile wins. An
+// object written in a second after the run began, while the bucket's
+// notifications were on, is left to its event: the listing may have seen
+// it before its event was applied, and it is no drift.
+func (x *Indexer) compare(ctx context.Context, run Run, lo, hi, next string, hasNext bool, listed []batchItem, c *Counts) error {
+	bucket := run.Bucket
 	if hasNext {
 		hi = next
 	}
@@ -224,6 +240,10 @@ func (x *Indexer) compare(ctx context.Context, bucket, lo, hi, next string, hasN
 		case j == len(held) || (i < len(listed) && listed[i].Key < held[j].Key):
 			item := listed[i]
 			i++
+			if run.Events && int64(item.LastModified) > run.Started/1000 {
+				skipped.Add(1)
+				continue
+			}
 			g.Go(func() error { return x.fill(gctx, bucket, item, &added, &updated, &unchanged, &skipped) })
 		case i == len(listed) || held[j].Key < listed[i].Key:
 			h := held[j]
@@ -232,8 +252,12 @@ func (x *Indexer) compare(ctx context.Context, bucket, lo, hi, next string, hasN
 		default:
 			item, h := listed[i], held[j]
 			i, j = i+1, j+1
-			if same(item, h) {
+			switch {
+			case same(item, h):
 				unchanged.Add(1)
+				continue
+			case run.Events && int64(item.LastModified) > run.Started/1000:
+				skipped.Add(1)
 				continue
 			}
 			g.Go(func() error { return x.update(gctx, bucket, h, &updated, &removed, &unchanged, &skipped) })
@@ -258,7 +282,9 @@ func same(item batchItem, h Held) bool {
 // fill indexes a listed object the index does not hold (ByBucket, which
 // may lag): with the lowest sequencer when nothing is recorded of it, else
 // over what is recorded: a tombstone of an earlier life, an item of an
-// older version of this table without inBucket.
+// older version of this table without inBucket. Over a tombstone, only
+// once a HEAD after reading it still finds the object: the HEAD before may
+// have come before the delete that wrote it.
 func (x *Indexer) fill(ctx context.Context, bucket string, item batchItem, added, updated, unchanged, skipped *atomic.Int64) error {
 	p, ok := x.format.Parse(item.Key)
 	if !ok {
@@ -281,6 +307,10 @@ func (x *Indexer) fill(ctx context.Context, bucket string, item batchItem, added
 	case rec.Live && rec.Listed:
 		skipped.Add(1) // an event recorded it since the range was read
 		return nil
+	}
+	if e, etag, found, err = x.objects.Stat(ctx, bucket, item.Key); err != nil || !found {
+		skipped.Add(1)
+		return err
 	}
 	written, err := x.index.Correct(ctx, p, e, etag, rec.Seq)
 	switch {

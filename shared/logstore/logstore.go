@@ -322,3 +322,15 @@ func (n Notifications) EventsOn(ctx context.Context, bucket string) (bool, error
 	}
 	return out.EventBridgeConfiguration != nil, nil
 }
+
+// Buckets is what the task-log indexer reads of the log buckets: their
+// objects, and their notification configuration.
+type Buckets struct {
+	*Store
+	Notifications
+}
+
+// NewBuckets returns the log buckets as client reads them.
+func NewBuckets(client *s3.Client) Buckets {
+	return Buckets{New(client, s3.NewPresignClient(client)), Notifications{API: client}}
+}
