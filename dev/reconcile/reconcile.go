@@ -146,3 +146,15 @@ func Run(ctx context.Context, m *statemachine.Machine, input json.RawMessage, pr
 	}
 	return runs, t, nil
 }
+
+// Buckets reconciles every log bucket of local whole, as the template's
+// daily schedule does, and returns what each run says: make run does it
+// once its events flow, so that its lookups read the index.
+func Buckets(ctx context.Context, local *stack.Local) ([]logindex.Run, error) {
+	m, err := Machine(ctx, local, Clients{DynamoDB: local.DynamoDB, S3: local.S3})
+	if err != nil {
+		return nil, err
+	}
+	runs, _, err := Run(ctx, m, Input("", ""), nil)
+	return runs, err
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/jsonerrors"
+	"github.com/fleetops/fleet/dev/reconcile"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -82,6 +83,15 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer events.Close()
+	// Its events flow: a reconciliation makes the index complete, and the
+	// lookups read it (docs/behaviour.md "Reconciliation").
+	runs, err := reconcile.Buckets(ctx, local)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		fmt.Fprintf(os.Stderr, "make run: bucket %s reconciled with the log index: %d added, %d removed, %d updated\n", r.Bucket, r.Drift.Added, r.Drift.Removed, r.Drift.Updated)
+	}
 	emulator := strings.TrimPrefix(local.Moto.Endpoint, "http://")
 	fmt.Fprintln(os.Stderr, emulatorNotice(local.Moto.Started, emulator, port))
 	if !local.Moto.Started {
