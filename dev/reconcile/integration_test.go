@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -21,11 +23,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetops/fleet/app/indexerapp"
+	"github.com/fleetops/fleet/app/logsapp"
 	"github.com/fleetops/fleet/dev/reconcile"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/dev/statemachine"
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logkey"
+	logroutes "github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
 )
 
@@ -478,6 +482,60 @@ func TestABucketIsCompleteOnlyOnceAReconciliationOfItAllRanWithItsNotificationsO
 	notifications(t, false)
 	if run := all(t); run.Complete || complete(t) {
 		t.Errorf("got %+v, want the bucket no longer complete: its notifications were turned off", run)
+	}
+}
+
+func TestABucketWithoutNotificationsIsAnsweredByListing(t *testing.T) {
+	// Two log buckets: the first's events are delivered, the second's
+	// notifications were never turned on (one forgotten checkbox).
+	second := "rc-unnotified"
+	if err := stack.CreateBuckets(t.Context(), local.S3, second); err != nil {
+		t.Fatal(err)
+	}
+	deliver(t)
+	l := newLogs(t, "rcholes")
+	first := l.keys(0, 13)
+	l.upload(t, first...) // indexed by their events
+	other := logs{bucket: second, task: l.task}
+	other.upload(t, other.keys(100, 9)...)
+	if _, _, err := reconcile.Run(t.Context(), machine(t, nil), reconcile.Input(l.bucket, ""), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	env, err := local.Template.FunctionEnv("LogsFunction", stack.LocalName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env["LOG_BUCKETS"], env["AUTH_MODE"] = l.bucket+","+second, "none"
+	h, err := logsapp.New(t.Context(), func(name string) string { return env[name] }, logsapp.Options{S3: local.S3, DynamoDB: local.DynamoDB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := "start=1793487600000&end=1793498400000"
+	for name, r := range map[string]*http.Request{
+		"request lookup": httptest.NewRequest("GET", "/api/logs/request/rcholes?list=true&"+window, nil),
+		"search": httptest.NewRequest("POST", "/api/logs/search", strings.NewReader(
+			`{"requestsAndDeploys":{"rcholes":[]},"maxPerPage":100,"listOnly":true,"start":1793487600000,"end":1793498400000}`)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			var got []struct{ Key string }
+			body := w.Body.Bytes()
+			if name == "search" {
+				var page struct{ Results []struct{ Key string } }
+				err = json.Unmarshal(body, &page)
+				got = page.Results
+			} else {
+				err = json.Unmarshal(body, &got)
+			}
+			if w.Code != 200 || err != nil || len(got) != 22 {
+				t.Errorf("got %d, %d logs (%v): %.300s, want all 22 of both buckets", w.Code, len(got), err, body)
+			}
+			if got := w.Header().Get(logroutes.IndexBucketsHeader); got != l.bucket {
+				t.Errorf("got %s %q, want %q: the second bucket was listed", logroutes.IndexBucketsHeader, got, l.bucket)
+			}
+		})
 	}
 }
 
