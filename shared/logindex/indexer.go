@@ -140,7 +140,7 @@ func (x *Indexer) apply(ctx context.Context, raw json.RawMessage) (Result, error
 	switch {
 	case in.BatchInput != nil && in.Source == "" && in.Job == "":
 		return x.reconcileBatch(ctx, *in.BatchInput, in.Items)
-	case in.Job != "" && in.BatchInput == nil && in.Source == "":
+	case (in.Job == BucketsJob || in.Job == BeginJob || in.Job == FinishJob) && in.BatchInput == nil && in.Source == "":
 		return x.reconcileStep(ctx, in.Job, in.Run)
 	case in.BatchInput != nil || in.Job != "" || ev.Source != "aws.s3" || (ev.DetailType != "Object Created" && ev.DetailType != "Object Deleted"):
 		return Result{}, fmt.Errorf("neither a reconciliation step nor an S3 \"Object Created\" or \"Object Deleted\" event (source %q, detail-type %q)", ev.Source, ev.DetailType)

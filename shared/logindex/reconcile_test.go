@@ -65,6 +65,7 @@ func TestTheIndexerRefusesAReconciliationStepItCannotTrustBeforeReadingAnything(
 		"too many keys":                   batchOf("task-logs", many...),
 		"a step of another bucket":        `{"job":"reconcile-begin","bucket":"reports","prefix":""}`,
 		"a step of another job":           `{"job":"reconcile-everything","bucket":"task-logs"}`,
+		"another function's job":          `{"job":"expiry"}`,
 		"a finish without a start":        `{"job":"reconcile-finish","bucket":"task-logs","prefix":"","events":true}`,
 	} {
 		t.Run(name, func(t *testing.T) {
