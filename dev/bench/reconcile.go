@@ -22,9 +22,9 @@ import (
 	"github.com/fleetops/fleet/shared/logkey"
 )
 
-// reconcileFigures seeds BENCH_RECONCILE_N logs (5,000 by default, a few
-// minutes on the emulator; 1,000 with -quick; the figures of BENCHMARKS.md
-// are at 100,000) under one request of a log bucket of the emulator, with
+// reconcileFigures seeds BENCH_RECONCILE_N logs (2,000 by default, a few
+// minutes on the emulator; 500 with -quick; BENCHMARKS.md says what
+// 100,000 take) under one request of a log bucket of the emulator, with
 // no event delivered, and runs ReconcileStateMachine over that prefix
 // through the local driver, IndexerFunction's handler in this process
 // (docs/behaviour.md "Reconciliation"), counting its backend calls:
@@ -37,9 +37,9 @@ import (
 //   - then again, interrupted when 40% of its batches are done and resumed
 //     from its journal: only the batches cut short are redone.
 func reconcileFigures(ctx context.Context, e *env) ([]row, error) {
-	n := 5_000
+	n := 2_000
 	if e.quick {
-		n = 1_000
+		n = 500
 	}
 	if v := os.Getenv("BENCH_RECONCILE_N"); v != "" {
 		var err error
@@ -167,16 +167,16 @@ func benchLogKey(request string, i int) string {
 // changeLogs deletes k of the n logs, rewrites k others with another body
 // and adds k new ones, spread over the prefix.
 func changeLogs(ctx context.Context, e *env, bucket, request string, n, k int) error {
-	g, ctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(32)
 	step := n / k
 	for j := range k {
 		g.Go(func() error {
 			key := benchLogKey(request, j*step)
-			_, err := e.local.S3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &key})
+			_, err := e.local.S3.DeleteObject(gctx, &s3.DeleteObjectInput{Bucket: &bucket, Key: &key})
 			return err
 		})
-		g.Go(func() error { return putLog(ctx, e, bucket, request, j*step+1, "log, written again\n") })
+		g.Go(func() error { return putLog(gctx, e, bucket, request, j*step+1, "log, written again\n") })
 	}
 	if err := g.Wait(); err != nil {
 		return err
