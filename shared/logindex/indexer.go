@@ -16,11 +16,11 @@ import (
 
 // Objects is what the indexer reads of a log: one HEAD; and what the
 // reconciliation reads of a bucket besides the listing its state machine
-// hands it: the first key after another (After), and whether the bucket
-// sends its events to EventBridge (EventsOn).
+// hands it: the keys after another (Page, logstore's), and whether the
+// bucket sends its events to EventBridge (EventsOn).
 type Objects interface {
 	Stat(ctx context.Context, bucket, key string) (e logkey.Entry, etag string, found bool, err error)
-	After(ctx context.Context, bucket, prefix, after string) (key string, found bool, err error)
+	Page(ctx context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error)
 	EventsOn(ctx context.Context, bucket string) (bool, error)
 }
 

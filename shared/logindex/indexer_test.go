@@ -59,8 +59,8 @@ func (throttledObjects) Stat(ctx context.Context, bucket, key string) (logkey.En
 	return logkey.Entry{}, "", false, nil
 }
 
-func (throttledObjects) After(context.Context, string, string, string) (string, bool, error) {
-	return "", false, nil
+func (throttledObjects) Page(context.Context, string, string, string, int) ([]logkey.Object, bool, error) {
+	return nil, true, nil
 }
 
 func (throttledObjects) EventsOn(context.Context, string) (bool, error) { return true, nil }

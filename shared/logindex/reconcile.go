@@ -128,7 +128,7 @@ func (x *Indexer) begin(ctx context.Context, bucket, prefix string) (Run, error)
 			return run, err
 		}
 	}
-	first, found, err := x.objects.After(ctx, bucket, prefix, "")
+	first, found, err := x.listedAfter(ctx, run, "")
 	if err != nil {
 		return run, err
 	}
@@ -200,14 +200,43 @@ func (x *Indexer) reconcileBatch(ctx context.Context, b batchInput, items []batc
 	}
 	r.Key = items[len(items)-1].Key
 	hi, _ := lastUnder(b.Prefix) // the prefix of keys is no longer than they are
-	next, found, err := x.objects.After(ctx, b.Bucket, b.Prefix, r.Key)
+	run := Run{Bucket: b.Bucket, Prefix: b.Prefix, Started: b.Started, Events: b.Events}
+	next, found, err := x.listedAfter(ctx, run, r.Key)
 	if err != nil {
 		return r, err
 	}
-	run := Run{Bucket: b.Bucket, Prefix: b.Prefix, Started: b.Started, Events: b.Events}
 	err = x.compare(ctx, run, items[0].Key, hi, next, found, items, r.Batch)
 	return r, errors.Join(err, x.record(ctx, b.Bucket, b.Started, r.Batch.Drift))
 }
+
+// listedAfter returns the first key under the run's prefix after after
+// that S3 held when the run began, which is where the next batch starts:
+// a key written since (in a later second) may fall between two batches,
+// and ending the range there would leave the rest of the gap to no batch.
+// A key that was only written again since is passed over too: the ranges
+// then overlap, which costs a HEAD of each key of the overlap, never a
+// wrong fix.
+func (x *Indexer) listedAfter(ctx context.Context, run Run, after string) (string, bool, error) {
+	for {
+		objs, done, err := x.objects.Page(ctx, run.Bucket, run.Prefix, after, afterPage)
+		if err != nil {
+			return "", false, err
+		}
+		for _, o := range objs {
+			if o.LastModified/1000 <= run.Started/1000 {
+				return o.Key, true, nil
+			}
+		}
+		if done || len(objs) == 0 {
+			return "", false, nil
+		}
+		after = objs[len(objs)-1].Key
+	}
+}
+
+// afterPage is how many keys listedAfter lists at once: usually the first
+// is the one.
+const afterPage = 10
 
 // compare reconciles the keys from lo up to next (excluded), or up to hi
 // (included) when there is no next key: listed is what S3 holds there, in key order; the index's side is

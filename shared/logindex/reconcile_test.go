@@ -23,9 +23,9 @@ func (u untouched) Stat(context.Context, string, string) (logkey.Entry, string, 
 	return logkey.Entry{}, "", false, nil
 }
 
-func (u untouched) After(context.Context, string, string, string) (string, bool, error) {
+func (u untouched) Page(context.Context, string, string, string, int) ([]logkey.Object, bool, error) {
 	u.t.Error("got a listing, want none")
-	return "", false, nil
+	return nil, true, nil
 }
 
 func (u untouched) EventsOn(context.Context, string) (bool, error) {

@@ -289,19 +289,6 @@ func status(err error) int {
 	return 0
 }
 
-// After returns the first key under prefix that comes after after (the
-// first under prefix when after is empty), and false when there is none:
-// one ListObjectsV2 of one key, url-encoded as every listing here is.
-//
-// Errors: those of Page.
-func (s *Store) After(ctx context.Context, bucket, prefix, after string) (string, bool, error) {
-	objs, _, err := s.list(ctx, bucket, prefix, after, 1)
-	if err != nil || len(objs) == 0 {
-		return "", false, err
-	}
-	return objs[0].Key, true, nil
-}
-
 // NotificationAPI is the S3 call Notifications makes.
 type NotificationAPI interface {
 	GetBucketNotificationConfiguration(context.Context, *s3.GetBucketNotificationConfigurationInput, ...func(*s3.Options)) (*s3.GetBucketNotificationConfigurationOutput, error)
