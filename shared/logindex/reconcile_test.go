@@ -3,6 +3,7 @@ package logindex
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -74,5 +75,47 @@ func TestTheIndexerRefusesAReconciliationStepItCannotTrustBeforeReadingAnything(
 				t.Errorf("got %+v, want an error", res)
 			}
 		})
+	}
+}
+
+// listing is a bucket's keys in order, each with its last modification
+// (epoch ms); Page lists them as logstore does.
+type listing struct {
+	untouched
+	keys []logkey.Object
+}
+
+func (l listing) Page(_ context.Context, bucket, prefix, after string, limit int) ([]logkey.Object, bool, error) {
+	var out []logkey.Object
+	for i, o := range l.keys {
+		if o.Key > after {
+			out = l.keys[i:min(len(l.keys), i+limit)]
+			return out, i+limit >= len(l.keys), nil
+		}
+	}
+	return nil, true, nil
+}
+
+func TestABatchRangeEndsAtTheNextKeyS3HeldWhenTheRunBegan(t *testing.T) {
+	const started = 1793491200500
+	var keys []logkey.Object
+	for i := range 25 {
+		keys = append(keys, logkey.Object{Key: fmt.Sprintf("k%02d", i), LastModified: started + 1000}) // written since
+	}
+	keys = append(keys, logkey.Object{Key: "k30", LastModified: started - 5000}, logkey.Object{Key: "k31", LastModified: started})
+	x := NewIndexer(listing{keys: keys}, nil, logkey.Format{}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	run := Run{Bucket: "task-logs", Started: started}
+	for _, c := range []struct {
+		after, want string
+		found       bool
+	}{
+		{"", "k30", true},    // past the 25 keys written since, over three pages
+		{"k30", "k31", true}, // written in the second the run began: held then
+		{"k31", "", false},
+	} {
+		got, found, err := x.listedAfter(t.Context(), run, c.after)
+		if err != nil || got != c.want || found != c.found {
+			t.Errorf("after %q: got %q, %v, %v; want %q, %v", c.after, got, found, err, c.want, c.found)
+		}
 	}
 }
