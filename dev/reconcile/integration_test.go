@@ -238,6 +238,11 @@ func TestAReconciliationWhileUploadsContinueMakesTheIndexEqualToS3AndCountsExact
 	deliver(t)
 	keys := l.keys(0, 60)
 	l.upload(t, keys...) // indexed by their events
+	// A loaded machine answers an upload before its event is applied
+	// (dev/motoserver.py holds it 2 s at most).
+	if err := local.WaitLogEvents(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	l.equalsS3(t)
 
 	// An hour without notifications: every change is lost to the index.
@@ -496,6 +501,9 @@ func TestABucketWithoutNotificationsIsAnsweredByListing(t *testing.T) {
 	l := newLogs(t, "rcholes")
 	first := l.keys(0, 13)
 	l.upload(t, first...) // indexed by their events
+	if err := local.WaitLogEvents(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	other := logs{bucket: second, task: l.task}
 	other.upload(t, other.keys(100, 9)...)
 	if _, _, err := reconcile.Run(t.Context(), machine(t, nil), reconcile.Input(l.bucket, ""), nil); err != nil {
