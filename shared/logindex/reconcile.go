@@ -239,8 +239,8 @@ func (x *Indexer) listedAfter(ctx context.Context, run Run, after string) (strin
 const afterPage = 10
 
 // compare reconciles the keys from lo up to next (excluded), or up to hi
-// (included) when there is no next key: listed is what S3 holds there, in key order; the index's side is
-// one read of ByBucket over the same range. Every change is conditioned on
+// (included) when there is no next key: listed is what S3 holds there, in
+// key order; the index's side is one read of ByBucket over the same range. Every change is conditioned on
 // the sequencer it read, so that a live event recorded meanwhile wins. An
 // object written in a second after the run began, while the bucket's
 // notifications were on, is left to its event: the listing may have seen
