@@ -7,7 +7,7 @@
 #   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
 #   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3, held in memory
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
-#   make backfill-logs                       index what the local log buckets hold: BackfillStateMachine, resuming an interrupted run (make run first)
+#   make reconcile-logs                      make the index equal to the local log buckets: ReconcileStateMachine, resuming an interrupted run (make run first)
 #   make seed-fleet [N=20000]                N slaves into the local slaves table, then the list and a state query timed (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
@@ -61,7 +61,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs backfill-logs seed-fleet invoke report test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet invoke report test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -117,8 +117,8 @@ run: deps
 seed-logs:
 	@go run ./dev/seedlogs
 
-backfill-logs:
-	@go run ./dev/logbackfill
+reconcile-logs:
+	@go run ./dev/logreconcile
 
 N ?= 20000
 

@@ -42,6 +42,10 @@ plus one and the clock in nanoseconds, so they also grow across restarts),
 compared as S3 documents: as strings, the shorter padded with zeros on the
 right. The event's time is EventBridge's ISO-8601 form once it is in an SQS
 queue: moto keeps it in epoch seconds and writes it so into the queue.
+moto keeps a bucket's EventBridgeConfiguration but leaves it out of
+GetBucketNotificationConfiguration's answer, where S3 writes it: the
+task-log reconciliation reads it there (docs/behaviour.md
+"Reconciliation"), so here the answer holds it.
 
 A long poll (ReceiveMessage with WaitTimeSeconds) waits for a message inside
 moto, and would hold the global lock for the whole wait, so that no message
@@ -230,6 +234,28 @@ def s3_event_sequencers(hold):
     Rule.send_to_targets = send_to_targets
 
 
+def event_bridge_configuration():
+    """Answer GetBucketNotificationConfiguration with EventBridgeConfiguration when it is on."""
+    get = S3Response.get_bucket_notification
+
+    def get_bucket_notification(self):
+        config = self.backend.get_bucket_notification_configuration(self.bucket_name)
+        if config is None or config.event_bridge is None:
+            return get(self)
+        status, headers, body = get(self)
+        if isinstance(body, bytes):
+            body = body.decode()
+        marker = "</NotificationConfiguration>"
+        if marker in body:
+            body = body.replace(marker, "<EventBridgeConfiguration></EventBridgeConfiguration>" + marker)
+        else:
+            body = body.replace("<NotificationConfiguration", "<NotificationConfiguration", 1).replace(
+                "/>", "><EventBridgeConfiguration></EventBridgeConfiguration></NotificationConfiguration>", 1)
+        return status, headers, body
+
+    S3Response.get_bucket_notification = get_bucket_notification
+
+
 def item_rollback():
     """Make DynamoDB transactions roll back item by item, not table by table.
 
@@ -388,6 +414,7 @@ def main(argv=None):
     # make_server is what werkzeug's run_simple(host, port, app, threaded=True)
     # builds, minus the reloader; unlike run_simple it tells which port it bound.
     item_rollback()
+    event_bridge_configuration()
     plain_item_pages()
     string_comparisons()
     partition_queries()

@@ -1,8 +1,8 @@
 // Package indexerapp is the composition root of IndexerFunction: the one
 // constructor from the function's environment to its handler, which keeps
-// the task-log index from the log buckets' S3 events and applies the
-// batches of BackfillStateMachine (docs/decisions.md "One composition root
-// per function").
+// the task-log index from the log buckets' S3 events and runs the steps
+// and batches of ReconcileStateMachine (docs/decisions.md "One composition
+// root per function").
 package indexerapp
 
 import (
@@ -30,8 +30,8 @@ type Options struct {
 	S3 *s3.Client
 }
 
-// Handler is the function's handler: one S3 object event, or one backfill
-// batch, in; what it did out.
+// Handler is the function's handler: one S3 object event, or one step or
+// batch of a reconciliation, in; what it did out.
 type Handler = func(context.Context, json.RawMessage) (logindex.Result, error)
 
 // New reads IndexerFunction's variables from getenv and returns its
@@ -47,11 +47,11 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (Handler
 	} else if table, err = logindex.OpenTable(ctx, cfg.Table, cfg.DynamoDBAttemptTimeout); err != nil {
 		return nil, err
 	}
-	var objects *logstore.Store
-	if opts.S3 != nil {
-		objects = logstore.New(opts.S3, s3.NewPresignClient(opts.S3))
-	} else if objects, err = logstore.Open(ctx, cfg.S3.PathStyle); err != nil {
-		return nil, err
+	client := opts.S3
+	if client == nil {
+		if client, err = logstore.Client(ctx, cfg.S3.PathStyle); err != nil {
+			return nil, err
+		}
 	}
-	return logindex.NewIndexer(objects, table, cfg.Format, cfg.Buckets, opts.Log, opts.Metrics).Handle, nil
+	return logindex.NewIndexer(logstore.NewBuckets(client), table, cfg.Format, cfg.Buckets, opts.Log, opts.Metrics).Handle, nil
 }

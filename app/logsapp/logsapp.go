@@ -57,5 +57,7 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (http.Ha
 	} else if table, err = logindex.OpenTable(ctx, idx.Table, idx.DynamoDBAttemptTimeout); err != nil {
 		return nil, err
 	}
-	return h.ReadsIndex(table), nil
+	// A bucket is read from the index only once a reconciliation has
+	// found it complete (docs/behaviour.md "Reconciliation").
+	return h.ReadsIndex(table).KnowsComplete(table), nil
 }

@@ -184,7 +184,7 @@ func indexBucket(ctx context.Context, store *logstore.Store, table *logindex.Tab
 		if err != nil {
 			return err
 		}
-		return table.Put(ctx, parsed, logkey.Entry{Object: objs[i], Start: start, End: end}, seq)
+		return table.Put(ctx, parsed, logkey.Entry{Object: objs[i], Start: start, End: end}, "", seq)
 	})
 }
 

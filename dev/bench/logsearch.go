@@ -190,7 +190,7 @@ func putRequestLogs(ctx context.Context, e *env, bucket, requestID string, n int
 		})
 		if err == nil {
 			entry := logkey.Entry{Object: logkey.Object{Bucket: bucket, Key: key, LastModified: now.UnixMilli(), Size: 9}, Start: &start, End: &end}
-			err = table.Put(ctx, logkey.Parsed{RequestID: requestID}, entry, fmt.Sprintf("%064d", 1))
+			err = table.Put(ctx, logkey.Parsed{RequestID: requestID}, entry, "", fmt.Sprintf("%064d", 1))
 		}
 		if err != nil {
 			return fmt.Errorf("log %s: %w", key, err)

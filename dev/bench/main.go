@@ -146,7 +146,7 @@ var sections = []section{
 	{"fleetctl selector", fleetctlSelector},
 	{"machine reports", reportFigures},
 	{"report bounds", reportBounds},
-	{"log backfill", backfillFigures},
+	{"log reconcile", reconcileFigures},
 	// Last: it turns EventBridge notifications on the log bucket on, and off again.
 	{"upload → visible", freshness},
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/app/logsapp"
+	"github.com/fleetops/fleet/dev/reconcile"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
@@ -46,6 +47,9 @@ func indexedStack(t *testing.T) (http.Handler, *stack.Local, *syncBuffer) {
 	}
 	events, err := deliverLogEvents(ctx, local, log)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reconcile.Buckets(ctx, local); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -39,6 +39,7 @@ import (
 	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/jsonerrors"
+	"github.com/fleetops/fleet/dev/reconcile"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -82,8 +83,18 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer events.Close()
+	// Its events flow: a reconciliation makes the index complete, and the
+	// lookups read it (docs/behaviour.md "Reconciliation").
+	runs, err := reconcile.Buckets(ctx, local)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		fmt.Fprintf(os.Stderr, "make run: bucket %s reconciled with the log index: %d added, %d removed, %d updated\n", r.Bucket, r.Drift.Added, r.Drift.Removed, r.Drift.Updated)
+	}
 	// The commands started meanwhile (make invoke, make seed-logs...) have
-	// waited for this: the tables, buckets and event routes are there.
+	// waited for this: the tables, buckets and event routes are there, and
+	// the buckets are reconciled.
 	if err := local.Moto.Ready(); err != nil {
 		return err
 	}

@@ -46,7 +46,8 @@ func TestRepoTemplateAlarmsReadTheMetricsTheFunctionsWrite(t *testing.T) {
 	tpl := loadRepoTemplate(t)
 	emitted := []string{metrics.ColdStarts, metrics.ServerErrors, metrics.BackendThrottles, metrics.StateChanges,
 		metrics.LogLookups, metrics.LogObjects, metrics.S3Calls, metrics.ExpiryApplied, metrics.ExpirySkipped, metrics.ExpiryDropped,
-		metrics.ExpirySuperseded, metrics.ExpiryDeferred, metrics.ExpiryFailed, metrics.ExpiryRemaining, metrics.ExpiryLag, metrics.LossesHeld, metrics.ReportsTooLarge, metrics.MissingLogBuckets}
+		metrics.ExpirySuperseded, metrics.ExpiryDeferred, metrics.ExpiryFailed, metrics.ExpiryRemaining, metrics.ExpiryLag, metrics.LossesHeld, metrics.ReportsTooLarge, metrics.MissingLogBuckets,
+		metrics.ListedLogBuckets, metrics.ReconcileAdded, metrics.ReconcileRemoved, metrics.ReconcileUpdated}
 	functions := tpl.Functions()
 	var alarms []string
 	for id, r := range tpl.Resources {
@@ -78,7 +79,8 @@ func TestRepoTemplateAlarmsReadTheMetricsTheFunctionsWrite(t *testing.T) {
 	}
 	slices.Sort(alarms)
 	want := []string{"ApiServerErrorsAlarm", "BackendThrottlesAlarm", "ExpiryErrorsAlarm", "ExpiryFailedRecordsAlarm",
-		"ExpiryLagAlarm", "ExpiryStalledAlarm", "FunctionThrottlesAlarm", "LossesHeldAlarm", "MissingLogBucketsAlarm", "ReportExecutionsFailedAlarm", "ReportsDeadLetterAlarm", "ReportsTooLargeAlarm"}
+		"ExpiryLagAlarm", "ExpiryStalledAlarm", "FunctionThrottlesAlarm", "IndexerDeadLetterAlarm", "IndexerErrorsAlarm", "LossesHeldAlarm",
+		"MissingLogBucketsAlarm", "ReconcileDriftAlarm", "ReconcileExecutionsFailedAlarm", "ReportExecutionsFailedAlarm", "ReportsDeadLetterAlarm", "ReportsTooLargeAlarm"}
 	if !slices.Equal(alarms, want) {
 		t.Errorf("got alarms %v, want %v", alarms, want)
 	}

@@ -419,14 +419,17 @@ func TestRepoTemplateLogsFunctionReadsOnlyItsBuckets(t *testing.T) {
 		"arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable/index/ByUntil",
 		"arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable/index/ByKey",
 	}
+	complete := []string{"arn:aws:dynamodb:us-east-1:123456789012:table/LogIndexTable"}
 	for buckets, want := range map[string][]policyStatement{
 		"": { // the default, task-logs
 			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: logIndex},
+			{Effect: "Allow", Actions: []string{"dynamodb:BatchGetItem"}, Resources: complete},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*"}},
 		},
 		"task-logs,archive.logs": {
 			{Effect: "Allow", Actions: []string{"dynamodb:Query"}, Resources: logIndex},
+			{Effect: "Allow", Actions: []string{"dynamodb:BatchGetItem"}, Resources: complete},
 			{Effect: "Allow", Actions: []string{"s3:ListBucket"}, Resources: []string{"arn:aws:s3:::task-logs", "arn:aws:s3:::archive.logs"}},
 			{Effect: "Allow", Actions: []string{"s3:GetObject"}, Resources: []string{"arn:aws:s3:::task-logs/*", "arn:aws:s3:::archive.logs/*"}},
 		},
@@ -687,7 +690,9 @@ func actionProblem(fn, action string) string {
 	service, name, _ := strings.Cut(action, ":")
 	switch strings.ToLower(service) {
 	case "dynamodb":
-		if noDynamoDB[fn] && !(indexReaders[fn] && action == "dynamodb:Query") {
+		// The log index's readers Query it, and read which buckets it
+		// holds completely (BatchGetItem).
+		if noDynamoDB[fn] && !(indexReaders[fn] && (action == "dynamodb:Query" || action == "dynamodb:BatchGetItem")) {
 			return "is DynamoDB, which " + fn + " does not use"
 		}
 	case "s3":

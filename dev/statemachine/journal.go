@@ -13,8 +13,8 @@ import (
 	"sync"
 )
 
-// Journal records the Map items of one execution that succeeded, with
-// their outputs, one JSON line each in a file, so that the execution can
+// Journal records the Map items and Task states of one execution that
+// succeeded, with their outputs, one JSON line each in a file, so that the execution can
 // be run again after an interruption without redoing them: the local
 // counterpart of Step Functions' redrive, which reruns only a Map Run's
 // child executions that did not succeed. An item is known by its Map's

@@ -12,14 +12,14 @@ import (
 	"testing"
 )
 
-// backfillDefinition is the shape of the template's BackfillStateMachine: a
+// reconcileDefinition is the shape of the template's ReconcileStateMachine: a
 // default prefix, then a Map over the bucket's objects in batches.
-func backfillDefinition(batcher string) map[string]any {
+func reconcileDefinition(batcher string) map[string]any {
 	var def map[string]any
 	err := json.Unmarshal([]byte(`{"StartAt":"WithPrefix","States":{
-	  "WithPrefix":{"Type":"Choice","Choices":[{"Variable":"$.prefix","IsPresent":true,"Next":"Backfill"}],"Default":"WholeBucket"},
-	  "WholeBucket":{"Type":"Pass","Parameters":{"bucket.$":"$.bucket","prefix":""},"Next":"Backfill"},
-	  "Backfill":{"Type":"Map","ItemReader":{"Resource":"arn:aws:states:::s3:listObjectsV2","Parameters":{"Bucket.$":"$.bucket","Prefix.$":"$.prefix"}},
+	  "WithPrefix":{"Type":"Choice","Choices":[{"Variable":"$.prefix","IsPresent":true,"Next":"Reconcile"}],"Default":"WholeBucket"},
+	  "WholeBucket":{"Type":"Pass","Parameters":{"bucket.$":"$.bucket","prefix":""},"Next":"Reconcile"},
+	  "Reconcile":{"Type":"Map","ItemReader":{"Resource":"arn:aws:states:::s3:listObjectsV2","Parameters":{"Bucket.$":"$.bucket","Prefix.$":"$.prefix"}},
 	    "ItemBatcher":`+batcher+`,"MaxConcurrency":3,"ToleratedFailurePercentage":0,
 	    "ItemProcessor":{"ProcessorConfig":{"Mode":"DISTRIBUTED"},"StartAt":"Batch","States":{"Batch":{"Type":"Task","Resource":"arn:aws:states:::lambda:invoke",
 	      "Parameters":{"FunctionName":"Fn","Payload.$":"$"},"OutputPath":"$.Payload","End":true}}},
@@ -70,7 +70,7 @@ func (s *batchesSeen) invoke(_ context.Context, _ string, payload json.RawMessag
 	if err := json.Unmarshal(payload, &b); err != nil {
 		return nil, err
 	}
-	if b.BatchInput["job"] != "backfill" || b.BatchInput["bucket"] != "logs" {
+	if b.BatchInput["job"] != "reconcile" || b.BatchInput["bucket"] != "logs" {
 		return nil, fmt.Errorf("got BatchInput %v, want the job and the execution's bucket", b.BatchInput)
 	}
 	s.mu.Lock()
@@ -85,12 +85,12 @@ func (s *batchesSeen) invoke(_ context.Context, _ string, payload json.RawMessag
 	return json.RawMessage(fmt.Sprintf(`{"keys":%d}`, len(b.Items))), nil
 }
 
-const batcher500 = `{"MaxItemsPerBatch":500,"BatchInput":{"job":"backfill","bucket.$":"$.bucket"}}`
+const batcher500 = `{"MaxItemsPerBatch":500,"BatchInput":{"job":"reconcile","bucket.$":"$.bucket"}}`
 
 func TestAMapOverABucketListsEveryPageAndHandsOutBatches(t *testing.T) {
 	b := &bucket{n: 2300}
 	seen := &batchesSeen{}
-	m := &Machine{Definition: backfillDefinition(batcher500), List: b.list, Invoke: seen.invoke}
+	m := &Machine{Definition: reconcileDefinition(batcher500), List: b.list, Invoke: seen.invoke}
 	if _, err := m.Run(t.Context(), json.RawMessage(`{"bucket":"logs"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestAMapOverABucketListsEveryPageAndHandsOutBatches(t *testing.T) {
 func TestABatchStaysWithinMaxInputBytesPerBatch(t *testing.T) {
 	b := &bucket{n: 1000}
 	seen := &batchesSeen{}
-	m := &Machine{Definition: backfillDefinition(`{"MaxItemsPerBatch":500,"MaxInputBytesPerBatch":10000,"BatchInput":{"job":"backfill","bucket.$":"$.bucket"}}`),
+	m := &Machine{Definition: reconcileDefinition(`{"MaxItemsPerBatch":500,"MaxInputBytesPerBatch":10000,"BatchInput":{"job":"reconcile","bucket.$":"$.bucket"}}`),
 		List: b.list, Invoke: seen.invoke}
 	if _, err := m.Run(t.Context(), json.RawMessage(`{"bucket":"logs","prefix":"k"}`)); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestAnExecutionRunAgainWithItsJournalRerunsOnlyWhatDidNotSucceed(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Machine{Definition: backfillDefinition(batcher500), List: b.list, Invoke: seen.invoke, Journal: journal}
+	m := &Machine{Definition: reconcileDefinition(batcher500), List: b.list, Invoke: seen.invoke, Journal: journal}
 	if _, err := m.Run(t.Context(), json.RawMessage(`{"bucket":"logs"}`)); err == nil {
 		t.Fatal("got success, want the failed batch to fail the execution")
 	}
@@ -151,7 +151,7 @@ func TestAnExecutionRunAgainWithItsJournalRerunsOnlyWhatDidNotSucceed(t *testing
 	}
 	defer journal.Close()
 	earlier, now := 0, 0
-	m = &Machine{Definition: backfillDefinition(batcher500), List: b.list, Invoke: seen.invoke, Journal: journal,
+	m = &Machine{Definition: reconcileDefinition(batcher500), List: b.list, Invoke: seen.invoke, Journal: journal,
 		ItemDone: func(out any, before bool) {
 			if before {
 				earlier++
@@ -175,7 +175,7 @@ func TestTheDriverRefusesWhatItDoesNotImplementOfAListingOrABatcher(t *testing.T
 		"a pass with a result":          {`"Parameters":{"bucket.$":"$.bucket","prefix":""}`, `"Result":{"prefix":""}`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			raw, _ := json.Marshal(backfillDefinition(batcher500))
+			raw, _ := json.Marshal(reconcileDefinition(batcher500))
 			var def map[string]any
 			json.Unmarshal([]byte(strings.Replace(string(raw), c.find, c.replace, 1)), &def)
 			seen := &batchesSeen{}

@@ -8,13 +8,15 @@
 //
 // It knows what the template's state machines use, and refuses anything
 // else rather than guess: Task states on arn:aws:states:::lambda:invoke,
-// Choice rules with Variable and IsPresent, NumericGreaterThan or And, Pass
+// and on arn:aws:states:::states:startExecution.sync:2 of the machine itself
+// ($$.StateMachine.Id), run in process; Choice rules with Variable and IsPresent, NumericGreaterThan or And, Pass
 // with Parameters, Map states over a JSON array read from S3 (ItemReader
 // with arn:aws:states:::s3:getObject) or over the objects of a bucket
 // (arn:aws:states:::s3:listObjectsV2, Bucket and Prefix), with an
 // ItemSelector and an ItemBatcher (MaxItemsPerBatch, MaxInputBytesPerBatch,
-// BatchInput), Succeed and Fail; Parameters, OutputPath and ResultPath (a
-// path or null); paths of the form $, $.a.b and $$.Map.Item.Value.a. A
+// BatchInput), or over an array of the input (ItemsPath); Succeed and Fail;
+// Parameters, OutputPath and ResultPath (a path or null); paths of the form
+// $, $.a.b, $$.Map.Item.Value.a and $$.StateMachine.Id. A
 // Journal keeps an execution's finished Map items across runs, as redrive
 // does.
 package statemachine
@@ -143,7 +145,7 @@ func (m *Machine) run(ctx context.Context, def map[string]any, input any, item m
 		var err error
 		switch t := state["Type"]; t {
 		case "Task":
-			out, err = m.task(ctx, state, input, item)
+			out, err = m.journaledTask(ctx, name, state, input, item)
 		case "Map":
 			out, err = m.mapState(ctx, name, state, input)
 		case "Pass":
@@ -174,17 +176,29 @@ func (m *Machine) run(ctx context.Context, def map[string]any, input any, item m
 	}
 }
 
+// Self is what $$.StateMachine.Id names locally: the machine running.
+const Self = "local:stateMachine:self"
+
 // task invokes the state's function with its Parameters, retrying as its
-// Retry says, and returns its OutputPath of {"Payload": response}.
+// Retry says, and returns its OutputPath of {"Payload": response}; or runs
+// the machine itself on the Parameters' Input, as a child execution that
+// the state waits for, and returns its OutputPath of {"Output": output}.
 func (m *Machine) task(ctx context.Context, state map[string]any, input any, item map[string]any) (any, error) {
-	if r := state["Resource"]; r != "arn:aws:states:::lambda:invoke" {
-		return nil, fmt.Errorf("resource %v is not supported locally", r)
-	}
 	params, err := parameters(state["Parameters"], input, item)
 	if err != nil {
 		return nil, err
 	}
 	p := asMap(params)
+	switch r := state["Resource"]; {
+	case r == "arn:aws:states:::states:startExecution.sync:2" && p["StateMachineArn"] == Self:
+		out, err := m.run(ctx, m.Definition, p["Input"], nil)
+		if err != nil {
+			return nil, err
+		}
+		return path(state["OutputPath"], map[string]any{"Output": out}, nil)
+	case r != "arn:aws:states:::lambda:invoke":
+		return nil, fmt.Errorf("resource %v with %v is not supported locally", r, p)
+	}
 	function, _ := p["FunctionName"].(string)
 	payload, err := json.Marshal(p["Payload"])
 	if err != nil {
@@ -206,6 +220,29 @@ func (m *Machine) task(ctx context.Context, state map[string]any, input any, ite
 		}
 		m.sleep(wait)
 	}
+}
+
+// journaledTask runs a Task state, unless the Journal holds its output
+// from an earlier run of the same state on the same input, and records its
+// output when it succeeds: redrive, too, reruns only the states that did
+// not succeed, so that what they output (a start time, say) stays.
+// A Task of a Map's item is journaled with its item.
+func (m *Machine) journaledTask(ctx context.Context, name string, state map[string]any, input any, item map[string]any) (any, error) {
+	if item != nil {
+		return m.task(ctx, state, input, item)
+	}
+	id, err := itemID("task "+name, input)
+	if err != nil {
+		return nil, err
+	}
+	if out, ok := m.Journal.output(id); ok {
+		return out, nil
+	}
+	out, err := m.task(ctx, state, input, item)
+	if err != nil {
+		return nil, err
+	}
+	return out, m.Journal.record(id, out)
 }
 
 // retry returns how long to wait before retry number attempt+1 of a task
@@ -262,9 +299,17 @@ func (m *Machine) sleep(d time.Duration) {
 // most MaxConcurrency at once, and fails when more items fail than
 // ToleratedFailurePercentage allows. Its result is the items' outputs.
 func (m *Machine) mapState(ctx context.Context, name string, state map[string]any, input any) (any, error) {
-	items, err := m.items(ctx, asMap(state["ItemReader"]), input)
-	if err != nil {
-		return nil, fmt.Errorf("item reader: %w", err)
+	var items []any
+	var err error
+	if reader, ok := state["ItemReader"]; ok {
+		if items, err = m.items(ctx, asMap(reader), input); err != nil {
+			return nil, fmt.Errorf("item reader: %w", err)
+		}
+	} else {
+		all, err := path(state["ItemsPath"], input, nil)
+		if items, _ = all.([]any); err != nil || items == nil {
+			return nil, fmt.Errorf("items path %v: not an array (%v)", state["ItemsPath"], err)
+		}
 	}
 	if sel, ok := state["ItemSelector"]; ok {
 		for i, value := range items {
@@ -549,6 +594,8 @@ func path(p any, input any, item map[string]any) (any, error) {
 		v, rest = input, strings.TrimPrefix(s, "$")
 	case strings.HasPrefix(s, "$$.Map.Item.") && item != nil:
 		v, rest = item, strings.TrimPrefix(s, "$$.Map.Item")
+	case s == "$$.StateMachine.Id":
+		return Self, nil
 	default:
 		return nil, fmt.Errorf("path %s is not supported locally", s)
 	}

@@ -1,6 +1,6 @@
 // Command indexer is IndexerFunction: it keeps the task-log index from the
 // log buckets' S3 "Object Created" and "Object Deleted" events
-// (EventBridge), and applies the batches of keys of BackfillStateMachine.
+// (EventBridge), and runs the steps and batches of ReconcileStateMachine.
 package main
 
 import (

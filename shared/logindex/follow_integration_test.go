@@ -61,7 +61,7 @@ func TestFollowPrintsALateUploadOnce(t *testing.T) {
 	}
 	objects := logstore.New(local.S3, s3.NewPresignClient(local.S3))
 	table := logindex.NewTable(local.DynamoDB, stack.LocalName("LogIndexTable"))
-	indexer := logindex.NewIndexer(objects, table, logkey.Format{}, []string{bucket}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	indexer := logindex.NewIndexer(logstore.Buckets{Store: objects, Notifications: logstore.Notifications{API: local.S3}}, table, logkey.Format{}, []string{bucket}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	r := rig{indexer: indexer, table: table, bucket: bucket, logged: &bytes.Buffer{}}
 	cfg := logs.Config{Buckets: []string{bucket}, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
 		ListTimeout: 20 * time.Second, LinkTimeout: 20 * time.Second}

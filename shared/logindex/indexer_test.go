@@ -53,11 +53,17 @@ func TestTheIndexerRefusesEventsThatAreNotS3ObjectEvents(t *testing.T) {
 // is gone.
 type throttledObjects struct{}
 
-func (throttledObjects) Stat(ctx context.Context, bucket, key string) (logkey.Object, *int64, *int64, bool, error) {
+func (throttledObjects) Stat(ctx context.Context, bucket, key string) (logkey.Entry, string, bool, error) {
 	callcount.From(ctx).Add(true)
 	callcount.From(ctx).Add(false)
-	return logkey.Object{}, nil, nil, false, nil
+	return logkey.Entry{}, "", false, nil
 }
+
+func (throttledObjects) Page(context.Context, string, string, string, int) ([]logkey.Object, bool, error) {
+	return nil, true, nil
+}
+
+func (throttledObjects) EventsOn(context.Context, string) (bool, error) { return true, nil }
 
 func TestTheIndexerCountsThrottledCallsAndLogsEachOutcome(t *testing.T) {
 	var out, logged bytes.Buffer

@@ -56,9 +56,8 @@ func newRig(t *testing.T) rig {
 	t.Helper()
 	var buf bytes.Buffer
 	table := logindex.NewTable(local.DynamoDB, stack.LocalName("LogIndexTable"))
-	objects := logstore.New(local.S3, s3.NewPresignClient(local.S3))
 	bucket := local.LogBuckets[0]
-	x := logindex.NewIndexer(objects, table, logkey.Format{}, local.LogBuckets, slog.New(slog.NewJSONHandler(&buf, nil)), nil)
+	x := logindex.NewIndexer(logstore.NewBuckets(local.S3), table, logkey.Format{}, local.LogBuckets, slog.New(slog.NewJSONHandler(&buf, nil)), nil)
 	return rig{indexer: x, table: table, bucket: bucket, logged: &buf}
 }
 

@@ -25,7 +25,7 @@ func (r *pageRig) put(t *testing.T, of logkey.Task, bucket, key string, from, un
 	r.seq++
 	p := logkey.Parsed{TaskID: of.ID, RequestID: of.RequestID, DeployID: of.DeployID}
 	e := logkey.Entry{Object: logkey.Object{Bucket: bucket, Key: key, LastModified: until, Size: 1}, Start: &from, End: &until}
-	if err := r.table.Put(context.Background(), p, e, fmt.Sprintf("%064d", r.seq)); err != nil {
+	if err := r.table.Put(context.Background(), p, e, "", fmt.Sprintf("%064d", r.seq)); err != nil {
 		t.Fatal(err)
 	}
 }

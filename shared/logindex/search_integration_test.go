@@ -86,9 +86,8 @@ func TestTheSearchReadsFromTheIndexWhatItListsFromTheBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	buckets := []string{local.LogBuckets[0], second}
-	objects := logstore.New(local.S3, s3.NewPresignClient(local.S3))
 	table := logindex.NewTable(local.DynamoDB, stack.LocalName("LogIndexTable"))
-	indexer := logindex.NewIndexer(objects, table, logkey.Format{}, buckets, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	indexer := logindex.NewIndexer(logstore.NewBuckets(local.S3), table, logkey.Format{}, buckets, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 
 	now := time.Now()
 	started := now.Add(-3 * time.Hour).UnixMilli()

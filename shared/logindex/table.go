@@ -30,6 +30,10 @@ import (
 type API interface {
 	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 	Query(context.Context, *dynamodb.QueryInput, ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 // byUntil is the local secondary index that sorts a partition's logs by
@@ -107,38 +111,57 @@ func object(bucket, key string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Put records e, whose key parsed as p, in each of its Partitions as of
-// the event numbered seq (NormalizeSequencer). A partition that already
-// holds an equal or later event of the object keeps it: S3 delivers events
-// at least once and in no order. Errors: fault.Unavailable when DynamoDB
-// throttles.
-//
-// The item holds both of the log's spans (Entry.Span), so that a lookup
-// measures either rule exactly (logkey.Window.Plain): from and to with its
-// metadata, plainFrom and plainUntil without. until, which ByUntil sorts
-// by, is the later of the two ends: the one key condition that reads every
-// log either rule can answer.
-func (t *Table) Put(ctx context.Context, p logkey.Parsed, e logkey.Entry, seq string) error {
+// Put records e, whose key parsed as p and whose object's ETag is etag, in
+// each of its Partitions as of the event numbered seq (NormalizeSequencer).
+// A partition that already holds an equal or later event of the object
+// keeps it: S3 delivers events at least once and in no order. Errors:
+// fault.Unavailable when DynamoDB throttles.
+func (t *Table) Put(ctx context.Context, p logkey.Parsed, e logkey.Entry, etag, seq string) error {
+	_, err := t.putAll(ctx, Partitions(p), object(e.Bucket, e.Key), seq, false, logItem(p, e, etag))
+	return err
+}
+
+// logItem is the attributes of a live log's items. Each holds both of the
+// log's spans (Entry.Span), so that a lookup measures either rule exactly
+// (logkey.Window.Plain): from and to with its metadata, plainFrom and
+// plainUntil without. until, which ByUntil sorts by, is the later of the
+// two ends: the one key condition that reads every log either rule can
+// answer. The request's item, the one every log has, also carries
+// inBucket, which puts it in ByBucket, the reconciliation's view of the
+// index in S3's key order (docs/tables.md).
+func logItem(p logkey.Parsed, e logkey.Entry, etag string) func(partition string) map[string]types.AttributeValue {
 	from, to := e.Span(p.Time)
 	plainFrom, plainUntil := logkey.Entry{Object: e.Object}.Span(p.Time)
-	item := map[string]types.AttributeValue{
-		"bucket":     &types.AttributeValueMemberS{Value: e.Bucket},
-		"key":        &types.AttributeValueMemberS{Value: e.Key},
-		"size":       number(e.Size),
-		"modified":   number(e.LastModified),
-		"from":       number(from),
-		"to":         number(to),
-		"plainFrom":  number(plainFrom),
-		"plainUntil": number(plainUntil),
-		"until":      number(max(to, plainUntil)),
+	request := RequestPartition(p.RequestID)
+	if p.Group != "" && p.Group != logkey.DefaultGroup {
+		request += "/" + p.Group
 	}
-	if e.Start != nil {
-		item["start"] = number(*e.Start)
+	return func(partition string) map[string]types.AttributeValue {
+		item := map[string]types.AttributeValue{
+			"bucket":     &types.AttributeValueMemberS{Value: e.Bucket},
+			"key":        &types.AttributeValueMemberS{Value: e.Key},
+			"size":       number(e.Size),
+			"modified":   number(e.LastModified),
+			"from":       number(from),
+			"to":         number(to),
+			"plainFrom":  number(plainFrom),
+			"plainUntil": number(plainUntil),
+			"until":      number(max(to, plainUntil)),
+		}
+		if e.Start != nil {
+			item["start"] = number(*e.Start)
+		}
+		if e.End != nil {
+			item["end"] = number(*e.End)
+		}
+		if etag != "" {
+			item["etag"] = &types.AttributeValueMemberS{Value: etag}
+		}
+		if partition == request {
+			item["inBucket"] = &types.AttributeValueMemberS{Value: e.Bucket}
+		}
+		return item
 	}
-	if e.End != nil {
-		item["end"] = number(*e.End)
-	}
-	return t.putAll(ctx, Partitions(p), object(e.Bucket, e.Key), seq, item)
 }
 
 // spanFilter returns the filter that keeps the logs whose span, by w's
@@ -160,36 +183,49 @@ func spanFilter(w logkey.Window) (string, map[string]string, map[string]types.At
 // older created event from writing the log back until it expires. Errors:
 // those of Put.
 func (t *Table) Remove(ctx context.Context, p logkey.Parsed, bucket, key, seq string) error {
-	item := map[string]types.AttributeValue{"expiresAt": number(t.now().Add(tombstoneTTL).Unix())}
-	return t.putAll(ctx, Partitions(p), object(bucket, key), seq, item)
+	expires := number(t.now().Add(tombstoneTTL).Unix())
+	_, err := t.putAll(ctx, Partitions(p), object(bucket, key), seq, false, func(string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"expiresAt": expires}
+	})
+	return err
 }
 
-func (t *Table) putAll(ctx context.Context, partitions []string, sk, seq string, attrs map[string]types.AttributeValue) error {
-	for _, p := range partitions {
+// putAll writes the item attrs gives for each partition, as of seq, where
+// the partition holds no later event of the object (orEqual: no later one
+// and not this one either, when false). It returns whether each partition
+// was written; a partition that holds a later event keeps it.
+func (t *Table) putAll(ctx context.Context, partitions []string, sk, seq string, orEqual bool, attrs func(partition string) map[string]types.AttributeValue) ([]bool, error) {
+	cond := "attribute_not_exists(#seq) OR #seq < :seq"
+	if orEqual {
+		cond = "attribute_not_exists(#seq) OR #seq <= :seq"
+	}
+	written := make([]bool, len(partitions))
+	for i, p := range partitions {
 		item := map[string]types.AttributeValue{
 			"pk":  &types.AttributeValueMemberS{Value: p},
 			"sk":  &types.AttributeValueMemberS{Value: sk},
 			"seq": &types.AttributeValueMemberS{Value: seq},
 		}
-		for k, v := range attrs {
+		for k, v := range attrs(p) {
 			item[k] = v
 		}
 		_, err := t.api.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                 &t.name,
 			Item:                      item,
-			ConditionExpression:       aws.String("attribute_not_exists(#seq) OR #seq < :seq"),
+			ConditionExpression:       aws.String(cond),
 			ExpressionAttributeNames:  map[string]string{"#seq": "seq"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{":seq": &types.AttributeValueMemberS{Value: seq}},
 		})
 		var stale *types.ConditionalCheckFailedException
 		if errors.As(err, &stale) {
-			continue // an equal or later event is recorded already
+			continue // a later event is recorded already
 		}
 		if err != nil {
-			return translate(fmt.Sprintf("index %s in %s", p, t.name), err)
+			return written, translate(fmt.Sprintf("index %s in %s", p, t.name), err)
 		}
+		written[i] = true
 	}
-	return nil
+	return written, nil
 }
 
 // Logs returns the logs of partition whose span, by w's rule, overlaps w:

@@ -47,6 +47,13 @@ type Index interface {
 	Landed(ctx context.Context, of logkey.Task, since int64) ([]logkey.Entry, error)
 }
 
+// Completeness tells which of the log buckets the index holds completely
+// (docs/behaviour.md "Reconciliation"): a reconciliation found their
+// notifications on and finished. Errors: those of Index.
+type Completeness interface {
+	Complete(ctx context.Context, buckets []string) (map[string]bool, error)
+}
+
 // Bounds on the S3 calls one lookup makes at once. The lists of a lookup
 // are one wave (a year of monthly prefixes is 12). HEADs wait for the lists,
 // so their pool is wider: 50 logs are one wave, and the lookup's critical
@@ -76,11 +83,12 @@ type Config struct {
 
 // Handler serves /api/logs.
 type Handler struct {
-	store  Store
-	index  Index // nil: lookups list the buckets
-	cfg    Config
-	now    func() time.Time
-	routes *web.Routes
+	store    Store
+	index    Index        // nil: lookups list the buckets
+	complete Completeness // nil: the index holds every bucket completely
+	cfg      Config
+	now      func() time.Time
+	routes   *web.Routes
 }
 
 // New returns the handler of the log routes.
@@ -99,6 +107,67 @@ func New(store Store, cfg Config) *Handler {
 func (h *Handler) ReadsIndex(index Index) *Handler {
 	h.index = index
 	return h
+}
+
+// KnowsComplete makes the lookups and the search read the index only for
+// the buckets c says it holds completely, and list the others. It returns
+// h.
+func (h *Handler) KnowsComplete(c Completeness) *Handler {
+	h.complete = c
+	return h
+}
+
+// IndexBucketsHeader names, on every answer of a lookup or a search with
+// the index on, the buckets it answered from the index, comma separated:
+// their logs are those S3's events had announced when it answered, seconds
+// behind the uploads; the other buckets were listed (docs/behaviour.md
+// "Reconciliation").
+const IndexBucketsHeader = "X-Log-Index-Buckets"
+
+// fromIndex chooses, once per request, the buckets it reads from the index:
+// every one of them when nothing tells completeness, none when the index is
+// off, else those known complete. It names them in IndexBucketsHeader,
+// and notes the others on the log line (listed_buckets) and counts them
+// (ListedLogBuckets).
+func (h *Handler) fromIndex(w http.ResponseWriter, r *http.Request) func(bucket string) bool {
+	if h.index == nil {
+		return func(string) bool { return false }
+	}
+	complete := map[string]bool{}
+	if h.complete == nil {
+		for _, b := range h.cfg.Buckets {
+			complete[b] = true
+		}
+	} else if got, err := h.complete.Complete(r.Context(), h.cfg.Buckets); err != nil {
+		// Listing is slower, never wrong.
+		web.Note(r, "completeness_error", err.Error())
+	} else {
+		complete = got
+	}
+	var in, out []string
+	for _, b := range h.cfg.Buckets {
+		if complete[b] {
+			in = append(in, b)
+		} else {
+			out = append(out, b)
+		}
+	}
+	w.Header().Set(IndexBucketsHeader, strings.Join(in, ","))
+	if len(out) > 0 {
+		web.Note(r, "listed_buckets", strings.Join(out, ","))
+		web.Metrics(r).Emit(nil, metrics.Metric{Name: metrics.ListedLogBuckets, Value: float64(len(out)), Unit: metrics.Count})
+	}
+	return func(bucket string) bool { return complete[bucket] }
+}
+
+// over returns a copy of h over buckets alone, reading the index or not.
+func (h *Handler) over(buckets []string, index bool) *Handler {
+	c := *h
+	c.cfg.Buckets = buckets
+	if !index {
+		c.index = nil
+	}
+	return &c
 }
 
 // Routes returns the route table, which declares each route's permission.
@@ -266,7 +335,7 @@ type target struct {
 // scope's prefixes in every bucket; newest first. scope names the lookup in
 // the metrics.
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what string, paged bool, resolve func(q query, now int64) (target, error)) {
-	logs, err := h.find(r, what, paged, resolve)
+	logs, err := h.find(w, r, what, paged, resolve)
 	countLookup(r, scope, len(logs))
 	if err != nil {
 		web.Error(w, r, err)
@@ -275,7 +344,7 @@ func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, scope, what str
 	web.JSON(w, http.StatusOK, logs)
 }
 
-func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q query, now int64) (target, error)) ([]logJSON, error) {
+func (h *Handler) find(w http.ResponseWriter, r *http.Request, what string, paged bool, resolve func(q query, now int64) (target, error)) ([]logJSON, error) {
 	q, err := parseQuery(r, paged)
 	if err != nil {
 		return nil, err
@@ -290,9 +359,40 @@ func (h *Handler) find(r *http.Request, what string, paged bool, resolve func(q 
 	}
 	t.window.Plain = q.excludeMetadata
 	t.landedSince = q.landedSince
-	if h.index != nil {
-		return h.findIndexed(r, what, q, t, now)
+	if h.index == nil {
+		return h.findListed(r, what, q, t, now)
 	}
+	fromIndex := h.fromIndex(w, r)
+	var in, out []string
+	for _, b := range h.cfg.Buckets {
+		if fromIndex(b) {
+			in = append(in, b)
+		} else {
+			out = append(out, b)
+		}
+	}
+	switch {
+	case len(out) == 0:
+		return h.findIndexed(r, what, q, t, now)
+	case len(in) == 0:
+		return h.findListed(r, what, q, t, now)
+	}
+	indexed, err := h.over(in, true).findIndexed(r, what, q, t, now)
+	if err != nil {
+		return nil, err
+	}
+	listed, err := h.over(out, false).findListed(r, what, q, t, now)
+	if err != nil {
+		return nil, err
+	}
+	all := append(indexed, listed...)
+	slices.SortStableFunc(all, func(a, b logJSON) int { return cmp.Compare(b.LastModified, a.LastModified) })
+	return all, nil
+}
+
+// findListed answers a lookup by listing every prefix of the target in
+// every bucket, with a HEAD per log unless metadata is excluded.
+func (h *Handler) findListed(r *http.Request, what string, q query, t target, now int64) ([]logJSON, error) {
 	ps, err := h.cfg.Format.Prefixes(t.scope, logkey.Reach(t.window, now), logkey.MaxPrefixes)
 	if err != nil {
 		return nil, err

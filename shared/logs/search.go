@@ -41,7 +41,7 @@ type hit struct {
 // once. A page also stops where its answer would outgrow what Lambda can
 // return (see fitPage), with tokens that resume right there.
 func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
-	page, err := h.searchPage(r)
+	page, err := h.searchPage(w, r)
 	countLookup(r, "search", len(page.Results))
 	if err != nil {
 		web.Error(w, r, err)
@@ -50,7 +50,7 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request) {
 	web.JSON(w, http.StatusOK, page)
 }
 
-func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
+func (h *Handler) searchPage(w http.ResponseWriter, r *http.Request) (searchResultJSON, error) {
 	var none searchResultJSON
 	var req searchJSON
 	if _, err := web.DecodeBody(r, &req); err != nil {
@@ -70,8 +70,9 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 	if err != nil {
 		return none, err
 	}
+	fromIndex := h.fromIndex(w, r)
 	var gone missingBuckets
-	hits, tokens, err := h.page(r.Context(), sources, req, &gone)
+	hits, tokens, err := h.page(r.Context(), sources, req, &gone, fromIndex)
 	if err != nil {
 		return none, err
 	}
@@ -89,9 +90,10 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.LinkTimeout)
 	defer cancel()
-	if h.index == nil && !req.ExcludeMetadata {
-		// The index answered its logs' times already.
-		if err := h.readTimes(ctx, "search", found); err != nil {
+	if !req.ExcludeMetadata {
+		// The index answered its logs' times already; a listed bucket's
+		// need a HEAD each.
+		if err := h.readListedTimes(ctx, found, fromIndex); err != nil {
 			return none, err
 		}
 	}
@@ -107,6 +109,31 @@ func (h *Handler) searchPage(r *http.Request) (searchResultJSON, error) {
 		last = last && t.LastPage
 	}
 	return searchResultJSON{ContinuationTokens: tokens, LastPage: last, Results: results}, nil
+}
+
+// readListedTimes reads the times of the found logs of the buckets that
+// were listed, one HEAD each: the index answered its own logs' times.
+func (h *Handler) readListedTimes(ctx context.Context, found []logkey.Entry, fromIndex func(string) bool) error {
+	var at []int
+	for i, e := range found {
+		if !fromIndex(e.Bucket) {
+			at = append(at, i)
+		}
+	}
+	if len(at) == 0 {
+		return nil
+	}
+	listed := make([]logkey.Entry, len(at))
+	for j, i := range at {
+		listed[j] = found[i]
+	}
+	if err := h.readTimes(ctx, "search", listed); err != nil {
+		return err
+	}
+	for j, i := range at {
+		found[i] = listed[j]
+	}
+	return nil
 }
 
 // sources returns every (bucket, prefix) the search covers, in a fixed
@@ -202,7 +229,7 @@ func compact(prefixes []scoped) []scoped {
 // exist is final and empty, and the bucket is noted in gone. With the
 // index on, each source's page is read from it instead (indexPage), with
 // the same tokens.
-func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, gone *missingBuckets) ([]hit, map[string]tokenJSON, error) {
+func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, gone *missingBuckets, fromIndex func(bucket string) bool) ([]hit, map[string]tokenJSON, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.ListTimeout)
 	defer cancel()
 	tokens := make(map[string]tokenJSON, len(sources))
@@ -228,7 +255,7 @@ func (h *Handler) page(ctx context.Context, sources []source, req searchJSON, go
 		done := make([]bool, len(wave))
 		err := each(ctx, len(wave), listWorkers, func(ctx context.Context, i int) error {
 			after := tokenValue(tokens[wave[i].key])
-			if h.index != nil {
+			if fromIndex(wave[i].bucket) {
 				var err error
 				pages[i], done[i], err = h.indexPage(ctx, wave[i], after, room)
 				return err

@@ -59,12 +59,20 @@ func New(api API, presign Presigner) *Store {
 // environment). pathStyle puts the bucket in the URL path instead of the host
 // name, as emulators on a bare host:port need.
 func Open(ctx context.Context, pathStyle bool) (*Store, error) {
+	client, err := Client(ctx, pathStyle)
+	if err != nil {
+		return nil, err
+	}
+	return New(client, s3.NewPresignClient(client)), nil
+}
+
+// Client is the S3 client Open builds the store on.
+func Client(ctx context.Context, pathStyle bool) (*s3.Client, error) {
 	cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, sdkconfig.S3AttemptTimeout)
 	if err != nil {
 		return nil, err
 	}
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle })
-	return New(client, s3.NewPresignClient(client)), nil
+	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle }), nil
 }
 
 // Page lists at most limit (≥ 1) objects under prefix in key order, starting
@@ -164,22 +172,27 @@ func (s *Store) Times(ctx context.Context, bucket, key string) (start, end *int6
 }
 
 // Stat returns what one HEAD tells of the object: its size, last-modified
-// time (epoch ms, whole seconds as HTTP dates carry it) and start and end
-// times as Times reads them. found is false when the object does not exist
-// (deleted since it was announced).
+// time (epoch ms, whole seconds as HTTP dates carry it), start and end
+// times as Times reads them, and its ETag (as S3 writes it, quoted), which
+// the reconciliation compares with the listing's. found is false when the
+// object does not exist (deleted since it was announced or listed).
 //
 // Errors: those of Times.
-func (s *Store) Stat(ctx context.Context, bucket, key string) (obj logkey.Object, start, end *int64, found bool, err error) {
+func (s *Store) Stat(ctx context.Context, bucket, key string) (e logkey.Entry, etag string, found bool, err error) {
 	out, err := s.api.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &bucket, Key: &key})
 	var missing *types.NotFound
 	if errors.As(err, &missing) {
-		return logkey.Object{}, nil, nil, false, nil
+		return logkey.Entry{}, "", false, nil
 	}
 	if err != nil {
-		return logkey.Object{}, nil, nil, false, translate(fmt.Sprintf("head s3://%s/%s", bucket, key), bucket, err)
+		return logkey.Entry{}, "", false, translate(fmt.Sprintf("head s3://%s/%s", bucket, key), bucket, err)
 	}
-	obj = logkey.Object{Bucket: bucket, Key: key, LastModified: millis(out.LastModified), Size: aws.ToInt64(out.ContentLength)}
-	return obj, parseMillis(out.Metadata["starttime"]), parseMillis(out.Metadata["endtime"]), true, nil
+	e = logkey.Entry{
+		Object: logkey.Object{Bucket: bucket, Key: key, LastModified: millis(out.LastModified), Size: aws.ToInt64(out.ContentLength)},
+		Start:  parseMillis(out.Metadata["starttime"]),
+		End:    parseMillis(out.Metadata["endtime"]),
+	}
+	return e, aws.ToString(out.ETag), true, nil
 }
 
 // parseMillis reads one metadata value; the SDK has lower-cased the names and
@@ -274,4 +287,37 @@ func status(err error) int {
 		return resp.HTTPStatusCode()
 	}
 	return 0
+}
+
+// NotificationAPI is the S3 call Notifications makes.
+type NotificationAPI interface {
+	GetBucketNotificationConfiguration(context.Context, *s3.GetBucketNotificationConfigurationInput, ...func(*s3.Options)) (*s3.GetBucketNotificationConfigurationOutput, error)
+}
+
+// Notifications reads the log buckets' notification configuration.
+type Notifications struct{ API NotificationAPI }
+
+// EventsOn tells whether bucket sends its events to EventBridge, which is
+// how the task-log index hears of its objects (docs/behaviour.md
+// "Task-log index").
+//
+// Errors: fault.NotFound when the bucket does not exist, those of Page.
+func (n Notifications) EventsOn(ctx context.Context, bucket string) (bool, error) {
+	out, err := n.API.GetBucketNotificationConfiguration(ctx, &s3.GetBucketNotificationConfigurationInput{Bucket: &bucket})
+	if err != nil {
+		return false, translate(fmt.Sprintf("notification configuration of %s", bucket), bucket, err)
+	}
+	return out.EventBridgeConfiguration != nil, nil
+}
+
+// Buckets is what the task-log indexer reads of the log buckets: their
+// objects, and their notification configuration.
+type Buckets struct {
+	*Store
+	Notifications
+}
+
+// NewBuckets returns the log buckets as client reads them.
+func NewBuckets(client *s3.Client) Buckets {
+	return Buckets{New(client, s3.NewPresignClient(client)), Notifications{API: client}}
 }

@@ -80,6 +80,18 @@ const (
 	// LOG_BUCKETS that do not exist: a misconfiguration, answered with
 	// what the other buckets hold. Any is the alarm.
 	MissingLogBuckets = "MissingLogBuckets"
+	// ListedLogBuckets counts, per lookup, the buckets of LOG_BUCKETS it
+	// answered by listing although the index is on: buckets not known
+	// complete in the index (docs/behaviour.md "Reconciliation").
+	ListedLogBuckets = "ListedLogBuckets"
+
+	// The drift a reconciliation of the task-log index found and fixed (its
+	// log lines name the bucket): logs S3 holds that the index lacked (added), logs the index
+	// held that S3 no longer holds (removed), logs written again since the
+	// index recorded them (updated). Any is the alarm: events were lost.
+	ReconcileAdded   = "ReconcileAdded"
+	ReconcileRemoved = "ReconcileRemoved"
+	ReconcileUpdated = "ReconcileUpdated"
 
 	// The expiry trigger's outcomes per run (docs/behaviour.md "Expiring changes"): records applied,
 	// skipped, dropped, superseded, deferred under the decommission limit,
