@@ -18,7 +18,7 @@ import (
 // MotoStartTimeout bounds how long StartMoto waits for a new server to answer.
 const MotoStartTimeout = 30 * time.Second
 
-const motoInstallHint = "moto_server is needed for local DynamoDB; install it with: python3 -m pip install 'moto[server]' (or run make deps)"
+const motoInstallHint = "moto is needed for local DynamoDB, the version dev/moto-requirements.txt pins; install it with: python3 -m pip install -r dev/moto-requirements.txt (or run make deps)"
 
 // Moto is a running AWS emulator: one StartMoto started, or one (moto,
 // LocalStack...) that was already answering at the address asked for.
