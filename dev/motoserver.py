@@ -40,8 +40,8 @@ duplicate. Here each S3 EventBridge event gets a sequencer of its own, 16
 upper-case hex digits that grow with every event (the larger of the last one
 plus one and the clock in nanoseconds, so they also grow across restarts),
 compared as S3 documents: as strings, the shorter padded with zeros on the
-right. The event's time needs no patch: moto keeps it in epoch seconds and writes
-it in EventBridge's ISO-8601 form into an SQS queue itself.
+right. The event's time needs no patch: moto keeps it in epoch seconds,
+and writes it in EventBridge's ISO-8601 form into an SQS queue itself.
 
 A long poll (ReceiveMessage with WaitTimeSeconds) waits for a message inside
 moto, and would hold the global lock for the whole wait, so that no message
@@ -151,8 +151,9 @@ def version_refusal():
 
 # Checked before moto is imported: another version may not even import the
 # same modules, and --installed must answer without the seconds an import takes.
-if version_refusal() is not None:
-    sys.exit(version_refusal())
+REFUSAL = version_refusal()
+if REFUSAL is not None:
+    sys.exit(REFUSAL)
 if sys.argv[1:] == ["--installed"]:
     sys.exit(0 if all(importlib.util.find_spec(m) for m in ("flask", "werkzeug")) else 1)
 
@@ -217,7 +218,7 @@ SHAPES = [
      "writing detail.object.sequencer",
      lambda: params(s3_notifications._send_event_bridge_message) == ["account_id", "bucket", "event_name", "key"]
      and calls(s3_notifications._send_event_bridge_message, '"sequencer"')),
-    ("s3_event_sequencers", "Rule.send_to_targets(self, event, transform_input), a Rule's event_pattern and targets",
+    ("s3_event_sequencers", "Rule.send_to_targets(self, original_event, transform_input), a Rule's event_pattern and targets",
      lambda: params(Rule.send_to_targets)[:3] == ["self", "original_event", "transform_input"]
      and sets(Rule, "event_pattern") and sets(Rule, "targets")),
     ("long_polls_outside", "Queue.wait_for_messages(self, timeout), a Queue's message counts, sqs_backends",
