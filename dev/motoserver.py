@@ -78,11 +78,14 @@ start naming each patch that no longer fits. --check runs both checks and
 exits; --installed checks the version alone, without importing moto, and
 exits 0 when the pinned moto is installed (make deps uses it).
 
-Whether each patch is still needed with moto 5.2.1 (read from its source):
+Whether each patch is still needed with moto 5.2.1 (read from its source,
+and for two of them tried: the patch taken out, its test run):
 - serialized (the global lock): needed. moto's DynamoDB backend takes no
   lock anywhere (DomainDispatcherApplication's lock guards only the creation
   of its per-service apps), and transact_write_items still checks, writes and
-  rolls back without one.
+  rolls back without one. Without the lock (and the two patches that rest on
+  it), dev/stack's TestMotoRunsTransactionsOneAtATime loses a plain write in
+  every run.
 - item_rollback (dynamodb_models.copy, transact_write_items): needed for
   cost. transact_write_items still deep-copies every table it touches.
 - plain_item_pages (DynamoResult.execute_result): needed for cost. Every
@@ -92,7 +95,9 @@ Whether each patch is still needed with moto 5.2.1 (read from its source):
 - partition_queries (Table.query): needed for cost. A Query on an index
   still walks self.all_items(), the whole table.
 - s3_event_sequencers (_send_event_bridge_message, Rule.send_to_targets):
-  needed. The sequencer is still the constant "617f08299329d189".
+  needed. The sequencer is still the constant "617f08299329d189"; without
+  the patch, dev/stack's TestTheLogBucketsEventsReachTheHandlerInOrder...
+  fails on it.
 - long_polls_outside (Queue.wait_for_messages): needed as long as the global
   lock is: the wait still happens inside the request.
 
