@@ -18,7 +18,7 @@
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #   make deploy-local                        the stack on moto's CloudFormation, then the handlers on its tables
 #   make deploy                              sam build and sam deploy (samconfig.toml), to an AWS account
-#   make deps                                moto for python3 (pip), when it lacks it; make run and the tests do this first
+#   make deps                                moto for python3 (pip), the version dev/moto-requirements.txt pins; make run and the tests do this first
 #   make deps-deploy                         the SAM translator for python3 (pip), for make deploy-local
 #   make deps-browser                        Chromium (apt), for the console's tests and figures
 #   make clean                               removes bin, .aws-sam and coverage files
@@ -200,13 +200,13 @@ $(MINIO):
 	GOBIN=$(TOOLS) go install github.com/minio/minio@$(MINIO_VERSION)
 	mv $(TOOLS)/minio $@
 
-# The local emulator: dev/motoserver.py imports moto, so check what python3 can
-# import rather than whether a moto_server command is on PATH (find_spec
-# looks without importing, which takes a second). pip's output goes to
-# stderr, as make invoke's stdout is the function's response.
+# The local emulator: dev/motoserver.py patches moto's internals, so it runs
+# only the moto dev/moto-requirements.txt pins; --installed tells whether
+# python3 has that version (without importing moto, which takes seconds).
+# pip's output goes to stderr, as make invoke's stdout is the function's response.
 deps:
-	@python3 -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("moto", "flask", "werkzeug")))' \
-		|| python3 -m pip install 'moto[server]' >&2
+	@python3 dev/motoserver.py --installed 2>/dev/null \
+		|| python3 -m pip install -r dev/moto-requirements.txt >&2
 
 # The console's browser tests (make test) and figures (make bench) drive
 # Chromium: Debian's chromium package, installed when missing (as root, or

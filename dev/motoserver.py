@@ -40,8 +40,8 @@ duplicate. Here each S3 EventBridge event gets a sequencer of its own, 16
 upper-case hex digits that grow with every event (the larger of the last one
 plus one and the clock in nanoseconds, so they also grow across restarts),
 compared as S3 documents: as strings, the shorter padded with zeros on the
-right. The event's time is EventBridge's ISO-8601 form once it is in an SQS
-queue: moto keeps it in epoch seconds and writes it so into the queue.
+right. The event's time needs no patch: moto keeps it in epoch seconds,
+and writes it in EventBridge's ISO-8601 form into an SQS queue itself.
 moto keeps a bucket's EventBridgeConfiguration but leaves it out of
 GetBucketNotificationConfiguration's answer, where S3 writes it: the
 task-log reconciliation reads it there (docs/behaviour.md
@@ -72,14 +72,62 @@ could read (the task-log search resumes after such keys). Here StartAfter is
 encoded like the keys.
 
 Usage: python3 dev/motoserver.py [--host 127.0.0.1] [--port 4566] [--quiet]
+       python3 dev/motoserver.py --check | --installed
 
 --port 0 picks a free port. Once listening, the server prints one line,
 "motoserver listening on http://HOST:PORT", to stdout. SIGTERM and SIGINT stop it.
+
+The pin and the guard. Every patch above replaces a private part of moto, so
+this launcher runs only the moto that dev/moto-requirements.txt pins (make
+deps, .ci/run and the README install from that file). Any other version is
+refused at start with one line: the version found, the one needed, and how to
+install it. Before patching, the launcher also checks that each function a
+patch replaces or relies on still has the shape the patch expects (its
+parameters, the attributes and calls the patch counts on), and refuses to
+start naming each patch that no longer fits. --check runs both checks and
+exits; --installed checks the version alone, without importing moto, and
+exits 0 when the pinned moto is installed (make deps uses it).
+
+Whether each patch is still needed with moto 5.2.1 (read from its source,
+and for two of them tried: the patch taken out, its test run):
+- serialized (the global lock): needed. moto's DynamoDB backend takes no
+  lock anywhere (DomainDispatcherApplication's lock guards only the creation
+  of its per-service apps), and transact_write_items still checks, writes and
+  rolls back without one. Without the lock (and the two patches that rest on
+  it), dev/stack's TestMotoRunsTransactionsOneAtATime loses a plain write in
+  every run.
+- item_rollback (dynamodb_models.copy, transact_write_items): needed for
+  cost. transact_write_items still deep-copies every table it touches.
+- plain_item_pages (DynamoResult.execute_result): needed for cost. Every
+  answer still goes through the model-driven serializer.
+- string_comparisons (DynamoType comparisons): needed for cost. They still
+  compare cast_value, converted on every call.
+- partition_queries (Table.query): needed for cost. A Query on an index
+  still walks self.all_items(), the whole table.
+- s3_event_sequencers (_send_event_bridge_message, Rule.send_to_targets):
+  needed. The sequencer is still the constant "617f08299329d189"; without
+  the patch, dev/stack's TestTheLogBucketsEventsReachTheHandlerInOrder...
+  fails on it.
+- long_polls_outside (Queue.wait_for_messages): needed as long as the global
+  lock is: the wait still happens inside the request.
+
+Upgrading moto. 1. Change the version in dev/moto-requirements.txt and run
+make deps. 2. Run python3 dev/motoserver.py --check: each patch it names
+must be rewritten for the new moto's source (or dropped, if the new moto
+fixes what it works around; then remove its paragraph above and its entry in
+SHAPES). 3. Run the integration tests that exercise the patches:
+  go test -tags integration -count=1 ./dev/stack/ ./shared/dynamo/ ./shared/logindex/
+  make test-resilience   (the global lock and item_rollback: concurrent
+                          transactions; see docs/decisions.md)
+and make bench's DynamoDB sections for the patches that only save time.
 """
 
 import argparse
 import base64
 import copy
+import importlib.metadata
+import importlib.util
+import inspect
 import json
 import operator
 import logging
@@ -91,19 +139,133 @@ import time
 import types
 import urllib.parse
 
+REQUIREMENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "moto-requirements.txt")
+INSTALL = "python3 -m pip install -r dev/moto-requirements.txt (or make deps)"
+
+
+def pinned_version():
+    """The moto version dev/moto-requirements.txt pins (moto[server]==X)."""
+    with open(REQUIREMENTS) as f:
+        for line in f:
+            name, sep, version = line.split("#")[0].strip().partition("==")
+            if sep and name.split("[")[0].strip() == "moto":
+                return version.strip()
+    sys.exit(f"motoserver: {REQUIREMENTS} pins no moto version (a line moto[server]==X)")
+
+
+def version_refusal():
+    """The one line that refuses the installed moto, or None when it is the pinned one."""
+    need = pinned_version()
+    try:
+        found = "moto " + importlib.metadata.version("moto")
+    except importlib.metadata.PackageNotFoundError:
+        found = "no moto"
+    if found != "moto " + need:
+        return f"motoserver: found {found}, needs moto {need} (dev/moto-requirements.txt); install it with: {INSTALL}"
+    return None
+
+
+# Checked before moto is imported: another version may not even import the
+# same modules, and --installed must answer without the seconds an import takes.
+REFUSAL = version_refusal()
+if REFUSAL is not None:
+    sys.exit(REFUSAL)
+if sys.argv[1:] == ["--installed"]:
+    sys.exit(0 if all(importlib.util.find_spec(m) for m in ("flask", "werkzeug")) else 1)
+
 try:
     import moto.dynamodb.models as dynamodb_models
     from moto.dynamodb.responses import DynamoResult
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
     from moto.events.models import Rule
-    from moto.s3 import notifications as s3_notifications
+    from moto.s3 import models as s3_models, notifications as s3_notifications
     from moto.s3.responses import S3Response
     from moto.sqs.models import Queue, sqs_backends
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 except ImportError as err:
-    sys.exit(f"motoserver: {err}; install moto with: python3 -m pip install 'moto[server]'")
+    sys.exit(f"motoserver: {err}; install moto with: {INSTALL}")
+
+
+def params(func):
+    return list(inspect.signature(func).parameters)
+
+
+def calls(func, text):
+    return text in inspect.getsource(func)
+
+
+def sets(cls, attribute):
+    return calls(cls.__init__, f"self.{attribute} =")
+
+
+COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+QUERY_PARAMS = ["self", "hash_key", "range_comparison", "range_objs", "limit", "exclusive_start_key",
+                "scan_index_forward", "projection_expressions", "index_name"]
+
+# SHAPES: for each patch, what it expects of moto, and a check of that on
+# moto's own functions (run before any patch replaces them).
+SHAPES = [
+    ("serialized", "DomainDispatcherApplication(create_app), a WSGI app",
+     lambda: params(DomainDispatcherApplication.__init__) == ["self", "create_app"]
+     and callable(DomainDispatcherApplication)),
+    ("item_rollback", "moto.dynamodb.models imports the copy module, and "
+     "DynamoDBBackend.transact_write_items(self, transact_items) backs tables up with copy.deepcopy",
+     lambda: dynamodb_models.copy is copy
+     and params(dynamodb_models.DynamoDBBackend.transact_write_items) == ["self", "transact_items"]
+     and calls(dynamodb_models.DynamoDBBackend.transact_write_items, "copy.deepcopy(")),
+    ("item_rollback", "Table.get_item(self, hash_key, range_key, ...), Table.delete_item(self, hash_key, range_key), "
+     "and a Table's items, hash_key_attr and range_key_attr",
+     lambda: params(Table.get_item)[:3] == ["self", "hash_key", "range_key"]
+     and params(Table.delete_item) == ["self", "hash_key", "range_key"]
+     and all(sets(Table, a) for a in ("items", "hash_key_attr", "range_key_attr"))),
+    ("plain_item_pages", "DynamoResult(result), its result, and DynamoResult.execute_result(self, context)",
+     lambda: params(DynamoResult.__init__) == ["self", "result"]
+     and params(DynamoResult.execute_result) == ["self", "context"]
+     and "result" in params(DynamoResult.__mro__[1].__init__)),
+    ("string_comparisons", "DynamoType's six comparisons, each (self, other), and a DynamoType's type and value",
+     lambda: all(params(getattr(DynamoType, n)) == ["self", "other"] for n in COMPARISONS)
+     and sets(DynamoType, "type") and sets(DynamoType, "value")),
+    ("partition_queries", "Table.query(" + ", ".join(QUERY_PARAMS) + ", ...) finding its items through self.all_items(), "
+     "and a Table's indexes",
+     lambda: params(Table.query)[:len(QUERY_PARAMS)] == QUERY_PARAMS
+     and calls(Table.query, "self.all_items()") and callable(Table.all_items) and sets(Table, "indexes")),
+    ("s3_event_sequencers", "s3.notifications._send_event_bridge_message(account_id, bucket, event_name, key) "
+     "writing detail.object.sequencer",
+     lambda: params(s3_notifications._send_event_bridge_message) == ["account_id", "bucket", "event_name", "key"]
+     and calls(s3_notifications._send_event_bridge_message, '"sequencer"')),
+    ("s3_event_sequencers", "Rule.send_to_targets(self, original_event, transform_input), a Rule's event_pattern and targets",
+     lambda: params(Rule.send_to_targets)[:3] == ["self", "original_event", "transform_input"]
+     and sets(Rule, "event_pattern") and sets(Rule, "targets")),
+    ("long_polls_outside", "Queue.wait_for_messages(self, timeout), a Queue's message counts, sqs_backends",
+     lambda: params(Queue.wait_for_messages) == ["self", "timeout"]
+     and all(isinstance(getattr(Queue, a, None), property)
+             for a in ("approximate_number_of_messages", "approximate_number_of_messages_not_visible"))
+     and sqs_backends is not None),
+    ("event_bridge_configuration", "S3Response.get_bucket_notification(self) answering (status, headers, body), "
+     "and a notification configuration's event_bridge",
+     lambda: params(S3Response.get_bucket_notification) == ["self"]
+     and calls(S3Response.get_bucket_notification, "get_bucket_notification_configuration(")
+     and "event_bridge" in inspect.getsource(s3_models)),
+    ("url_encoded_start_after", "S3Response.list_objects_v2(self) serializing through self.serialized, "
+     "its result holding StartAfter",
+     lambda: params(S3Response.list_objects_v2) == ["self"]
+     and calls(S3Response.list_objects_v2, "self.serialized(") and calls(S3Response.list_objects_v2, "StartAfter")),
+]
+
+
+def misfits():
+    """One line for each patch whose moto functions no longer have the shape it expects."""
+    lines = []
+    for patch, expects, check in SHAPES:
+        try:
+            ok = check()
+        except Exception as err:  # a function gone, or its source unreadable
+            ok, expects = False, f"{expects} ({type(err).__name__}: {err})"
+        if not ok:
+            lines.append(f"motoserver: the patch {patch} does not fit moto {pinned_version()}: it expects {expects}")
+    return lines
 
 
 def serialized(app, lock, hold):
@@ -403,7 +565,20 @@ def main(argv=None):
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=4566, help="port to bind, 0 for a free one (default 4566)")
     parser.add_argument("--quiet", action="store_true", help="do not log each request")
+    parser.add_argument("--check", action="store_true",
+                        help="check the moto version and that every patch fits it, then exit")
+    parser.add_argument("--installed", action="store_true",
+                        help="exit 0 when the pinned moto is installed (checked before this parser runs)")
     args = parser.parse_args(argv)
+
+    lines = misfits()
+    if lines:
+        print("\n".join(lines) + "\nmotoserver: see \"Upgrading moto\" at the top of dev/motoserver.py",
+              file=sys.stderr)
+        sys.exit(1)
+    if args.check:
+        print(f"motoserver: moto {pinned_version()}, every patch fits")
+        return
 
     if args.quiet:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)

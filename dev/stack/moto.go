@@ -24,7 +24,7 @@ const MotoStartTimeout = 2 * time.Minute
 // that no command of the local stack runs (LocalStack, or not an emulator).
 const ForeignWait = 30 * time.Second
 
-const motoInstallHint = "moto_server is needed for local DynamoDB; install it with: python3 -m pip install 'moto[server]' (or run make deps)"
+const motoInstallHint = "moto is needed for local DynamoDB, the version dev/moto-requirements.txt pins; install it with: python3 -m pip install -r dev/moto-requirements.txt (or run make deps)"
 
 // Moto is a running AWS emulator: one StartMoto started, or one (moto,
 // LocalStack...) that was already answering at the address asked for.

@@ -5,6 +5,7 @@ package stack
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -158,6 +159,9 @@ func TestCreateTablesRejectsATableOfAnotherShape(t *testing.T) {
 // writers) drops concurrent writes now and then; motoserver.py serializes
 // requests. This small run guards the behaviour the service relies on: one
 // winner per conditional claim, and no write lost beside a cancelled one.
+// The table holds a few hundred items first: the copy moto restores takes
+// long enough then for the race to show (without the lock, moto 5.2.1 lets
+// two transactions win and loses a plain write in most runs).
 func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 	ctx := context.Background()
 	client := freshEmulator(t)
@@ -165,15 +169,28 @@ func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
 		t.Fatal(err)
 	}
+	const filler = 300
+	for i := 0; i < filler; i += 25 {
+		var puts []types.WriteRequest
+		for j := i; j < i+25; j++ {
+			puts = append(puts, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
+				"pk":  &types.AttributeValueMemberS{Value: fmt.Sprintf("filler-%03d", j)},
+				"pad": &types.AttributeValueMemberS{Value: strings.Repeat("x", 200)},
+			}}})
+		}
+		if _, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"T": puts}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
-	const writers = 24
+	const writers = 48
 	won := make(chan int, writers)
 	errs := make(chan error, 2*writers)
 	done := make(chan struct{})
 	for i := range writers {
 		go func() {
 			defer func() { done <- struct{}{} }()
-			s := aws.String(string(rune('a' + i)))
+			s := aws.String(fmt.Sprint(i))
 			// Every writer claims the same item; only one may win.
 			_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
 				TransactItems: []types.TransactWriteItem{
@@ -219,7 +236,7 @@ func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(out.Items), 1+1+writers; got != want {
+	if got, want := len(out.Items), filler+1+1+writers; got != want {
 		t.Errorf("got %d items, want %d (the claim, its winner's entry and every plain write)", got, want)
 	}
 }

@@ -1,6 +1,7 @@
 // Package slaves serves the /api/slaves endpoint group (docs/behaviour.md): the route
-// table, identity and authorization checks in the order of docs/behaviour.md "User changes", and
-// the mapping between wire JSON and the machine domain.
+// table, each route registered with the permission it needs (web.Routes asks access.Policy
+// before the route runs), the checks of a change request in the order of docs/behaviour.md
+// "User changes", and the mapping between wire JSON and the machine domain.
 package slaves
 
 import (
