@@ -13,7 +13,10 @@ import (
 )
 
 // Authorize is a Lambda REQUEST authorizer: it answers API Gateway's
-// event with a policy and a context, or fails with "Unauthorized".
+// event with a policy and a context, or fails with "Unauthorized". The
+// service has no authorizer of its own (template.yaml's AuthorizerArn names
+// the deployer's); this file plays API Gateway's side of one, so it speaks
+// the authorizer's event, which no service package outside shared/edge does.
 type Authorize func(context.Context, events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error)
 
 // RequestAuthorizer plays API Gateway in front of a LAMBDA_REQUEST
