@@ -83,9 +83,7 @@ func gatewayError(w http.ResponseWriter, status int, message string) {
 }
 
 // errUnauthorized is the one error a Lambda authorizer fails with for API
-// Gateway to answer 401.
-//
-//lint:ignore ST1005 API Gateway matches this exact text.
+// Gateway to answer 401: API Gateway matches this exact text.
 var errUnauthorized = errors.New("Unauthorized")
 
 // TokenAuthorizer is a sample Lambda authorizer keyed on header: "Bearer
