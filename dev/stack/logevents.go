@@ -30,11 +30,15 @@ import (
 // emulator's default bus, and its target is a queue named as what it
 // stands in for.
 const (
-	IndexerFunction    = "IndexerFunction"
-	logObjectsEvent    = "LogObjects"
-	LogEventsRule      = IndexerFunction + logObjectsEvent
-	LogEventsQueue     = LogEventsRule + "-lambda-target"
-	logEventsWait      = 20 // seconds of a long poll, SQS's longest
+	IndexerFunction = "IndexerFunction"
+	logObjectsEvent = "LogObjects"
+	LogEventsRule   = IndexerFunction + logObjectsEvent
+	LogEventsQueue  = LogEventsRule + "-lambda-target"
+	// logEventsWait is the seconds of a long poll: short, since a delivery
+	// that stops lets its poll end rather than abandon it (Delivery.run).
+	logEventsWait = 1
+	// logEventsCall bounds one call of the delivery to the emulator.
+	logEventsCall      = 30 * time.Second
 	logEventsRetryWait = time.Second
 )
 
@@ -141,33 +145,50 @@ func (l *Local) DeliverLogEvents(ctx context.Context, handle func(context.Contex
 	return d, nil
 }
 
-func (d *Delivery) run(ctx context.Context, handle func(context.Context, json.RawMessage) error, log *slog.Logger) {
+func (d *Delivery) run(stop context.Context, handle func(context.Context, json.RawMessage) error, log *slog.Logger) {
 	defer close(d.done)
-	for ctx.Err() == nil {
-		out, err := d.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	// A poll is never abandoned: the emulator answers a receive whose
+	// client went away all the same, and hides what it took from every
+	// other delivery for the visibility timeout (a second make run that
+	// stopped hid an event for 30 s). So a stop lets the poll under way
+	// end, within logEventsWait, and applies and deletes what it took.
+	ctx := context.WithoutCancel(stop)
+	for stop.Err() == nil {
+		cctx, cancel := context.WithTimeout(ctx, logEventsCall)
+		out, err := d.sqs.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(d.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: logEventsWait,
 		})
+		cancel()
 		if err != nil {
-			if ctx.Err() == nil {
+			if stop.Err() == nil {
 				// The emulator may have stopped; make run recreates the queue
 				// when one runs there again.
 				log.Warn("local S3 event delivery: receive", "queue", LogEventsQueue, "error", err.Error())
-				sleep(ctx, logEventsRetryWait)
+				sleep(stop, logEventsRetryWait)
 			}
 			continue
 		}
 		for _, m := range out.Messages {
-			if handle(ctx, json.RawMessage(aws.ToString(m.Body))) != nil {
-				continue
-			}
-			if _, err := d.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil && ctx.Err() == nil {
-				log.Warn("local S3 event delivery: delete", "queue", LogEventsQueue, "error", err.Error())
-			}
+			d.apply(ctx, m, handle, log)
 		}
 	}
 }
 
-// Close stops the delivery and waits for its loop to end.
+// apply hands one event to handle and deletes it once applied; one that
+// failed is left in the queue, as EventBridge retries a failed invocation.
+func (d *Delivery) apply(ctx context.Context, m sqstypes.Message, handle func(context.Context, json.RawMessage) error, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, logEventsCall)
+	defer cancel()
+	if handle(ctx, json.RawMessage(aws.ToString(m.Body))) != nil {
+		return
+	}
+	if _, err := d.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		log.Warn("local S3 event delivery: delete", "queue", LogEventsQueue, "error", err.Error())
+	}
+}
+
+// Close stops the delivery and waits for its loop to end: for the poll
+// under way to end (at most logEventsWait) and its events to be applied.
 func (d *Delivery) Close() {
 	d.cancel()
 	<-d.done

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -156,4 +157,58 @@ func TestWritesAreNotHeldWhereNothingDeliversEvents(t *testing.T) {
 	if err := local.WaitLogEvents(ctx); !errors.Is(err, ErrNoLogEvents) {
 		t.Errorf("WaitLogEvents: got %v, want ErrNoLogEvents", err)
 	}
+}
+
+// Two deliveries share an emulator, as two make runs on one emulator do.
+// When one stops, the other applies the next upload's event within the
+// 2 s hold: the stopped one's last poll is not left to take it and hide it
+// for the visibility timeout.
+func TestAStoppedDeliveryHidesNoEventFromTheOthers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	local, err := Up(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = local.Close() })
+	applied := make(chan string, 16)
+	deliver := func() *Delivery {
+		d, err := local.DeliverLogEvents(ctx, func(_ context.Context, raw json.RawMessage) error {
+			var ev s3Event
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return err
+			}
+			applied <- ev.Detail.Object.Key
+			return nil
+		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first, second := deliver(), deliver()
+	t.Cleanup(first.Close)
+	bucket := local.LogBuckets[0]
+	for i := range 3 {
+		// Each time the second stops with a poll under way; the first
+		// is left to deliver.
+		time.Sleep(300 * time.Millisecond)
+		second.Close()
+		key := fmt.Sprintf("after-a-stop/%d", i)
+		began := time.Now()
+		if _, err := local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("x")}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-applied:
+			if got != key {
+				t.Errorf("got the event of %s, want %s's", got, key)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the event of %s was not applied within 5 s of its upload (the write answered after %v): a stopped delivery hid it",
+				key, time.Since(began))
+		}
+		second = deliver()
+	}
+	second.Close()
 }
