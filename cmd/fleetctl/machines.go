@@ -371,8 +371,8 @@ func (a *app) each(ctx context.Context, ids []string, do func(id string) error, 
 	first := 0
 	for _, id := range ids {
 		err := do(id)
-		if interrupted(ctx) {
-			break
+		if err != nil && interrupted(ctx) {
+			break // run says so once
 		}
 		if err != nil {
 			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(id), message(err))

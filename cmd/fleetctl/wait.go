@@ -191,9 +191,10 @@ func (p *progress) done() {
 
 // waitFor reads the machine every poll until it is in target. It only
 // reads, so a client that stopped waiting can start again. A machine that
-// leaves the way to target (activated, DEAD, never existed or deleted)
-// ends the wait with exit code 10; ctx ending by errWaitTimeout, with 9;
-// ctx ending otherwise (an interrupt), with its cause and no further read.
+// leaves the way to target (activated, DEAD, deleted) ends the wait with
+// exit code 10, one that never existed with 4; ctx ending by
+// errWaitTimeout, with 9; ctx ending otherwise (an interrupt), with its
+// cause and no further read.
 func waitFor(ctx context.Context, c *client.Client, id string, target client.State, poll time.Duration, p *progress) error {
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
@@ -326,7 +327,7 @@ func (a *app) apply(ctx context.Context, slaves []client.Slave, jobs int, do fun
 		if p != nil {
 			p.done()
 		}
-		if interrupted(ctx) {
+		if err != nil && interrupted(ctx) {
 			// What failed failed for the signal: run says so once.
 			continue
 		}
