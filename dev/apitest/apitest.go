@@ -198,17 +198,19 @@ func (s *Stack) Handler(auth Auth, opts Options) (http.Handler, error) {
 	return web.Wrap(mux, web.Options{Logger: s.quiet}), nil
 }
 
+// tokenUsers are the callers the bearer tokens name.
+var tokenUsers = map[string]access.Identity{
+	AdminToken:  {ID: "alice", Email: "alice@example.com", Groups: []string{"admin"}},
+	ReaderToken: {ID: "bob", Email: "bob@example.com", Groups: []string{"readers"}},
+}
+
 // tokens plays a Cognito or Lambda authorizer: a known token becomes the
 // identity the handlers read; anything else reaches them without one (and
 // gets their 401).
 func tokens(next http.Handler) http.Handler {
-	users := map[string]access.Identity{
-		AdminToken:  {ID: "alice", Email: "alice@example.com", Groups: []string{"admin"}},
-		ReaderToken: {ID: "bob", Email: "bob@example.com", Groups: []string{"readers"}},
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if id, ok := users[token]; ok {
+		if id, ok := tokenUsers[token]; ok {
 			r = r.WithContext(access.WithIdentity(r.Context(), id))
 		}
 		next.ServeHTTP(w, r)

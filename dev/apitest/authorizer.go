@@ -91,10 +91,6 @@ var errUnauthorized = errors.New("Unauthorized")
 // anything else is Unauthorized. It reads its token from the header it is
 // deployed with, as the event carries every header of the request.
 func TokenAuthorizer(header string) Authorize {
-	users := map[string]struct{ id, email, groups string }{
-		AdminToken:  {"alice", "alice@example.com", "admin"},
-		ReaderToken: {"bob", "bob@example.com", "readers"},
-	}
 	return func(_ context.Context, e events.APIGatewayCustomAuthorizerRequestTypeRequest) (events.APIGatewayCustomAuthorizerResponse, error) {
 		var value string
 		for name, v := range e.Headers {
@@ -103,15 +99,15 @@ func TokenAuthorizer(header string) Authorize {
 			}
 		}
 		token, _ := strings.CutPrefix(value, "Bearer ")
-		u, ok := users[token]
+		u, ok := tokenUsers[token]
 		if !ok {
 			return events.APIGatewayCustomAuthorizerResponse{}, errUnauthorized
 		}
 		return events.APIGatewayCustomAuthorizerResponse{
-			PrincipalID: u.id,
+			PrincipalID: u.ID,
 			PolicyDocument: events.APIGatewayCustomAuthorizerPolicy{Version: "2012-10-17", Statement: []events.IAMPolicyStatement{
 				{Action: []string{"execute-api:Invoke"}, Effect: "Allow", Resource: []string{"arn:aws:execute-api:*:*:*/*/*/api/*"}}}},
-			Context: map[string]any{"email": u.email, "groups": u.groups},
+			Context: map[string]any{"email": u.Email, "groups": strings.Join(u.Groups, ",")},
 		}, nil
 	}
 }
