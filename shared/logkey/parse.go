@@ -192,13 +192,3 @@ func (m *matcher) same(t token, v string) bool {
 	got, bound := m.vals[t]
 	return !bound || got == v
 }
-
-// KeyTime returns the %s time key was written with: nil when f has no %s
-// or did not write key.
-func (f Format) KeyTime(key string) *int64 {
-	p, ok := f.Parse(key)
-	if !ok {
-		return nil
-	}
-	return p.Time
-}

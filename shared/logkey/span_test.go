@@ -37,19 +37,29 @@ func TestWindowHoldsTheLogsWhoseSpanOverlapsIt(t *testing.T) {
 	}
 }
 
-func TestKeyTimeIsTheMillisecondsTheKeyWasWrittenWith(t *testing.T) {
+// keyTime is the %s time f parsed from key: nil when f has no %s or did
+// not write key.
+func keyTime(f Format, key string) *int64 {
+	p, ok := f.Parse(key)
+	if !ok {
+		return nil
+	}
+	return p.Time
+}
+
+func TestAKeysTimeIsTheMillisecondsItWasWrittenWith(t *testing.T) {
 	key := "web-api/2026/11/web-api-v1-1793491200000-0-h1-r1_0-1793494800000-stdout"
-	if got := (Format{}).KeyTime(key); got == nil || *got != 1793494800000 {
+	if got := keyTime(Format{}, key); got == nil || *got != 1793494800000 {
 		t.Errorf("KeyTime(%q) = %v, want 1793494800000", key, got)
 	}
-	if got := (Format{}).KeyTime("web-api/not-a-log"); got != nil {
+	if got := keyTime(Format{}, "web-api/not-a-log"); got != nil {
 		t.Errorf("KeyTime of a key the format did not write = %d, want nil", *got)
 	}
 	f, err := ParseFormat("%requestId/%taskId/%filename")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.KeyTime("web-api/web-api-v1-1793491200000-0-h1-r1/stdout"); got != nil {
+	if got := keyTime(f, "web-api/web-api-v1-1793491200000-0-h1-r1/stdout"); got != nil {
 		t.Errorf("KeyTime without %%s = %d, want nil", *got)
 	}
 }
