@@ -54,14 +54,16 @@ read the queue.
 
 An S3 write or delete (PutObject, DeleteObject, CopyObject, the end of a
 multipart upload...) whose EventBridge event a rule sent to an SQS queue is
-answered only once that queue holds no visible and no in-flight message, or
-after MOTOSERVER_EVENT_HOLD seconds (2 unless set; 0 turns the hold off),
+answered only once the message it became there is deleted, or after
+MOTOSERVER_EVENT_HOLD seconds (2 unless set; 0 turns the hold off),
 whichever comes first. The local stack stands that queue in for the Lambda
 target of the task-log indexer's rule and drains it (dev/stack, "Local S3
 event delivery"), so locally an uploaded log is indexed before its upload
-returns, where a deployment takes the seconds EventBridge takes. The hold
-waits outside the global lock, so that the delivery can call back into the
-emulator meanwhile; a write whose event went to no queue (no EventBridge
+returns, where a deployment takes the seconds EventBridge takes, unless
+the queue holds more than the delivery applies in that time (the upload
+then returns before its log is indexed, which follows in order). The hold
+waits outside the global lock, sleeping until a delete wakes it, so that the
+delivery can call back into the emulator meanwhile; a write whose event went to no queue (no EventBridge
 notifications, or no rule with an SQS target, as in most tests) is answered
 at once.
 
@@ -110,6 +112,8 @@ and for two of them tried: the patch taken out, its test run):
   fails on it.
 - long_polls_outside (Queue.wait_for_messages): needed as long as the global
   lock is: the wait still happens inside the request.
+- event_hold (Queue.add_message, Queue.delete_message): needed for the hold,
+  which moto does not have.
 
 Upgrading moto. 1. Change the version in dev/moto-requirements.txt and run
 make deps. 2. Run python3 dev/motoserver.py --check: each patch it names
@@ -181,7 +185,7 @@ try:
     from moto.events.models import Rule
     from moto.s3 import models as s3_models, notifications as s3_notifications
     from moto.s3.responses import S3Response
-    from moto.sqs.models import Queue, sqs_backends
+    from moto.sqs.models import Message, Queue
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 except ImportError as err:
@@ -237,12 +241,15 @@ SHAPES = [
      and calls(s3_notifications._send_event_bridge_message, '"sequencer"')),
     ("s3_event_sequencers", "Rule.send_to_targets(self, original_event, transform_input), a Rule's event_pattern and targets",
      lambda: params(Rule.send_to_targets)[:3] == ["self", "original_event", "transform_input"]
-     and sets(Rule, "event_pattern") and sets(Rule, "targets")),
-    ("long_polls_outside", "Queue.wait_for_messages(self, timeout), a Queue's message counts, sqs_backends",
-     lambda: params(Queue.wait_for_messages) == ["self", "timeout"]
-     and all(isinstance(getattr(Queue, a, None), property)
-             for a in ("approximate_number_of_messages", "approximate_number_of_messages_not_visible"))
-     and sqs_backends is not None),
+     and all(sets(Rule, a) for a in ("name", "event_pattern", "targets"))),
+    ("long_polls_outside", "Queue.wait_for_messages(self, timeout)",
+     lambda: params(Queue.wait_for_messages) == ["self", "timeout"]),
+    ("event_hold", "Queue.add_message(self, message), Queue.delete_message(self, receipt_handle) recording "
+     "the receipt handles it deletes in deleted_messages, a Message's all_receipt_handles",
+     lambda: params(Queue.add_message) == ["self", "message"]
+     and params(Queue.delete_message) == ["self", "receipt_handle"]
+     and calls(Queue.delete_message, "self.deleted_messages")
+     and isinstance(getattr(Message, "all_receipt_handles", None), property)),
     ("event_bridge_configuration", "S3Response.get_bucket_notification(self) answering (status, headers, body), "
      "and a notification configuration's event_bridge",
      lambda: params(S3Response.get_bucket_notification) == ["self"]
@@ -314,47 +321,61 @@ def long_polls_outside(lock):
 
 
 class EventHold:
-    """The SQS queues the current request's S3 events went to, and the wait.
+    """The SQS messages the current request's S3 events became, and the wait.
 
-    The patched rule records each queue it sends an S3 event to (in the
-    request's thread, under the lock); wait, outside the lock, holds the
-    request's answer until those queues are drained, at most timeout seconds.
+    The patched rule marks the request's thread while it sends an S3 event
+    to its targets, and the patched queue records each message it adds
+    meanwhile (both in the request's thread, under the lock). wait holds the
+    request's answer until each of those messages is deleted, that is
+    applied by the delivery, at most timeout seconds.
+    It sleeps on a condition of the global lock, which each delete notifies:
+    writers that polled the queues instead took the lock hundreds of times a
+    second each, and under load left the delivery almost none of it.
     """
 
     def __init__(self, lock, timeout):
-        self.lock = lock
+        self.changed = threading.Condition(lock)
         self.timeout = timeout
         self.local = threading.local()
 
-    def queued(self, account_id, region, name):
-        if self.timeout <= 0:
-            return
-        queues = getattr(self.local, "queues", None)
-        if queues is None:
-            queues = self.local.queues = set()
-        queues.add((account_id, region, name))
+    def sending(self, on):
+        self.local.sending = on and self.timeout > 0
+
+    def added(self, queue, message):
+        if getattr(self.local, "sending", False):
+            if getattr(self.local, "messages", None) is None:
+                self.local.messages = []
+            self.local.messages.append((queue, message))
 
     def wait(self):
-        queues = getattr(self.local, "queues", None)
-        if not queues:
+        messages = getattr(self.local, "messages", None)
+        if not messages:
             return
-        self.local.queues = None
-        deadline = time.monotonic() + self.timeout
-        while True:
-            with self.lock:
-                if all(drained(q) for q in queues):
-                    return
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.002)
+        self.local.messages = None
+        with self.changed:
+            self.changed.wait_for(lambda: all(applied(q, m) for q, m in messages), self.timeout)
 
 
-def drained(queue_id):
-    """Whether the queue holds no visible and no in-flight message (or is gone)."""
-    account_id, region, name = queue_id
-    queue = sqs_backends[account_id][region].queues.get(name)
-    return queue is None or (queue.approximate_number_of_messages == 0
-                             and queue.approximate_number_of_messages_not_visible == 0)
+def applied(queue, message):
+    """Whether queue deleted message (moto records the receipt handles of
+    what it deletes, None among them: that of a message not yet received)."""
+    return any(h is not None and h in queue.deleted_messages for h in message.all_receipt_handles)
+
+
+def event_hold(hold):
+    """Have SQS queues tell hold of the messages they add and delete."""
+    add, delete = Queue.add_message, Queue.delete_message
+
+    def add_message(self, message):
+        add(self, message)
+        hold.added(self, message)
+
+    def delete_message(self, receipt_handle):
+        delete(self, receipt_handle)
+        hold.changed.notify_all()
+
+    Queue.add_message = add_message
+    Queue.delete_message = delete_message
 
 
 def s3_event_sequencers(hold):
@@ -362,8 +383,9 @@ def s3_event_sequencers(hold):
 
     _send_event_bridge_message builds one event and hands the same dict to
     every rule of every bus; the sequencer is drawn once for it, and each
-    rule stamps it before sending. A rule that matches records its SQS
-    targets in hold.
+    rule stamps it before sending, with hold told that what the queues add
+    meanwhile is this request's (EventHold). moto swallows any error of a
+    send; the rule prints it first.
     """
     state = {"last": 0}
     local = threading.local()
@@ -384,14 +406,21 @@ def s3_event_sequencers(hold):
 
     def send_to_targets(self, event, transform_input=True):
         sequencer = getattr(local, "sequencer", None)
-        if sequencer is not None and event.get("source") == "aws.s3":
-            event["detail"]["object"]["sequencer"] = sequencer
-            if self.event_pattern.matches_event(event):
-                for target in self.targets:
-                    arn = target["Arn"].split(":")
-                    if arn[2] == "sqs":
-                        hold.queued(arn[4], arn[3], arn[5])
-        return to_targets(self, event, transform_input)
+        if sequencer is None or event.get("source") != "aws.s3":
+            return to_targets(self, event, transform_input)
+        event["detail"]["object"]["sequencer"] = sequencer
+        hold.sending(True)
+        try:
+            return to_targets(self, event, transform_input)
+        except Exception as err:
+            # moto's caller swallows it: say which event went nowhere.
+            detail = event["detail"]
+            print(f"motoserver: S3 event {event.get('detail-type')} of s3://{detail['bucket']['name']}/"
+                  f"{detail['object']['key']!r} not sent to rule {self.name}: {type(err).__name__}: {err}",
+                  file=sys.stderr, flush=True)
+            raise
+        finally:
+            hold.sending(False)
 
     Rule.send_to_targets = send_to_targets
 
@@ -597,6 +626,7 @@ def main(argv=None):
     lock = threading.Lock()
     hold = EventHold(lock, float(os.environ.get("MOTOSERVER_EVENT_HOLD", "2")))
     long_polls_outside(lock)
+    event_hold(hold)
     s3_event_sequencers(hold)
     app = serialized(DomainDispatcherApplication(create_backend_app), lock, hold)
     server = make_server(args.host, args.port, app, threaded=True)

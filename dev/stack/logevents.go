@@ -40,6 +40,13 @@ const (
 	// logEventsCall bounds one call of the delivery to the emulator.
 	logEventsCall      = 30 * time.Second
 	logEventsRetryWait = time.Second
+	// logEventsRetry is the seconds after which an event the handler
+	// failed comes again. Deployed, Lambda retries a failed asynchronous
+	// invocation after a minute or two; locally a failure is most often
+	// the emulator too busy to answer in time, and an event held for the
+	// queue's visibility timeout (the function's, 30 s) was a log missing
+	// from the index for that long.
+	logEventsRetry = 1
 )
 
 // EventPattern returns the pattern of function's EventBridgeRule event
@@ -130,10 +137,9 @@ type Delivery struct {
 // DeliverLogEvents routes the log buckets' S3 events (RouteLogEvents) and
 // delivers them to handle, IndexerFunction's handler, until Close. An event
 // handle applied is deleted; one it failed is left in the queue, delivered
-// again once its visibility timeout passes, as EventBridge retries a failed
-// invocation. handle logs its own outcome; log gets the delivery's errors.
-// The emulator answers an S3 write once its event is applied, at most 2 s
-// later (dev/motoserver.py).
+// again a second later, as Lambda retries a failed invocation. handle logs
+// its own outcome; log gets the delivery's errors. The emulator answers an
+// S3 write once its event is applied, at most 2 s later (dev/motoserver.py).
 func (l *Local) DeliverLogEvents(ctx context.Context, handle func(context.Context, json.RawMessage) error, log *slog.Logger) (*Delivery, error) {
 	url, err := l.RouteLogEvents(ctx)
 	if err != nil {
@@ -175,11 +181,18 @@ func (d *Delivery) run(stop context.Context, handle func(context.Context, json.R
 }
 
 // apply hands one event to handle and deletes it once applied; one that
-// failed is left in the queue, as EventBridge retries a failed invocation.
+// failed is left in the queue, as Lambda retries a failed invocation, and
+// comes again after logEventsRetry.
 func (d *Delivery) apply(ctx context.Context, m sqstypes.Message, handle func(context.Context, json.RawMessage) error, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, logEventsCall)
 	defer cancel()
 	if handle(ctx, json.RawMessage(aws.ToString(m.Body))) != nil {
+		_, err := d.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(d.queueURL), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: logEventsRetry,
+		})
+		if err != nil {
+			log.Warn("local S3 event delivery: retry", "queue", LogEventsQueue, "error", err.Error())
+		}
 		return
 	}
 	if _, err := d.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(d.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
