@@ -2,6 +2,7 @@ package stack
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -147,6 +148,9 @@ func startMoto(ctx context.Context, host, port string, o Options) (*Moto, error)
 	cmd.Env = ProcessEnv(nil)
 	setProcessGroup(cmd)
 	m := &Moto{cmd: cmd, Started: true, exited: make(chan struct{}), output: &tail{max: 8 << 10}}
+	if o.Progress != nil {
+		m.output.say = func(line string) { o.say("%s", line) }
+	}
 	cmd.Stderr = m.output
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -323,6 +327,11 @@ type tail struct {
 	mu  sync.Mutex
 	max int
 	buf []byte
+	// say, when set, gets each whole line that tells of an S3 event that
+	// went nowhere ("motoserver: S3 event ..."), which moto itself would
+	// swallow (dev/motoserver.py).
+	say     func(line string)
+	pending []byte
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -331,6 +340,22 @@ func (t *tail) Write(p []byte) (int, error) {
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > t.max {
 		t.buf = t.buf[len(t.buf)-t.max:]
+	}
+	if t.say != nil {
+		t.pending = append(t.pending, p...)
+		for {
+			line, rest, ok := bytes.Cut(t.pending, []byte("\n"))
+			if !ok {
+				break
+			}
+			if bytes.HasPrefix(line, []byte("motoserver: S3 event ")) {
+				t.say(string(line))
+			}
+			t.pending = rest
+		}
+		if len(t.pending) > t.max {
+			t.pending = t.pending[:0]
+		}
 	}
 	return len(p), nil
 }
