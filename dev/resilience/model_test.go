@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +38,9 @@ var mStates = []string{mMissing, mActive, mStarting, mDecommission, mDecommissio
 func decommissioning(s string) bool {
 	return s == mStarting || s == mDecommission || s == mDecommissioned
 }
+
+// draining is the states in which a slave shows its running-task count.
+func draining(s string) bool { return s == mStarting || s == mDecommission }
 
 // inactive states are machines the scheduler no longer sees.
 func inactive(s string) bool { return s == mDead || s == mMissing }
@@ -106,8 +110,11 @@ type refSlave struct {
 	Rack        string
 	Attributes  map[string]string
 	Resources   string // compact JSON object, "" when none
-	describedAt int64  // time of the newest report that described it
-	history     []refEntry
+	// runningTasks is the count of the report that described it, kept
+	// while it drains; a report writes it as part of the description.
+	runningTasks *int
+	describedAt  int64 // time of the newest report that described it
+	history      []refEntry
 }
 
 func (s *refSlave) current() refEntry { return s.history[len(s.history)-1] }
@@ -205,6 +212,9 @@ func (m *refModel) append(s *refSlave, e refEntry) refEntry {
 	}
 	if m.cfg.historyRetention > 0 {
 		s.history[len(s.history)-1].expiresAt = (e.Timestamp + m.cfg.historyRetention) / 1000
+	}
+	if !draining(e.State) {
+		s.runningTasks = nil // leaving the draining states clears the count
 	}
 	s.history = append(s.history, e)
 	m.cleanupExpiring(s.ID, e.State)
@@ -551,18 +561,18 @@ func (m *refModel) Observe(now, at int64, o refObservation) {
 			return
 		}
 		s = &refSlave{ID: o.ID, FirstSeenAt: now, history: []refEntry{{State: mActive, Timestamp: at, Message: msgNewMachine}}}
-		describeRef(s, o.refMachine, at)
+		describeRef(s, o.refMachine, at, mActive)
 		m.slaves[o.ID] = s
 		return
 	}
 	if m.stale(s, at) {
 		return
 	}
-	if !o.absent {
-		m.refresh(s, o.refMachine, at)
-	}
 	cur := s.current()
 	next, reason := systemNext(cur.State, o)
+	if !o.absent {
+		m.refresh(s, o.refMachine, at, next)
+	}
 	if next == cur.State {
 		return
 	}
@@ -574,27 +584,41 @@ func (m *refModel) Observe(now, at int64, o refObservation) {
 	m.append(s, e)
 }
 
-// refresh replaces the description with a report's, unless a newer report
-// already described the machine.
-func (m *refModel) refresh(s *refSlave, x refMachine, at int64) {
+// refresh replaces the description with a report's, the slave then in
+// state next, unless a newer report already described the machine.
+func (m *refModel) refresh(s *refSlave, x refMachine, at int64, next string) {
 	if at < s.describedAt {
 		return
 	}
-	if m.cfg.identicalKeepsAge && sameDescription(s, x) {
+	if m.cfg.identicalKeepsAge && sameDescription(s, x, next) {
 		return
 	}
-	describeRef(s, x, at)
+	describeRef(s, x, at, next)
 }
 
-// sameDescription reports whether a report describes the slave as it is.
-func sameDescription(s *refSlave, x refMachine) bool {
+// sameDescription reports whether a report describes the slave, then in
+// state next, as it is: its running-task count included, which a report
+// writes while the slave drains.
+func sameDescription(s *refSlave, x refMachine, next string) bool {
 	d := *s
-	describeRef(&d, x, 0)
-	return d.Host == s.Host && d.Rack == s.Rack && maps.Equal(d.Attributes, s.Attributes) && d.Resources == s.Resources
+	describeRef(&d, x, 0, next)
+	return d.Host == s.Host && d.Rack == s.Rack && maps.Equal(d.Attributes, s.Attributes) && d.Resources == s.Resources &&
+		countText(d.runningTasks) == countText(s.runningTasks)
 }
 
-func describeRef(s *refSlave, x refMachine, at int64) {
+func countText(n *int) string {
+	if n == nil {
+		return ""
+	}
+	return strconv.Itoa(*n)
+}
+
+func describeRef(s *refSlave, x refMachine, at int64, next string) {
 	s.Host, s.Rack, s.Attributes, s.Resources = x.Host, x.Rack, maps.Clone(x.Attributes), x.Resources
+	s.runningTasks = nil
+	if draining(next) && x.RunningTasks != nil {
+		s.runningTasks = new(*x.RunningTasks)
+	}
 	if s.Rack == "" {
 		s.Rack = "DEFAULT"
 	}
@@ -646,6 +670,8 @@ type viewSlave struct {
 	Host, Rack  string
 	Attributes  string // JSON
 	Resources   string // compact JSON, "" when omitted
+	// RunningTasks is the count shown, "" when omitted.
+	RunningTasks string
 }
 
 // viewExpiring is an expiring record as listed. ActionID "*" stands for
@@ -669,7 +695,7 @@ func (m *refModel) View(now int64, id string) (*viewSlave, []viewEntry, *viewExp
 	cur := s.current()
 	attrs, _ := json.Marshal(s.Attributes)
 	d := &viewSlave{FirstSeenAt: s.FirstSeenAt, Current: viewEntry{cur.State, cur.Timestamp, cur.User, cur.Message},
-		Host: s.Host, Rack: s.Rack, Attributes: string(attrs), Resources: s.Resources}
+		Host: s.Host, Rack: s.Rack, Attributes: string(attrs), Resources: s.Resources, RunningTasks: countText(s.runningTasks)}
 	history := []viewEntry{}
 	for i := len(s.history) - 1; i >= 0; i-- {
 		e := s.history[i]

@@ -971,12 +971,13 @@ type slaveWire struct {
 	RackID       string            `json:"rackId"`
 	Attributes   map[string]string `json:"attributes"`
 	Resources    json.RawMessage   `json:"resources"`
+	RunningTasks *int              `json:"runningTasks"`
 }
 
 func (s slaveWire) view() viewSlave {
 	attrs, _ := json.Marshal(s.Attributes)
 	return viewSlave{FirstSeenAt: s.FirstSeenAt, Current: s.CurrentState.view(), Host: s.Host, Rack: s.RackID,
-		Attributes: string(attrs), Resources: compactJSON(s.Resources)}
+		Attributes: string(attrs), Resources: compactJSON(s.Resources), RunningTasks: countText(s.RunningTasks)}
 }
 
 type expiringWire struct {
