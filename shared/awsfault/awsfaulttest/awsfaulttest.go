@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fleetops/fleet/shared/awsfault"
@@ -108,11 +109,31 @@ func dynamoError(status int, code string) http.HandlerFunc {
 	body := `{"__type":"com.amazonaws.dynamodb.v20120810#` + code + `","message":"injected by awsfaulttest"}`
 	return func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(body))), 10))
-		w.WriteHeader(status)
-		io.WriteString(w, body)
+		writeDynamoDB(w, status, body)
 	}
+}
+
+// DynamoDB serves DynamoDB's JSON protocol from answer, which is given each
+// request's operation ("BatchGetItem", from X-Amz-Target) and body and
+// returns the status and body of the answer. It stops when t ends.
+func DynamoDB(t testing.TB, answer func(op string, body []byte) (status int, response string)) string {
+	return serve(t, func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		_, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
+		status, response := answer(op, body)
+		writeDynamoDB(w, status, response)
+	})
+}
+
+// writeDynamoDB writes an answer as DynamoDB does, its body checksummed.
+func writeDynamoDB(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(body))), 10))
+	w.WriteHeader(status)
+	io.WriteString(w, body)
 }
 
 func s3Error(status int, code string) http.HandlerFunc {
