@@ -66,9 +66,9 @@ func Env(t *testing.T, service, endpoint string) {
 }
 
 // CheckAnswer checks that a route answered the failure f with f.Status, a
-// JSON error {"code": f.Status, "message": ...} whose message is not the
-// 500's, and Retry-After on a 503 only.
-func CheckAnswer(t *testing.T, resp *http.Response, f Failure) {
+// JSON error {"code": f.Status, "message": ...} and Retry-After on a 503
+// only, and returns the message.
+func CheckAnswer(t *testing.T, resp *http.Response, f Failure) string {
 	t.Helper()
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != f.Status {
@@ -92,6 +92,7 @@ func CheckAnswer(t *testing.T, resp *http.Response, f Failure) {
 	if got := resp.Header.Get("Retry-After"); got != want {
 		t.Errorf("got Retry-After %q, want %q", got, want)
 	}
+	return msg
 }
 
 // answer returns service's answers to a throttle and to a server error, as
