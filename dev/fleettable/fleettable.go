@@ -22,10 +22,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetops/fleet/shared/awsfault"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // Items returns size slave items as the store writes them, frozen of them

@@ -134,10 +134,10 @@ func Endpoint(getenv func(string) string, service string) *string {
 }
 
 // CountCalls is an SDK API option that counts every attempt of a call, and
-// whether it was throttled (awsfault.Throttled, the retryer's list), in the callcount.Counter of the call's context
-// (none: nothing is counted). It sits after the retry middleware, so a call
-// retried twice counts three times: what the backend served, and what a
-// throttled table saw.
+// whether it was throttled (awsfault.Throttled, the retryer's own list), in
+// the callcount.Counter of the call's context (none: nothing is counted).
+// It sits after the retry middleware, so a call retried twice counts three
+// times: what the backend served, and what a throttled table saw.
 func CountCalls(stack *middleware.Stack) error {
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("fleetCountCalls",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
