@@ -93,9 +93,6 @@ func TestTranslateKeepsAKindAndNil(t *testing.T) {
 	}
 }
 
-// attemptTimeout cuts off each attempt at an endpoint that never answers.
-const attemptTimeout = 200 * time.Millisecond
-
 // The SDK clients the functions build (sdkconfig.Load: its retryer, its
 // attempt timeout) meet each failure as AWS and networks present it.
 func TestTranslateGivesRealClientsFailuresTheirAnswer(t *testing.T) {
@@ -104,7 +101,7 @@ func TestTranslateGivesRealClientsFailuresTheirAnswer(t *testing.T) {
 			t.Run(service+": "+f.Name, func(t *testing.T) {
 				awsfaulttest.Env(t, service, f.Endpoint)
 				ctx := context.Background()
-				cfg, err := sdkconfig.Load(ctx, service, attemptTimeout)
+				cfg, err := sdkconfig.Load(ctx, service, f.AttemptTimeout)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -21,9 +21,6 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// attemptTimeout cuts off each attempt at an endpoint that never answers.
-const attemptTimeout = 200 * time.Millisecond
-
 var (
 	faultTables = dynamo.Tables{Slaves: "slaves", History: "history", Expiring: "expiring", Requests: "requests"}
 	quiet       = web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -48,7 +45,7 @@ func TestEveryFailureOfDynamoDBAnswersAsTheOthers(t *testing.T) {
 	for _, f := range awsfaulttest.Failures(t, awsfault.DynamoDB) {
 		t.Run(f.Name, func(t *testing.T) {
 			awsfaulttest.Env(t, awsfault.DynamoDB, f.Endpoint)
-			store, err := dynamo.Open(context.Background(), faultTables, 90*24*time.Hour, attemptTimeout)
+			store, err := dynamo.Open(context.Background(), faultTables, 90*24*time.Hour, f.AttemptTimeout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,7 +90,7 @@ func TestKeysLeftUnprocessedAnswerAsAThrottle(t *testing.T) {
 		return http.StatusBadRequest, `{"__type":"com.amazon.coral.validate#ValidationException","message":"unexpected ` + op + `"}`
 	})
 	awsfaulttest.Env(t, awsfault.DynamoDB, endpoint)
-	store, err := dynamo.Open(context.Background(), faultTables, 90*24*time.Hour, attemptTimeout)
+	store, err := dynamo.Open(context.Background(), faultTables, 90*24*time.Hour, awsfaulttest.Patient)
 	if err != nil {
 		t.Fatal(err)
 	}

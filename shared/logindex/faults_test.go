@@ -24,9 +24,6 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// attemptTimeout cuts off each attempt at an endpoint that never answers.
-const attemptTimeout = 200 * time.Millisecond
-
 // A refused connection, a throttle, a server error and a timeout answer
 // the same through the index as through a log route that reads it, as
 // every adapter answers them (shared/awsfault): index lookups once matched
@@ -37,7 +34,7 @@ func TestEveryFailureOfTheIndexAnswersAsTheOthers(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			awsfaulttest.Env(t, awsfault.DynamoDB, f.Endpoint)
 			ctx := context.Background()
-			table, err := logindex.OpenTable(ctx, "logindex", attemptTimeout)
+			table, err := logindex.OpenTable(ctx, "logindex", f.AttemptTimeout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +78,7 @@ func TestCompleteAnswersKeysLeftUnprocessedAsAThrottle(t *testing.T) {
 	awsfaulttest.Env(t, awsfault.DynamoDB, endpoint)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	table, err := logindex.OpenTable(ctx, "logindex", attemptTimeout)
+	table, err := logindex.OpenTable(ctx, "logindex", awsfaulttest.Patient)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,6 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// attemptTimeout cuts off each attempt at an endpoint that never answers
-// (logstore.Client uses sdkconfig.S3AttemptTimeout, the same client with a
-// longer cut).
-const attemptTimeout = 200 * time.Millisecond
-
 // A refused connection, a throttle (SlowDown), a server error and a
 // timeout answer the same through the store as through a log route that
 // lists the buckets, as every adapter answers them (shared/awsfault).
@@ -34,7 +29,7 @@ func TestEveryFailureOfS3AnswersAsTheOthers(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			awsfaulttest.Env(t, awsfault.S3, f.Endpoint)
 			ctx := context.Background()
-			cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, attemptTimeout)
+			cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, f.AttemptTimeout)
 			if err != nil {
 				t.Fatal(err)
 			}

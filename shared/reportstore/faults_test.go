@@ -3,7 +3,6 @@ package reportstore_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -22,7 +21,7 @@ func TestEveryFailureOfS3AnswersAsTheOthers(t *testing.T) {
 		t.Run(f.Name, func(t *testing.T) {
 			awsfaulttest.Env(t, awsfault.S3, f.Endpoint)
 			ctx := context.Background()
-			cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, 200*time.Millisecond)
+			cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, f.AttemptTimeout)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetops/fleet/shared/awsfault"
 )
@@ -28,20 +29,32 @@ type Failure struct {
 	Endpoint string // URL of the failing endpoint
 	Status   int    // the HTTP status of a route's answer
 	Message  string // the fault's message, as the adapter returns it
+	// AttemptTimeout is the attempt timeout to build clients of Endpoint
+	// with (sdkconfig.Load): short where the endpoint never answers, so
+	// that the test ends soon, and Patient elsewhere, so that a loaded
+	// machine's slow answer is never taken for a timeout.
+	AttemptTimeout time.Duration
 }
+
+// Patient is an attempt timeout no local answer comes near, however loaded
+// the machine.
+const Patient = 30 * time.Second
+
+// hangTimeout cuts off each attempt at the endpoint that never answers.
+const hangTimeout = 200 * time.Millisecond
 
 // Failures starts one endpoint per way service (awsfault.DynamoDB or
 // awsfault.S3) fails: a refused connection, a throttle on every attempt, a
 // 5xx on every attempt, and an endpoint that never answers (a client's
-// attempt timeout cuts it off). They stop when t ends.
+// attempt timeout, AttemptTimeout, cuts it off). They stop when t ends.
 func Failures(t testing.TB, service string) []Failure {
 	t.Helper()
 	throttle, serverErr := answer(service)
 	return []Failure{
-		{"a refused connection", refused(t), http.StatusServiceUnavailable, service + " could not be reached, try again"},
-		{"a throttle", serve(t, throttle), http.StatusServiceUnavailable, service + " is busy, try again"},
-		{"a server error", serve(t, serverErr), http.StatusServiceUnavailable, service + " is busy, try again"},
-		{"a timeout", hang(t), http.StatusGatewayTimeout, "Timed out waiting for " + service},
+		{"a refused connection", refused(t), http.StatusServiceUnavailable, service + " could not be reached, try again", Patient},
+		{"a throttle", serve(t, throttle), http.StatusServiceUnavailable, service + " is busy, try again", Patient},
+		{"a server error", serve(t, serverErr), http.StatusServiceUnavailable, service + " is busy, try again", Patient},
+		{"a timeout", hang(t), http.StatusGatewayTimeout, "Timed out waiting for " + service, hangTimeout},
 	}
 }
 
