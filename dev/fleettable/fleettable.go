@@ -23,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/fleetops/fleet/shared/awsfault"
 )
 
 // Items returns size slave items as the store writes them, frozen of them
@@ -219,7 +221,7 @@ type Writer interface {
 }
 
 // Put writes items to table, 25 to a BatchWriteItem, 8 batches at a time,
-// sending again what a batch leaves unprocessed.
+// sending again what a batch leaves unprocessed (awsfault.Drain).
 func Put(ctx context.Context, db Writer, table string, items []map[string]types.AttributeValue) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
@@ -230,15 +232,14 @@ func Put(ctx context.Context, db Writer, table string, items []map[string]types.
 			for j, item := range batch {
 				reqs[j] = types.WriteRequest{PutRequest: &types.PutRequest{Item: item}}
 			}
-			pending := map[string][]types.WriteRequest{table: reqs}
-			for len(pending) > 0 {
-				out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-				if err != nil {
-					return fmt.Errorf("write slaves to %s: %w", table, err)
-				}
-				pending = out.UnprocessedItems
-			}
-			return nil
+			return awsfault.Drain(ctx, awsfault.DynamoDB, "write slaves to "+table, map[string][]types.WriteRequest{table: reqs},
+				func(ctx context.Context, pending map[string][]types.WriteRequest) (map[string][]types.WriteRequest, error) {
+					out, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+					if err != nil {
+						return nil, err
+					}
+					return out.UnprocessedItems, nil
+				})
 		})
 	}
 	return g.Wait()

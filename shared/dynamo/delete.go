@@ -7,8 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/change"
-	"github.com/fleetops/fleet/shared/fault"
 )
 
 // finalHistory is how many history entries fit in the deleting transaction
@@ -80,28 +80,23 @@ func (s *driver) historyKeys(ctx context.Context, id string) ([]map[string]types
 }
 
 // batchDelete deletes keys from table 25 at a time, resending what
-// DynamoDB leaves unprocessed.
+// DynamoDB leaves unprocessed (awsfault.Drain).
 func (s *driver) batchDelete(ctx context.Context, table string, keys []map[string]types.AttributeValue) error {
 	for start := 0; start < len(keys); start += 25 {
 		var reqs []types.WriteRequest
 		for _, k := range keys[start:min(start+25, len(keys))] {
 			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
 		}
-		pending := map[string][]types.WriteRequest{table: reqs}
-		for attempt := 0; len(pending) > 0; attempt++ {
-			if attempt == change.Attempts {
-				return fault.Unavailable("DynamoDB is busy, try again")
-			}
-			if attempt > 0 {
-				if err := change.Wait(ctx, attempt); err != nil {
-					return err
+		err := awsfault.Drain(ctx, awsfault.DynamoDB, "delete from "+table, map[string][]types.WriteRequest{table: reqs},
+			func(ctx context.Context, pending map[string][]types.WriteRequest) (map[string][]types.WriteRequest, error) {
+				out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+				if err != nil {
+					return nil, err
 				}
-			}
-			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
-			if err != nil {
-				return translate("delete from "+table, err)
-			}
-			pending = out.UnprocessedItems
+				return out.UnprocessedItems, nil
+			})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

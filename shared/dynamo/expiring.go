@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"slices"
 	"strconv"
@@ -13,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fleetops/fleet/shared/change"
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/machine"
 
 	"golang.org/x/sync/errgroup"
@@ -104,7 +103,8 @@ func (s *Store) KeepDeferred(ctx context.Context, id string, now int64) error {
 }
 
 // existing returns the subset of ids that are slaves, with consistent
-// BatchGetItem reads of their keys.
+// BatchGetItem reads of their keys, resending the keys DynamoDB leaves
+// unprocessed (awsfault.Drain).
 func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, error) {
 	found := map[string]bool{}
 	for start := 0; start < len(ids); start += 100 {
@@ -115,25 +115,21 @@ func (s *Store) existing(ctx context.Context, ids []string) (map[string]bool, er
 		pending := map[string]types.KeysAndAttributes{s.tables.Slaves: {
 			Keys: keys, ProjectionExpression: aws.String("id"), ConsistentRead: aws.Bool(true),
 		}}
-		for attempt := 0; len(pending) > 0; attempt++ {
-			if attempt == change.Attempts {
-				return nil, fmt.Errorf("read slaves: unprocessed keys after %d attempts", change.Attempts)
-			}
-			if attempt > 0 {
-				if err := change.Wait(ctx, attempt); err != nil {
+		err := awsfault.Drain(ctx, awsfault.DynamoDB, "read slaves", pending,
+			func(ctx context.Context, pending map[string]types.KeysAndAttributes) (map[string]types.KeysAndAttributes, error) {
+				out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
+				if err != nil {
 					return nil, err
 				}
-			}
-			out, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: pending})
-			if err != nil {
-				return nil, translate("read slaves", err)
-			}
-			for _, item := range out.Responses[s.tables.Slaves] {
-				if id, ok := item["id"].(*types.AttributeValueMemberS); ok {
-					found[id.Value] = true
+				for _, item := range out.Responses[s.tables.Slaves] {
+					if id, ok := item["id"].(*types.AttributeValueMemberS); ok {
+						found[id.Value] = true
+					}
 				}
-			}
-			pending = out.UnprocessedKeys
+				return out.UnprocessedKeys, nil
+			})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return found, nil

@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -23,10 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/change"
-	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
@@ -658,38 +655,10 @@ func isCancelled(err error) bool {
 	return errors.As(err, &cancelled)
 }
 
-// translate maps SDK failures to fault kinds, keeping the cause for logs.
+// translate maps SDK failures to fault kinds, keeping the cause for logs:
+// the one translation of every adapter (shared/awsfault).
 func translate(what string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if fault.KindOf(err) != fault.KindInternal {
-		return err
-	}
-	var apiErr smithy.APIError
-	var netErr net.Error
-	var resp interface{ HTTPStatusCode() int }
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		// The handler's deadline, or every attempt cut off by its timeout.
-		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for DynamoDB"), err)
-	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()),
-		errors.As(err, &resp) && resp.HTTPStatusCode() >= http.StatusInternalServerError:
-		// Still throttled or failing after the SDK's retries.
-		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB is busy, try again"), err)
-	case !errors.As(err, &apiErr) && !errors.Is(err, context.Canceled):
-		// No answer at all, after the SDK's retries: connection refused or reset.
-		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB could not be reached, try again"), err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-func isThrottle(code string) bool {
-	switch code {
-	case "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded", "TransactionInProgressException":
-		return true
-	}
-	return false
+	return awsfault.Translate(awsfault.DynamoDB, what, err)
 }
 
 // storable says whether id can name a stored slave: only an id the domain

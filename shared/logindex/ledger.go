@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/logkey"
 )
 
@@ -241,27 +242,34 @@ func (t *Table) Unmark(ctx context.Context, bucket string) error {
 
 // Complete returns which of buckets the index holds completely: those a
 // reconciliation marked (MarkComplete) less than completeTTL ago and that
-// none unmarked since. One BatchGetItem. Errors: those of Logs.
+// none unmarked since. One BatchGetItem, and one for each resend of the
+// keys DynamoDB leaves unprocessed (awsfault.Drain). Errors: those of Logs.
 func (t *Table) Complete(ctx context.Context, buckets []string) (map[string]bool, error) {
 	keys := make([]map[string]types.AttributeValue, 0, len(buckets))
 	for _, b := range buckets {
 		keys = append(keys, itemKey(bucketPartition(b), completeItem))
 	}
 	out := map[string]bool{}
-	req := map[string]types.KeysAndAttributes{t.name: {Keys: keys}}
+	if len(keys) == 0 {
+		return out, nil
+	}
 	now := t.now().Unix()
-	for len(req) > 0 && len(req[t.name].Keys) > 0 {
-		page, err := t.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
-		if err != nil {
-			return nil, translate("completeness of the log buckets in "+t.name, err)
-		}
-		for _, item := range page.Responses[t.name] {
-			// TTL deletes an expired item within days, not at once.
-			if expires, ok := num(item, "expiresAt"); ok && expires > now {
-				out[str(item, "pk")[len("b#"):]] = true
+	err := awsfault.Drain(ctx, awsfault.DynamoDB, "completeness of the log buckets in "+t.name, map[string]types.KeysAndAttributes{t.name: {Keys: keys}},
+		func(ctx context.Context, req map[string]types.KeysAndAttributes) (map[string]types.KeysAndAttributes, error) {
+			page, err := t.api.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: req})
+			if err != nil {
+				return nil, err
 			}
-		}
-		req = page.UnprocessedKeys
+			for _, item := range page.Responses[t.name] {
+				// TTL deletes an expired item within days, not at once.
+				if expires, ok := num(item, "expiresAt"); ok && expires > now {
+					out[str(item, "pk")[len("b#"):]] = true
+				}
+			}
+			return page.UnprocessedKeys, nil
+		})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fleetops/fleet/shared/fault"
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
@@ -487,15 +487,8 @@ func number(n int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
-// translate maps DynamoDB's throttling and deadlines onto fault kinds.
+// translate maps SDK failures to fault kinds, keeping the cause for logs:
+// the one translation of every adapter (shared/awsfault).
 func translate(what string, err error) error {
-	var throttled *types.ProvisionedThroughputExceededException
-	var limited *types.RequestLimitExceeded
-	switch {
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for DynamoDB"), err)
-	case errors.As(err, &throttled), errors.As(err, &limited), strings.Contains(err.Error(), "ThrottlingException"):
-		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("DynamoDB is busy, try again"), err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return awsfault.Translate(awsfault.DynamoDB, what, err)
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -22,8 +21,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
@@ -249,44 +248,15 @@ func (c fixedClock) PresignHTTP(ctx context.Context, creds aws.Credentials, r *h
 }
 
 // translate maps SDK errors onto fault kinds; what says what failed, bucket
-// names the bucket for the not-found message.
+// names the bucket for the not-found message. A missing bucket is S3's own
+// answer; every other failure goes through the one translation of the
+// adapters (shared/awsfault).
 func translate(what, bucket string, err error) error {
-	if fault.KindOf(err) != fault.KindInternal {
-		return err
-	}
 	var apiErr smithy.APIError
-	var sendErr *smithyhttp.RequestSendError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		// The handler's deadline, or every attempt cut off by its timeout.
-		return fmt.Errorf("%s: %w: %w", what, fault.Timeout("Timed out waiting for S3"), err)
-	case errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket":
+	if fault.KindOf(err) == fault.KindInternal && errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket" {
 		return fmt.Errorf("%s: %w: %w", what, fault.NotFound("S3 bucket %s does not exist", bucket), err)
-	case errors.As(err, &apiErr) && isThrottle(apiErr.ErrorCode()), status(err) >= http.StatusInternalServerError:
-		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("S3 is busy, try again"), err)
-	case errors.As(err, &sendErr) && !errors.Is(err, context.Canceled):
-		// No answer at all, after the SDK's retries: connection refused or reset.
-		return fmt.Errorf("%s: %w: %w", what, fault.Unavailable("S3 could not be reached, try again"), err)
 	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-func isThrottle(code string) bool {
-	switch code {
-	case "SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException", "RequestThrottled":
-		return true
-	}
-	return false
-}
-
-// status returns the HTTP status of the response err came with, or 0.
-func status(err error) int {
-	var resp interface{ HTTPStatusCode() int }
-	if errors.As(err, &resp) {
-		return resp.HTTPStatusCode()
-	}
-	return 0
+	return awsfault.Translate(awsfault.S3, what, err)
 }
 
 // NotificationAPI is the S3 call Notifications makes.

@@ -1,7 +1,8 @@
 // Package reportstore adapts Amazon S3 for the large form of machine
 // reports: it reads a report object of the reports bucket as a stream, and
 // writes and reads the parts of a report applied in parts (docs/behaviour.md
-// "Machine reports"). It translates SDK errors into fault kinds.
+// "Machine reports"). It translates SDK errors into fault kinds, with the
+// other adapters' translation (shared/awsfault) beyond a missing object.
 package reportstore
 
 import (
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
@@ -50,7 +52,8 @@ func Open(ctx context.Context, pathStyle bool) (*Store, error) {
 
 // Open returns the body of the object bucket/key, to be closed. It returns
 // fault.NotFound when there is no such object (a report expired before it
-// was read, or a retry of one deleted by hand).
+// was read, or a retry of one deleted by hand), and those of
+// awsfault.Translate.
 func (s *Store) Open(ctx context.Context, bucket, key string) (io.ReadCloser, error) {
 	out, err := s.api.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key})
 	var missing *types.NoSuchKey
@@ -58,16 +61,14 @@ func (s *Store) Open(ctx context.Context, bucket, key string) (io.ReadCloser, er
 	case errors.As(err, &missing):
 		return nil, fmt.Errorf("%w: %w", fault.NotFound("no report object s3://%s/%s", bucket, key), err)
 	case err != nil:
-		return nil, fmt.Errorf("read s3://%s/%s: %w", bucket, key, err)
+		return nil, awsfault.Translate(awsfault.S3, fmt.Sprintf("read s3://%s/%s", bucket, key), err)
 	}
 	return out.Body, nil
 }
 
-// Put writes body as the object bucket/key.
+// Put writes body as the object bucket/key. Errors: those of
+// awsfault.Translate.
 func (s *Store) Put(ctx context.Context, bucket, key string, body []byte) error {
 	_, err := s.api.PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(body)})
-	if err != nil {
-		return fmt.Errorf("write s3://%s/%s: %w", bucket, key, err)
-	}
-	return nil
+	return awsfault.Translate(awsfault.S3, fmt.Sprintf("write s3://%s/%s", bucket, key), err)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/tracing"
 )
@@ -132,19 +133,16 @@ func Endpoint(getenv func(string) string, service string) *string {
 	return nil
 }
 
-// throttles tells throttling errors apart the way the retryer does.
-var throttles = retry.IsErrorThrottles(retry.DefaultThrottles)
-
 // CountCalls is an SDK API option that counts every attempt of a call, and
-// whether it was throttled, in the callcount.Counter of the call's context
-// (none: nothing is counted). It sits after the retry middleware, so a call
-// retried twice counts three times: what the backend served, and what a
-// throttled table saw.
+// whether it was throttled (awsfault.Throttled, the retryer's own list), in
+// the callcount.Counter of the call's context (none: nothing is counted).
+// It sits after the retry middleware, so a call retried twice counts three
+// times: what the backend served, and what a throttled table saw.
 func CountCalls(stack *middleware.Stack) error {
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("fleetCountCalls",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 			out, md, err := next.HandleFinalize(ctx, in)
-			callcount.From(ctx).Add(err != nil && throttles.IsErrorThrottle(err) == aws.TrueTernary)
+			callcount.From(ctx).Add(awsfault.Throttled(err))
 			return out, md, err
 		}), middleware.After)
 }
