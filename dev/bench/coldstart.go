@@ -196,6 +196,20 @@ func localFunctionEnv(e *env, function string) (map[string]string, error) {
 	return env, nil
 }
 
+// functionEnv is the getenv the sections build a function with, through
+// its composition root: the template's environment (localFunctionEnv) and
+// overrides, each a setting a section measures at another value than the
+// template's, said where it is passed. So a setting the section does not
+// name is the deployed one.
+func functionEnv(e *env, function string, overrides map[string]string) (func(string) string, error) {
+	vars, err := localFunctionEnv(e, function)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(vars, overrides)
+	return func(name string) string { return vars[name] }, nil
+}
+
 // proxyResponseStatus returns the status code of an API Gateway proxy response, or
 // "" for any other response.
 func proxyResponseStatus(response []byte) string {

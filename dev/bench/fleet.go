@@ -18,15 +18,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/edge"
-	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -128,7 +125,15 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	moto := edge.Handler(web.Wrap(slaves.New(dynamo.New(dynamodb.NewFromConfig(mcfg), stack.Tables, 0), access.Policy{}, machine.Limits{}), web.Options{Logger: e.quiet}))
+	slavesEnv, err := functionEnv(e, "SlavesFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := slavesapp.New(ctx, slavesEnv, slavesapp.Options{DynamoDB: dynamodb.NewFromConfig(mcfg)})
+	if err != nil {
+		return nil, err
+	}
+	moto := edge.Handler(web.Wrap(routes, web.Options{Logger: e.quiet}))
 	c.scanned.Store(0)
 	// The function's timeout, as Lambda gives it, for its deadline.
 	qctx, cancel := context.WithTimeout(ctx, fn.Timeout)
