@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
@@ -125,15 +124,11 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	slavesEnv, err := functionEnv(e, "SlavesFunction", nil)
+	routes, err := slaveRoutes(ctx, e, dynamodb.NewFromConfig(mcfg))
 	if err != nil {
 		return nil, err
 	}
-	routes, err := slavesapp.New(ctx, slavesEnv, slavesapp.Options{DynamoDB: dynamodb.NewFromConfig(mcfg)})
-	if err != nil {
-		return nil, err
-	}
-	moto := edge.Handler(web.Wrap(routes, web.Options{Logger: e.quiet}))
+	moto := edge.Handler(routes)
 	c.scanned.Store(0)
 	// The function's timeout, as Lambda gives it, for its deadline.
 	qctx, cancel := context.WithTimeout(ctx, fn.Timeout)

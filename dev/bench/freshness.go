@@ -88,15 +88,7 @@ type visibility struct {
 // it.
 func uploadsVisible(ctx context.Context, e *env, local *stack.Local, n int) (visibility, error) {
 	var v visibility
-	env := func(function string) (func(string) string, error) {
-		vars, err := local.Template.FunctionEnv(function, stack.LocalName)
-		if err != nil {
-			return nil, err
-		}
-		vars["S3_FORCE_PATH_STYLE"], vars["LOG_INDEX"], vars["AUTH_MODE"] = "true", "true", "none"
-		return func(name string) string { return vars[name] }, nil
-	}
-	indexerEnv, err := env(stack.IndexerFunction)
+	indexerEnv, err := functionEnv(e, stack.IndexerFunction, nil)
 	if err != nil {
 		return v, err
 	}
@@ -124,7 +116,7 @@ func uploadsVisible(ctx context.Context, e *env, local *stack.Local, n int) (vis
 		Bucket: aws.String(local.LogBuckets[0]), NotificationConfiguration: &s3types.NotificationConfiguration{},
 	})
 
-	logsEnv, err := env("LogsFunction")
+	logsEnv, err := functionEnv(e, "LogsFunction", nil)
 	if err != nil {
 		return v, err
 	}

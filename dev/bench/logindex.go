@@ -16,12 +16,10 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/fleetops/fleet/app/indexerapp"
-	"github.com/fleetops/fleet/app/logsapp"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // logIndex measures the lookups on the task-log index against the
@@ -167,22 +165,13 @@ func putBusyRequest(ctx context.Context, e *env, bucket, request string, n, last
 // deadline is their LOG_LIST_TIMEOUT and LOG_LINK_TIMEOUT, room for the
 // emulators on a loaded machine.
 func logLookups(ctx context.Context, e *env, bucket string, s3c *s3.Client, db logindex.API, deadline string) (listing, index http.Handler, err error) {
-	build := func(logIndex string) (http.Handler, error) {
-		logsEnv, err := functionEnv(e, "LogsFunction", map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": logIndex,
-			"LOG_LIST_TIMEOUT": deadline, "LOG_LINK_TIMEOUT": deadline})
-		if err != nil {
-			return nil, err
-		}
-		h, err := logsapp.New(ctx, logsEnv, logsapp.Options{S3: s3c, DynamoDB: db})
-		if err != nil {
-			return nil, err
-		}
-		return web.Wrap(h, web.Options{Logger: e.quiet}), nil
+	settings := func(logIndex string) map[string]string {
+		return map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": logIndex, "LOG_LIST_TIMEOUT": deadline, "LOG_LINK_TIMEOUT": deadline}
 	}
-	if listing, err = build("false"); err != nil {
+	if listing, err = logRoutes(ctx, e, s3c, db, settings("false")); err != nil {
 		return nil, nil, err
 	}
-	index, err = build("true")
+	index, err = logRoutes(ctx, e, s3c, db, settings("true"))
 	return listing, index, err
 }
 

@@ -14,11 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fleetops/fleet/app/logsapp"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // s3Delay is what the log critical path adds to every S3 request, so that
@@ -62,16 +60,11 @@ func logPath(ctx context.Context, e *env) ([]row, error) {
 	// task lookup's window runs from the task's start to now whatever
 	// LOG_LOOKBACK is; 400 days would also cover a request lookup. The
 	// deadlines leave room for the emulator on a loaded machine.
-	logsEnv, err := functionEnv(e, "LogsFunction", map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": "false",
+	h, err := logRoutes(ctx, e, client, nil, map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": "false",
 		"LOG_LOOKBACK": "9600h", "LOG_LIST_TIMEOUT": "10s", "LOG_LINK_TIMEOUT": "10s"})
 	if err != nil {
 		return nil, err
 	}
-	routes, err := logsapp.New(ctx, logsEnv, logsapp.Options{S3: client})
-	if err != nil {
-		return nil, err
-	}
-	h := web.Wrap(routes, web.Options{Logger: e.quiet})
 	reps := 7
 	if e.quick {
 		reps = 3

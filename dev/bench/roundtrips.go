@@ -15,12 +15,9 @@ import (
 
 	"github.com/fleetops/fleet/app/expiryapp"
 	"github.com/fleetops/fleet/app/inventoryapp"
-	"github.com/fleetops/fleet/app/logsapp"
-	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // roundTrips counts the backend calls (every HTTP attempt) one request of
@@ -79,15 +76,10 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	c := newCalls()
 	c.count(&cfg)
 	db := dynamodb.NewFromConfig(cfg)
-	slavesEnv, err := functionEnv(e, "SlavesFunction", nil)
+	h, err := slaveRoutes(ctx, e, db)
 	if err != nil {
 		return nil, err
 	}
-	routes, err := slavesapp.New(ctx, slavesEnv, slavesapp.Options{DynamoDB: db})
-	if err != nil {
-		return nil, err
-	}
-	h := web.Wrap(routes, web.Options{Logger: e.quiet})
 	inventoryEnv, err := functionEnv(e, "InventoryFunction", nil)
 	if err != nil {
 		return nil, err
@@ -197,17 +189,16 @@ func logRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	c.count(&cfg)
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	// The listing's calls: the log index section measures the index.
-	logsEnv, err := functionEnv(e, "LogsFunction", map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": "false"})
+	h, err := logRoutes(ctx, e, client, nil, map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": "false"})
 	if err != nil {
 		return nil, err
 	}
-	routes, err := logsapp.New(ctx, logsEnv, logsapp.Options{S3: client})
-	if err != nil {
-		return nil, err
-	}
-	h := web.Wrap(routes, web.Options{Logger: e.quiet})
 	// LOG_LOOKBACK as deployed: the request lookup covers the months the
 	// last 30 days touch, not the task's whole window.
+	logsEnv, err := functionEnv(e, "LogsFunction", nil)
+	if err != nil {
+		return nil, err
+	}
 	settings, err := config.LoadLogs(logsEnv)
 	if err != nil {
 		return nil, err
