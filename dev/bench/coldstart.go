@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/fleetops/fleet/app/logsapp"
 	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/lambdarun"
@@ -24,8 +26,6 @@ import (
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/web"
-
-	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // Cold start targets: a function's init (exec to its first request for an
