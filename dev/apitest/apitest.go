@@ -1,12 +1,12 @@
 // Package apitest serves the API over the local stack (moto for DynamoDB,
 // MinIO for the task logs and their presigned URLs) on loopback, built by
-// the functions' own constructors (app/slavesapp, app/logsapp), assembled
-// as make run assembles them (dev/localapi), from an environment as the
-// template gives it, for the integration tests of the
-// client and of fleetctl and for the benchmarks. Every answer of the handlers is checked against
-// openapi.yaml (dev/apidoc). In front of them it plays API Gateway's
-// authorizer: bearer tokens naming users, or SigV4 signatures verified by
-// signing the request again with the SDK's own signer.
+// the functions' own constructors and assembled as make run assembles it
+// (dev/localapi), from an environment as the template gives it, for the
+// integration tests of the client and of fleetctl and for the benchmarks.
+// Every answer of the handlers is checked against openapi.yaml
+// (dev/apidoc). In front of them it plays API Gateway's authorizer: bearer
+// tokens naming users, or SigV4 signatures verified by signing the request
+// again with the SDK's own signer.
 package apitest
 
 import (
