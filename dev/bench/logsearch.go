@@ -23,8 +23,8 @@ import (
 // window names two monthly prefixes; the logs are in MinIO for the
 // listing and in moto's LogIndexTable for the index (written by
 // IndexerFunction's handler from each log's event, indexLogs). Every
-// backend call is then made 20 ms slower, as in
-// the log critical path, to count the calls made one after another.
+// backend call is then made 20 ms slower, as in the log critical path, to
+// count the calls made one after another.
 func logSearch(ctx context.Context, e *env) ([]row, error) {
 	const bucket = "bench-log-search"
 	n := 10_000
