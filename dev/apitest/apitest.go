@@ -1,11 +1,12 @@
 // Package apitest serves the API over the local stack (moto for DynamoDB,
 // MinIO for the task logs and their presigned URLs) on loopback, built by
-// the functions' own constructors (app/slavesapp, app/logsapp) from an
-// environment as the template gives it, for the integration tests of the
-// client and of fleetctl and for the benchmarks. Every answer of the handlers is checked against
-// openapi.yaml (dev/apidoc). In front of them it plays API Gateway's
-// authorizer: bearer tokens naming users, or SigV4 signatures verified by
-// signing the request again with the SDK's own signer.
+// the functions' own constructors and assembled as make run assembles it
+// (dev/localapi), from an environment as the template gives it, for the
+// integration tests of the client and of fleetctl and for the benchmarks.
+// Every answer of the handlers is checked against openapi.yaml
+// (dev/apidoc). In front of them it plays API Gateway's authorizer: bearer
+// tokens naming users, or SigV4 signatures verified by signing the request
+// again with the SDK's own signer.
 package apitest
 
 import (
@@ -27,15 +28,12 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fleetops/fleet/app/consoleapp"
 	"github.com/fleetops/fleet/app/inventoryapp"
-	"github.com/fleetops/fleet/app/logsapp"
-	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/apidoc"
+	"github.com/fleetops/fleet/dev/localapi"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // LogBucket is the one bucket of LOG_BUCKETS.
@@ -169,33 +167,17 @@ type Options struct {
 	Console bool
 }
 
-// Handler returns the API over the stack behind web.Wrap, built by the
-// functions' constructors, with the authorization auth names (the caller
-// plays the authorizer in front of it, as Serve does).
+// Handler returns the API over the stack behind web.Wrap, assembled as
+// make run assembles it (localapi), with the authorization auth names (the
+// caller plays the authorizer in front of it, as Serve does).
 func (s *Stack) Handler(auth Auth, opts Options) (http.Handler, error) {
-	ctx := context.Background()
 	getenv := env(auth, opts.Env)
-	slaveRoutes, err := slavesapp.New(ctx, getenv, slavesapp.Options{DynamoDB: s.Local.DynamoDB})
-	if err != nil {
-		return nil, err
-	}
-	logRoutes, err := logsapp.New(ctx, getenv, logsapp.Options{})
-	if err != nil {
-		return nil, err
-	}
-	var root http.Handler = http.HandlerFunc(web.NotFound)
-	if opts.Console {
-		if root, err = consoleapp.New(getenv); err != nil {
-			return nil, err
-		}
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/slaves", slaveRoutes)
-	mux.Handle("/api/slaves/", slaveRoutes)
-	mux.Handle("/api/logs", logRoutes)
-	mux.Handle("/api/logs/", logRoutes)
-	mux.Handle("/", root)
-	return web.Wrap(mux, web.Options{Logger: s.quiet}), nil
+	return localapi.New(context.Background(), localapi.Options{
+		Env:      func(string) (func(string) string, error) { return getenv, nil },
+		DynamoDB: s.Local.DynamoDB,
+		Log:      s.quiet,
+		Console:  opts.Console,
+	})
 }
 
 // tokenUsers are the callers the bearer tokens name.

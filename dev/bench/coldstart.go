@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,8 +17,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fleetops/fleet/app/logsapp"
+	"github.com/fleetops/fleet/app/slavesapp"
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/logindex"
+	"github.com/fleetops/fleet/shared/web"
 )
 
 // Cold start targets: a function's init (exec to its first request for an
@@ -194,6 +202,49 @@ func localFunctionEnv(e *env, function string) (map[string]string, error) {
 	env["S3_FORCE_PATH_STYLE"] = "true"
 	env["AUTH_MODE"] = "none"
 	return env, nil
+}
+
+// functionEnv is the getenv the sections build a function with, through
+// its composition root: the template's environment (localFunctionEnv) and
+// overrides, each a setting a section measures at another value than the
+// template's, said where it is passed. So a setting the section does not
+// name is the deployed one.
+func functionEnv(e *env, function string, overrides map[string]string) (func(string) string, error) {
+	vars, err := localFunctionEnv(e, function)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(vars, overrides)
+	return func(name string) string { return vars[name] }, nil
+}
+
+// slaveRoutes is SlavesFunction's handler as its composition root builds
+// it from the template's environment, over db, behind web.Wrap.
+func slaveRoutes(ctx context.Context, e *env, db dynamo.API) (http.Handler, error) {
+	getenv, err := functionEnv(e, "SlavesFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	h, err := slavesapp.New(ctx, getenv, slavesapp.Options{DynamoDB: db})
+	if err != nil {
+		return nil, err
+	}
+	return web.Wrap(h, web.Options{Logger: e.quiet}), nil
+}
+
+// logRoutes is LogsFunction's handler as its composition root builds it
+// from the template's environment and overrides, over s3c and db (nil
+// when the index is off), behind web.Wrap.
+func logRoutes(ctx context.Context, e *env, s3c *s3.Client, db logindex.API, overrides map[string]string) (http.Handler, error) {
+	getenv, err := functionEnv(e, "LogsFunction", overrides)
+	if err != nil {
+		return nil, err
+	}
+	h, err := logsapp.New(ctx, getenv, logsapp.Options{S3: s3c, DynamoDB: db})
+	if err != nil {
+		return nil, err
+	}
+	return web.Wrap(h, web.Options{Logger: e.quiet}), nil
 }
 
 // proxyResponseStatus returns the status code of an API Gateway proxy response, or

@@ -20,8 +20,8 @@ import (
 	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
 
+	"github.com/fleetops/fleet/app/consoleapp"
 	"github.com/fleetops/fleet/dev/browser"
-	"github.com/fleetops/fleet/shared/console"
 )
 
 // consoleFleet is the fleet the console figures are taken on.
@@ -39,7 +39,12 @@ func consoleFigures(ctx context.Context, e *env) ([]row, error) {
 	if e.quick {
 		n, runs = 10_000, 2
 	}
-	ui, err := console.New(console.Config{Auth: console.AuthNone})
+	// ConsoleFunction as deployed, but for its sign-in (AUTH_MODE none).
+	consoleEnv, err := functionEnv(e, "ConsoleFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	ui, err := consoleapp.New(consoleEnv)
 	if err != nil {
 		return nil, err
 	}

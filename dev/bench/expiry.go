@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -10,10 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/fleetops/fleet/app/expiryapp"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/jobs"
-	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
@@ -23,7 +22,8 @@ const expiryTimeout = 300 * time.Second
 
 // expiryThroughput writes 10,000 FROZEN slaves, each with an expiring record
 // due to revert it to ACTIVE, and times one run of the expiry trigger over
-// them, against the emulator.
+// them, against the emulator, ExpiryFunction built by its composition root
+// over a counted client.
 func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	due := 10_000
 	if e.quick {
@@ -43,10 +43,16 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	}
 	c := newCalls()
 	c.count(&cfg)
-	store := dynamo.New(dynamodb.NewFromConfig(cfg), stack.Tables, 90*24*time.Hour)
-	runner := jobs.New(store, machine.Limits{MaxDecommissioning: 2}, 7*24*time.Hour, e.quiet, nil)
+	expiryEnv, err := functionEnv(e, "ExpiryFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	expire, err := expiryapp.New(ctx, expiryEnv, expiryapp.Options{Log: e.quiet, DynamoDB: dynamodb.NewFromConfig(cfg)})
+	if err != nil {
+		return nil, err
+	}
 	start = time.Now()
-	res, err := runner.Expire(ctx)
+	res, err := expire(ctx, json.RawMessage(`{"job":"expiry"}`))
 	if err != nil {
 		return nil, err
 	}

@@ -21,12 +21,8 @@ import (
 	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/edge"
-	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -128,7 +124,11 @@ func fleet(ctx context.Context, e *env) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	moto := edge.Handler(web.Wrap(slaves.New(dynamo.New(dynamodb.NewFromConfig(mcfg), stack.Tables, 0), access.Policy{}, machine.Limits{}), web.Options{Logger: e.quiet}))
+	routes, err := slaveRoutes(ctx, e, dynamodb.NewFromConfig(mcfg))
+	if err != nil {
+		return nil, err
+	}
+	moto := edge.Handler(routes)
 	c.scanned.Store(0)
 	// The function's timeout, as Lambda gives it, for its deadline.
 	qctx, cancel := context.WithTimeout(ctx, fn.Timeout)

@@ -19,9 +19,11 @@ import (
 
 	"github.com/fleetops/fleet/app/indexerapp"
 	"github.com/fleetops/fleet/app/logsapp"
+	"github.com/fleetops/fleet/dev/reconcile"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/logs"
 )
 
 // freshness is "upload → visible": how long after its PutObject a log
@@ -88,15 +90,7 @@ type visibility struct {
 // it.
 func uploadsVisible(ctx context.Context, e *env, local *stack.Local, n int) (visibility, error) {
 	var v visibility
-	env := func(function string) (func(string) string, error) {
-		vars, err := local.Template.FunctionEnv(function, stack.LocalName)
-		if err != nil {
-			return nil, err
-		}
-		vars["S3_FORCE_PATH_STYLE"], vars["LOG_INDEX"], vars["AUTH_MODE"] = "true", "true", "none"
-		return func(name string) string { return vars[name] }, nil
-	}
-	indexerEnv, err := env(stack.IndexerFunction)
+	indexerEnv, err := functionEnv(e, stack.IndexerFunction, nil)
 	if err != nil {
 		return v, err
 	}
@@ -124,7 +118,13 @@ func uploadsVisible(ctx context.Context, e *env, local *stack.Local, n int) (vis
 		Bucket: aws.String(local.LogBuckets[0]), NotificationConfiguration: &s3types.NotificationConfiguration{},
 	})
 
-	logsEnv, err := env("LogsFunction")
+	// The lookups read the index only for a bucket that a reconciliation
+	// found complete with its notifications on: make run reconciles its
+	// buckets once their events flow, and so does this.
+	if _, err := reconcile.Buckets(ctx, local); err != nil {
+		return v, err
+	}
+	logsEnv, err := functionEnv(e, "LogsFunction", nil)
 	if err != nil {
 		return v, err
 	}
@@ -158,6 +158,9 @@ func uploadsVisible(ctx context.Context, e *env, local *stack.Local, n int) (vis
 			lookups.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/logs/task/"+id+"?list=true", nil))
 			if rec.Code != http.StatusOK {
 				return v, fmt.Errorf("task lookup: %d %s", rec.Code, rec.Body)
+			}
+			if got := rec.Header().Get(logs.IndexBucketsHeader); !slices.Contains(strings.Split(got, ","), local.LogBuckets[0]) {
+				return v, fmt.Errorf("the task lookup listed %s instead of reading the index (%s: %q)", local.LogBuckets[0], logs.IndexBucketsHeader, got)
 			}
 			if strings.Contains(rec.Body.String(), strconv.Quote(key)) {
 				v.visible = append(v.visible, time.Since(began))

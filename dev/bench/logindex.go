@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,14 +12,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 
+	"github.com/fleetops/fleet/app/indexerapp"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // logIndex measures the lookups on the task-log index against the
@@ -34,11 +35,9 @@ func logIndex(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 	client := s3.NewFromConfig(s3cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	store := logstore.New(client, s3.NewPresignClient(client))
-	table := logindex.NewTable(dynamodb.NewFromConfig(dbcfg), stack.LocalName("LogIndexTable"))
-
+	db := dynamodb.NewFromConfig(dbcfg)
 	const bucket = "bench-log-index"
-	format, task, err := putTaskLogs(ctx, e, bucket, fmt.Sprintf("bench-index-%d", now.UnixMilli()), 12, 50, now)
+	_, task, err := putTaskLogs(ctx, e, bucket, fmt.Sprintf("bench-index-%d", now.UnixMilli()), 12, 50, now)
 	if err != nil {
 		return nil, err
 	}
@@ -52,22 +51,15 @@ func logIndex(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 	started := time.Now()
-	seq, err := logindex.NormalizeSequencer("1")
-	if err != nil {
-		return nil, err
-	}
-	if err := indexBucket(ctx, store, table, format, bucket, seq); err != nil {
+	if err := indexLogs(ctx, e, bucket); err != nil {
 		return nil, err
 	}
 	indexed := time.Since(started)
 	c.take()
-
-	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
-		ListTimeout: 60 * time.Second, LinkTimeout: 60 * time.Second}
-	quiet := web.Options{Logger: e.quiet}
-	listing := web.Wrap(logs.New(store, settings), quiet)
-	index := web.Wrap(logs.New(store, settings).ReadsIndex(table), quiet)
-
+	listing, index, err := logLookups(ctx, e, bucket, client, db, "60s")
+	if err != nil {
+		return nil, err
+	}
 	var rows []row
 	past := now.Add(-2 * time.Minute).UnixMilli()
 	for _, k := range []struct {
@@ -167,24 +159,89 @@ func putBusyRequest(ctx context.Context, e *env, bucket, request string, n, last
 	})
 }
 
-// indexBucket writes every log of bucket into the index as its created
-// event would, 16 at a time: listed, HEADed for its times, put under the
-// partitions its key names.
-func indexBucket(ctx context.Context, store *logstore.Store, table *logindex.Table, format logkey.Format, bucket, seq string) error {
-	objs, err := store.All(ctx, bucket, "")
+// logLookups returns the lookups of LogsFunction over bucket alone, built
+// by its composition root over the given clients: listing the bucket, and
+// reading the index as deployed (the bucket known complete, indexLogs).
+// deadline is their LOG_LIST_TIMEOUT and LOG_LINK_TIMEOUT, room for the
+// emulators on a loaded machine.
+func logLookups(ctx context.Context, e *env, bucket string, s3c *s3.Client, db logindex.API, deadline string) (listing, index http.Handler, err error) {
+	settings := func(logIndex string) map[string]string {
+		return map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": logIndex, "LOG_LIST_TIMEOUT": deadline, "LOG_LINK_TIMEOUT": deadline}
+	}
+	if listing, err = logRoutes(ctx, e, s3c, db, settings("false")); err != nil {
+		return nil, nil, err
+	}
+	index, err = logRoutes(ctx, e, s3c, db, settings("true"))
+	return listing, index, err
+}
+
+// indexLogs indexes every log of bucket (in MinIO) as IndexerFunction
+// does, built by its composition root: the "Object Created" event of each,
+// 16 at once (its HEAD, then its items), and then the last step of a
+// reconciliation of the whole bucket, which records it complete, so that
+// the lookups read it from the index as they read a deployed bucket.
+// MinIO has no EventBridge: the indexer's S3 client says the bucket's
+// notifications are on, as they are for a deployed log bucket, and the
+// events it would send are the ones sent here.
+func indexLogs(ctx context.Context, e *env, bucket string) error {
+	client := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
+	indexerEnv, err := functionEnv(e, stack.IndexerFunction, map[string]string{"LOG_BUCKETS": bucket})
 	if err != nil {
 		return err
 	}
-	return inParallel(len(objs), 16, func(i int) error {
-		parsed, ok := format.Parse(objs[i].Key)
-		if !ok {
-			return nil
-		}
-		start, end, err := store.Times(ctx, bucket, objs[i].Key)
+	index, err := indexerapp.New(ctx, indexerEnv, indexerapp.Options{Log: e.quiet, DynamoDB: e.local.DynamoDB,
+		S3: s3.New(client.Options(), eventBridgeOn)})
+	if err != nil {
+		return err
+	}
+	since := time.Now().UnixMilli()
+	var keys []string
+	for pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)}); pages.HasMorePages(); {
+		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return err
 		}
-		return table.Put(ctx, parsed, logkey.Entry{Object: objs[i], Start: start, End: end}, "", seq)
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	err = inParallel(len(keys), 16, func(i int) error {
+		event, err := json.Marshal(map[string]any{"source": "aws.s3", "detail-type": "Object Created",
+			"detail": map[string]any{"bucket": map[string]string{"name": bucket}, "object": map[string]string{"key": keys[i], "sequencer": "1"}}})
+		if err != nil {
+			return err
+		}
+		r, err := index(ctx, event)
+		if err == nil && r.Outcome != "indexed" {
+			err = fmt.Errorf("the event of s3://%s/%s was %s, not indexed", bucket, keys[i], r.Outcome)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	finish, err := json.Marshal(map[string]any{"job": logindex.FinishJob, "bucket": bucket, "prefix": "", "started": since, "events": true})
+	if err != nil {
+		return err
+	}
+	r, err := index(ctx, finish)
+	if err == nil && (r.Run == nil || !r.Run.Complete) {
+		err = fmt.Errorf("the reconciliation of %s did not record it complete", bucket)
+	}
+	return err
+}
+
+// eventBridgeOn makes an S3 client answer, without a call, that every
+// bucket sends its events to EventBridge.
+func eventBridgeOn(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("benchEventBridgeOn", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			if _, ok := in.Parameters.(*s3.GetBucketNotificationConfigurationInput); ok {
+				out := &s3.GetBucketNotificationConfigurationOutput{EventBridgeConfiguration: &s3types.EventBridgeConfiguration{}}
+				return middleware.InitializeOutput{Result: out}, middleware.Metadata{}, nil
+			}
+			return next.HandleInitialize(ctx, in)
+		}), middleware.Before)
 	})
 }
 

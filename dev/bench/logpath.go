@@ -16,10 +16,7 @@ import (
 
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // s3Delay is what the log critical path adds to every S3 request, so that
@@ -43,7 +40,7 @@ func logPath(ctx context.Context, e *env) ([]row, error) {
 	const bucket = "bench-log-path"
 	now := time.Now().UTC()
 	const months, files = 12, 50
-	format, task, err := putTaskLogs(ctx, e, bucket, fmt.Sprintf("bench-path-%d", now.UnixMilli()), months, files, now)
+	_, task, err := putTaskLogs(ctx, e, bucket, fmt.Sprintf("bench-path-%d", now.UnixMilli()), months, files, now)
 	if err != nil {
 		return nil, err
 	}
@@ -59,12 +56,15 @@ func logPath(ctx context.Context, e *env) ([]row, error) {
 	slow := &slowTransport{next: next}
 	cfg.HTTPClient = &http.Client{Transport: slow}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	// A task lookup's window runs from the task's start to now whatever
-	// LOG_LOOKBACK is; 400 days would also cover a request lookup.
-	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 400 * 24 * time.Hour,
-		ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second}
-	h := web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), settings), web.Options{Logger: e.quiet})
-
+	// The listing's path (the log index section measures the index). A
+	// task lookup's window runs from the task's start to now whatever
+	// LOG_LOOKBACK is; 400 days would also cover a request lookup. The
+	// deadlines leave room for the emulator on a loaded machine.
+	h, err := logRoutes(ctx, e, client, nil, map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": "false",
+		"LOG_LOOKBACK": "9600h", "LOG_LIST_TIMEOUT": "10s", "LOG_LINK_TIMEOUT": "10s"})
+	if err != nil {
+		return nil, err
+	}
 	reps := 7
 	if e.quick {
 		reps = 3

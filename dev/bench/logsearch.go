@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,21 +14,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // logSearch compares the search's two ways of reading a page: listing the
 // buckets and reading the task-log index. One request holds 10,000 logs
 // (2,000 with -quick) over the last 28 days, so that the default 30-day
 // window names two monthly prefixes; the logs are in MinIO for the
-// listing and in moto's LogIndexTable for the index (written as the indexer
-// writes them, in the request's partition only: the search of a request
-// reads no other). Every backend call is then made 20 ms slower, as in
-// the log critical path, to count the calls made one after another.
+// listing and in moto's LogIndexTable for the index (written by
+// IndexerFunction's handler from each log's event, indexLogs). Every
+// backend call is then made 20 ms slower, as in the log critical path, to
+// count the calls made one after another.
 func logSearch(ctx context.Context, e *env) ([]row, error) {
 	const bucket = "bench-log-search"
 	n := 10_000
@@ -38,7 +33,7 @@ func logSearch(ctx context.Context, e *env) ([]row, error) {
 	}
 	now := time.Now().UTC()
 	requestID := fmt.Sprintf("bench-search-%d", now.UnixMilli())
-	format, logged, err := putRequestLogs(ctx, e, bucket, requestID, n, now)
+	logged, err := putRequestLogs(ctx, e, bucket, requestID, n, now)
 	if err != nil {
 		return nil, err
 	}
@@ -49,19 +44,15 @@ func logSearch(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 	s3c := s3.NewFromConfig(scfg, func(o *s3.Options) { o.UsePathStyle = true })
-	listed := &keyCounter{API: s3c}
-	store := logstore.New(listed, s3.NewPresignClient(s3c))
-	table := logindex.NewTable(dynamodb.NewFromConfig(dcfg), stack.LocalName("LogIndexTable"))
-	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
-		ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second}
-	quiet := web.Options{Logger: e.quiet}
+	db := dynamodb.NewFromConfig(dcfg)
+	listingHandler, indexHandler, err := logLookups(ctx, e, bucket, s3c, db, "10s")
+	if err != nil {
+		return nil, err
+	}
 	paths := []struct {
 		name string
 		h    http.Handler
-	}{
-		{"listing", web.Wrap(logs.New(store, settings), quiet)},
-		{"index", web.Wrap(logs.New(store, settings).ReadsIndex(table), quiet)},
-	}
+	}{{"listing", listingHandler}, {"index", indexHandler}}
 	body := fmt.Sprintf(`{"requestsAndDeploys":{%q:[]},"maxPerPage":100}`, requestID)
 
 	reps := 7
@@ -93,12 +84,12 @@ func logSearch(ctx context.Context, e *env) ([]row, error) {
 			return m, err
 		}
 		slow.delay.Store(int64(s3Delay))
-		listed.keys.Store(0)
+		c.listed.Store(0)
 		c.scanned.Store(0)
 		if m.delayed, m.chain, m.counts, m.text, err = timeLookup(ctx, h, c, slow, "POST", "/api/logs/search", body, reps); err != nil {
 			return m, err
 		}
-		m.read = float64(listed.keys.Load()+c.scanned.Load()) / float64(reps+1)
+		m.read = float64(c.listed.Load()+c.scanned.Load()) / float64(reps+1)
 		return m, nil
 	}
 	var got []measured
@@ -143,35 +134,20 @@ func logSearch(ctx context.Context, e *env) ([]row, error) {
 	}, nil
 }
 
-// keyCounter counts the keys S3 lists.
-type keyCounter struct {
-	logstore.API
-	keys atomic.Int64
-}
-
-func (k *keyCounter) ListObjectsV2(ctx context.Context, in *s3.ListObjectsV2Input, o ...func(*s3.Options)) (*s3.ListObjectsV2Output, error) {
-	out, err := k.API.ListObjectsV2(ctx, in, o...)
-	if err == nil {
-		k.keys.Add(int64(len(out.Contents)))
-	}
-	return out, err
-}
-
 // putRequestLogs uploads n logs of 100 tasks of requestID to bucket on
 // MinIO under the default key format, spread over the 28 days before now,
-// each with starttime and endtime metadata, and indexes each in the
-// request's partition of LogIndexTable on moto. It returns the format and
+// each with starttime and endtime metadata, and indexes them as
+// IndexerFunction does (indexLogs), in LogIndexTable on moto. It returns
 // how many logs it wrote.
-func putRequestLogs(ctx context.Context, e *env, bucket, requestID string, n int, now time.Time) (logkey.Format, int, error) {
+func putRequestLogs(ctx context.Context, e *env, bucket, requestID string, n int, now time.Time) (int, error) {
 	client := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
 	if err := stack.CreateBuckets(ctx, client, bucket); err != nil {
-		return logkey.Format{}, 0, err
+		return 0, err
 	}
 	format, err := logkey.ParseFormat(logkey.DefaultFormat)
 	if err != nil {
-		return logkey.Format{}, 0, err
+		return 0, err
 	}
-	table := logindex.NewTable(e.local.DynamoDB, stack.LocalName("LogIndexTable"))
 	const tasks = 100
 	span := 28 * 24 * time.Hour
 	err = inParallel(n, 8, func(i int) error {
@@ -188,14 +164,13 @@ func putRequestLogs(ctx context.Context, e *env, bucket, requestID string, n int
 			Bucket: aws.String(bucket), Key: aws.String(key), Body: strings.NewReader("log line\n"),
 			Metadata: map[string]string{"starttime": strconv.FormatInt(start, 10), "endtime": strconv.FormatInt(end, 10)},
 		})
-		if err == nil {
-			entry := logkey.Entry{Object: logkey.Object{Bucket: bucket, Key: key, LastModified: now.UnixMilli(), Size: 9}, Start: &start, End: &end}
-			err = table.Put(ctx, logkey.Parsed{RequestID: requestID}, entry, "", fmt.Sprintf("%064d", 1))
-		}
 		if err != nil {
 			return fmt.Errorf("log %s: %w", key, err)
 		}
 		return nil
 	})
-	return format, n, err
+	if err != nil {
+		return 0, err
+	}
+	return n, indexLogs(ctx, e, bucket)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/fleetops/fleet/dev/stack"
@@ -177,18 +178,19 @@ func cpuName() string {
 }
 
 // calls counts the SDK's HTTP round trips by operation (every attempt
-// counts), and the items DynamoDB reports it read.
+// counts), the items DynamoDB reports it read and the keys S3 listed.
 type calls struct {
 	mu      sync.Mutex
 	byOp    map[string]int
 	scanned atomic.Int64
+	listed  atomic.Int64
 }
 
 func newCalls() *calls { return &calls{byOp: map[string]int{}} }
 
 // count adds the counting middleware to an SDK configuration: one count per
-// attempt (after the retry middleware), and the ScannedCount of every Query
-// and Scan answer.
+// attempt (after the retry middleware), the ScannedCount of every Query
+// and Scan answer, and the keys of every ListObjectsV2 answer.
 func (c *calls) count(cfg *aws.Config) {
 	cfg.APIOptions = append(cfg.APIOptions, func(s *middleware.Stack) error {
 		err := s.Finalize.Add(middleware.FinalizeMiddlewareFunc("benchCount", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
@@ -207,6 +209,8 @@ func (c *calls) count(cfg *aws.Config) {
 				c.scanned.Add(int64(r.ScannedCount))
 			case *dynamodb.ScanOutput:
 				c.scanned.Add(int64(r.ScannedCount))
+			case *s3.ListObjectsV2Output:
+				c.listed.Add(int64(len(r.Contents)))
 			}
 			return out, md, err
 		}), middleware.After)

@@ -13,29 +13,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/inventory"
-	"github.com/fleetops/fleet/shared/jobs"
+	"github.com/fleetops/fleet/app/expiryapp"
+	"github.com/fleetops/fleet/app/inventoryapp"
+	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/logs"
-	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/sdkconfig"
-	"github.com/fleetops/fleet/shared/slaves"
-	"github.com/fleetops/fleet/shared/web"
-
-	// The package-level func machine (main.go) takes the package's name.
-	"github.com/fleetops/fleet/shared/machine"
 )
 
-// roundTripLimits are the limits the slave routes run with here.
-var roundTripLimits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}
-
 // roundTrips counts the backend calls (every HTTP attempt) one request of
-// each route makes, with the SDK clients built as the functions build them:
-// DynamoDB on moto for the slave routes and the expiry trigger, S3 on MinIO
-// for the log routes.
+// each route makes, with the functions built by their composition roots
+// from the template's environment over counted SDK clients: DynamoDB on
+// moto for the slave routes, the report that seeds them and the expiry
+// trigger, S3 on MinIO for the log routes.
 func roundTrips(ctx context.Context, e *env) ([]row, error) {
 	rows, err := slaveRoundTrips(ctx, e)
 	if err != nil {
@@ -86,8 +75,27 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	}
 	c := newCalls()
 	c.count(&cfg)
-	store := dynamo.New(dynamodb.NewFromConfig(cfg), stack.Tables, 90*24*time.Hour)
-	h := web.Wrap(slaves.New(store, access.Policy{}, roundTripLimits), web.Options{Logger: e.quiet})
+	db := dynamodb.NewFromConfig(cfg)
+	h, err := slaveRoutes(ctx, e, db)
+	if err != nil {
+		return nil, err
+	}
+	inventoryEnv, err := functionEnv(e, "InventoryFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	report, err := inventoryapp.New(ctx, inventoryEnv, inventoryapp.Options{Log: e.quiet, DynamoDB: db, S3: e.local.S3})
+	if err != nil {
+		return nil, err
+	}
+	expiryEnv, err := functionEnv(e, "ExpiryFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	expire, err := expiryapp.New(ctx, expiryEnv, expiryapp.Options{Log: e.quiet, DynamoDB: db})
+	if err != nil {
+		return nil, err
+	}
 
 	run := time.Now().UnixMilli()
 	id := func(n int) string { return fmt.Sprintf("bench-rt-%d-S%d", run, n) }
@@ -96,14 +104,14 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 		machines = append(machines, fmt.Sprintf(`{"id":%q,"host":"s%d.example.com","rackId":"us-east-1a","attributes":{},"resources":{"cpus":8},"runningTasks":0}`, id(n), n))
 	}
 	detail := `{"complete":false,"machines":[` + strings.Join(machines, ",") + `]}`
-	if _, err := inventory.New(store, machine.NoLossBrake, e.quiet, nil).Handle(ctx, json.RawMessage(detail)); err != nil {
+	if _, err := report(ctx, json.RawMessage(detail)); err != nil {
 		return nil, fmt.Errorf("report the slaves: %w", err)
 	}
 	// The later sections share the tables: leave no slave behind, least of
 	// all one holding a place under the decommission limit.
 	defer func() {
 		for n := 1; n <= 4; n++ {
-			_, _ = store.Delete(context.WithoutCancel(ctx), id(n), nil)
+			serve(context.WithoutCancel(ctx), h, "DELETE", "/api/slaves/slave/"+id(n), "")
 		}
 	}()
 
@@ -150,7 +158,7 @@ func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	}
 	time.Sleep(10 * time.Millisecond)
 	c.take()
-	res, err := jobs.New(store, roundTripLimits, 0, e.quiet, nil).Expire(ctx)
+	res, err := expire(ctx, json.RawMessage(`{"job":"expiry"}`))
 	if err != nil {
 		return nil, fmt.Errorf("expiry run: %w", err)
 	}
@@ -180,12 +188,22 @@ func logRoundTrips(ctx context.Context, e *env) ([]row, error) {
 	c := newCalls()
 	c.count(&cfg)
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	// LOG_LOOKBACK as deployed (its default): the request lookup covers the
-	// months the last 30 days touch, not the task's whole window.
-	const lookback = 30 * 24 * time.Hour
-	settings := logs.Config{Buckets: []string{bucket}, Format: format, URLTTL: time.Hour, Lookback: lookback,
-		ListTimeout: 5 * time.Second, LinkTimeout: 2 * time.Second}
-	h := web.Wrap(logs.New(logstore.New(client, s3.NewPresignClient(client)), settings), web.Options{Logger: e.quiet})
+	// The listing's calls: the log index section measures the index.
+	h, err := logRoutes(ctx, e, client, nil, map[string]string{"LOG_BUCKETS": bucket, "LOG_INDEX": "false"})
+	if err != nil {
+		return nil, err
+	}
+	// LOG_LOOKBACK as deployed: the request lookup covers the months the
+	// last 30 days touch, not the task's whole window.
+	logsEnv, err := functionEnv(e, "LogsFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	settings, err := config.LoadLogs(logsEnv)
+	if err != nil {
+		return nil, err
+	}
+	lookback := settings.Lookback
 
 	requestPrefixes, err := format.Prefixes(logkey.RequestScope(task.RequestID), logkey.LookbackWindow(nil, nil, lookback, now.UnixMilli()), logkey.MaxPrefixes)
 	if err != nil {
@@ -203,7 +221,7 @@ func logRoundTrips(ctx context.Context, e *env) ([]row, error) {
 			return fmt.Sprintf("GET /api/logs/task/{id}?excludeMetadata=true: 1 list per prefix (%d), no HEAD", months)
 		}},
 		{"GET", "/api/logs/request/" + task.RequestID, "", func(found int) string {
-			return fmt.Sprintf("GET /api/logs/request/{id}: 1 list per prefix of the 30-day lookback (%d) + 1 HEAD per log (%d)", len(requestPrefixes), found)
+			return fmt.Sprintf("GET /api/logs/request/{id}: 1 list per prefix of the %d-day lookback (%d) + 1 HEAD per log (%d)", lookback/(24*time.Hour), len(requestPrefixes), found)
 		}},
 		{"POST", "/api/logs/search", search, func(found int) string {
 			return fmt.Sprintf("POST /api/logs/search, one page of 5: 1 list per prefix (%d) + 1 HEAD per result (%d)", months, found)

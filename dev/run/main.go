@@ -33,15 +33,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fleetops/fleet/app/consoleapp"
 	"github.com/fleetops/fleet/app/indexerapp"
-	"github.com/fleetops/fleet/app/logsapp"
-	"github.com/fleetops/fleet/app/slavesapp"
-	"github.com/fleetops/fleet/dev/apidoc"
 	"github.com/fleetops/fleet/dev/jsonerrors"
+	"github.com/fleetops/fleet/dev/localapi"
 	"github.com/fleetops/fleet/dev/reconcile"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 func main() {
@@ -120,49 +116,16 @@ func run(ctx context.Context, log *slog.Logger) error {
 	return err
 }
 
-// api returns the whole API over the emulator of local, built by the
-// functions' own constructors from the variables the template gives them
-// (localEnv).
+// api returns the whole API over the emulator of local, with the console
+// and the OpenAPI description, assembled as the tests' API is (localapi)
+// from the variables the template gives each function (localEnv).
 func api(ctx context.Context, local *stack.Local, log *slog.Logger) (http.Handler, error) {
-	slavesEnv, err := localEnv(local, "SlavesFunction")
-	if err != nil {
-		return nil, err
-	}
-	slaveRoutes, err := slavesapp.New(ctx, slavesEnv, slavesapp.Options{})
-	if err != nil {
-		return nil, err
-	}
-	logsEnv, err := localEnv(local, "LogsFunction")
-	if err != nil {
-		return nil, err
-	}
-	logRoutes, err := logsapp.New(ctx, logsEnv, logsapp.Options{})
-	if err != nil {
-		return nil, err
-	}
-	// The console, as ConsoleFunction serves it, signing in the way
-	// AUTH_MODE says (none unless the shell sets it).
-	consoleEnv, err := localEnv(local, "ConsoleFunction")
-	if err != nil {
-		return nil, err
-	}
-	ui, err := consoleapp.New(consoleEnv)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := apidoc.Load()
-	if err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/slaves", slaveRoutes)
-	mux.Handle("/api/slaves/", slaveRoutes)
-	mux.Handle("/api/logs", logRoutes)
-	mux.Handle("/api/logs/", logRoutes)
-	mux.HandleFunc("GET /api/openapi.json", document("application/json", doc.JSON()))
-	mux.HandleFunc("GET /api/openapi.yaml", document("application/yaml", doc.YAML()))
-	mux.Handle("/", ui)
-	return web.Wrap(mux, web.Options{Logger: log}), nil
+	return localapi.New(ctx, localapi.Options{
+		Env:      func(function string) (func(string) string, error) { return localEnv(local, function) },
+		Log:      log,
+		Console:  true, // signing in the way AUTH_MODE says (none unless the shell sets it)
+		Document: true,
+	})
 }
 
 // deliverLogEvents delivers the log buckets' S3 events to IndexerFunction's
@@ -204,17 +167,6 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler) error {
 		return err
 	}
 	return nil
-}
-
-// document serves the API's OpenAPI description, for tools such as
-// Swagger UI or an HTTP client generator. Only the local server serves it:
-// API Gateway routes nothing but /api/slaves and /api/logs.
-func document(contentType string, body []byte) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", contentType)
-		w.Header().Set("Cache-Control", "no-cache")
-		w.Write(body)
-	}
 }
 
 // localEnv returns the getenv of function run locally: this process's
