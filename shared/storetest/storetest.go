@@ -396,6 +396,34 @@ var cases = []struct {
 		}
 		wantTasks("S2", nil)
 	}},
+	{name: "a change out of the draining states clears a count a report stored after the change read the slave", run: func(e *env) {
+		// A report's refresh of the description does not move the version a
+		// state change is conditioned on, so the change must clear the count
+		// whatever it read.
+		e.decommission("S1")
+		report := func(tasks *int, host string, at int64) {
+			e.t.Helper()
+			e.must(e.s.Apply(e.ctx(), "S1", machine.Observe(machine.Observation{ID: "S1", Host: host, RunningTasks: tasks, At: at}, at)))
+		}
+		report(new(3), "host-S1", e.at+5)    // DECOMMISSIONING, 3 tasks
+		report(nil, "host-S1-moved", e.at+6) // a report without a count: none stored
+		if got := e.get("S1"); got.Current.State != machine.Decommissioning || got.RunningTasks != nil {
+			e.t.Fatalf("got %s with %v running tasks, want DECOMMISSIONING with none", got.Current.State, got.RunningTasks)
+		}
+		calls := 0
+		e.must(e.s.Apply(e.ctx(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
+			if calls++; calls == 1 {
+				report(new(2), "host-S1-moved", e.at+7) // lands between the read and the write
+			}
+			return machine.UserChange(e.userChange("S1", machine.Active, e.at+10), limits)(snap)
+		}))
+		switch got := e.get("S1"); {
+		case got.Current.State != machine.Active:
+			e.t.Errorf("got %s, want ACTIVE", got.Current.State)
+		case got.RunningTasks != nil:
+			e.t.Errorf("got %d running tasks stored in ACTIVE, want none (decided %d times)", *got.RunningTasks, calls)
+		}
+	}},
 	{name: "deleting a decommissioning slave frees its place", run: func(e *env) {
 		e.decommission("S1", "S2")
 		if ok, err := e.s.Delete(e.ctx(), "S1", nil); !ok || err != nil {
