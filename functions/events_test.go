@@ -193,6 +193,7 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	}{
 		{"slaves-list.json", "InventoryFunction", `machine report has no "machines" list`},
 		{"expiry-run.json", "InventoryFunction", `machine report has no "machines" list`},
+		{"indexer-object-created.json", "InventoryFunction", "where reports are"},
 		{"slaves-list.json", "ExpiryFunction", "an API Gateway request is not a scheduled event"},
 		{"inventory-machine-report.json", "ExpiryFunction", `an EventBridge "Machine Report" event is not a scheduled event`},
 		{"inventory-machine-report-detail.json", "ExpiryFunction", "a machine report is not a scheduled event"},
