@@ -42,6 +42,7 @@ var steps = []struct {
 	{"inventory-machine-report.json", "InventoryFunction", 0, ""},
 	{"inventory-machine-report-detail.json", "InventoryFunction", 0, ""},
 	{"inventory-report-object.json", "InventoryFunction", 0, ""},
+	{"inventory-plan-step.json", "InventoryFunction", 0, `"machines":3`},
 	{"slaves-list.json", "SlavesFunction", 200, ""},
 	{"slaves-details.json", "SlavesFunction", 200, ""},
 	{"slaves-history.json", "SlavesFunction", 200, ""},
