@@ -5,7 +5,7 @@
 // change whatever the store: Idempotency receipts, the decommissioning set's
 // join and leave with the time order it imposes (machine.AfterLimitChange),
 // and the retention of superseded history entries. Deletions go through it
-// too.
+// too, and so do dry runs (DryRun: the read and the decision, no write).
 //
 // Stores are its drivers, the way database/sql drives a driver.Conn: they
 // implement only the primitives of Store (a consistent read, conditioned

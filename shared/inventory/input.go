@@ -85,8 +85,11 @@ func (e ObjectEvent) raw() json.RawMessage { return e.event }
 // name. Keys match exactly: "Step" or "Detail-Type" names nothing.
 func Decode(in json.RawMessage) (Input, error) {
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(in, &fields); err != nil || fields == nil {
-		return nil, fmt.Errorf("the input is not a JSON object: %w", errOr(err, "null"))
+	if err := json.Unmarshal(in, &fields); err != nil {
+		return nil, fmt.Errorf("the input is not a JSON object: %w", err)
+	}
+	if fields == nil {
+		return nil, errors.New("the input is not a JSON object: null")
 	}
 	var named []string
 	_, isStep := fields["step"]
@@ -116,13 +119,6 @@ func Decode(in json.RawMessage) (Input, error) {
 	}
 	return nil, errors.New(`the input is none of InventoryFunction's: no step of ReportStateMachine (no "step"), ` +
 		`no EventBridge event (no "detail-type"), and no report: machine report has no "machines" list`)
-}
-
-func errOr(err error, what string) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(what)
 }
 
 // step is the wire form of a step, as template.yaml's state machine
