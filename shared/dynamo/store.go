@@ -527,10 +527,14 @@ func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan) (*typ
 	if plan.Tasks {
 		assign("runningTasks", optionalCount(slave.RunningTasks))
 	}
-	expr := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
+	var clauses []string
+	if len(set) > 0 {
+		clauses = append(clauses, "SET "+strings.Join(set, ", "))
 	}
+	if len(remove) > 0 {
+		clauses = append(clauses, "REMOVE "+strings.Join(remove, ", "))
+	}
+	expr := strings.Join(clauses, " ")
 	return &types.Update{
 		TableName: &s.tables.Slaves, Key: slaveKey(id), UpdateExpression: &expr, ConditionExpression: &cond,
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
