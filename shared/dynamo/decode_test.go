@@ -154,8 +154,9 @@ func TestEveryFieldOfASlaveIsStored(t *testing.T) {
 	}
 }
 
-// fill sets f to a value that is not its zero value and that no other
-// field gets (i is the field's index), and reports whether it knows f's kind.
+// fill sets f to a value that is not its zero value and, but for a bool
+// (true), that no other field gets (i is the field's index), and reports
+// whether it knows f's kind.
 func fill(f reflect.Value, i int) bool {
 	switch f.Kind() {
 	case reflect.String:
