@@ -42,6 +42,7 @@ var steps = []struct {
 	{"inventory-machine-report.json", "InventoryFunction", 0, ""},
 	{"inventory-machine-report-detail.json", "InventoryFunction", 0, ""},
 	{"inventory-report-object.json", "InventoryFunction", 0, ""},
+	{"inventory-plan-step.json", "InventoryFunction", 0, `"machines":3`},
 	{"slaves-list.json", "SlavesFunction", 200, ""},
 	{"slaves-details.json", "SlavesFunction", 200, ""},
 	{"slaves-history.json", "SlavesFunction", 200, ""},
@@ -193,6 +194,7 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	}{
 		{"slaves-list.json", "InventoryFunction", `machine report has no "machines" list`},
 		{"expiry-run.json", "InventoryFunction", `machine report has no "machines" list`},
+		{"indexer-object-created.json", "InventoryFunction", "where reports are"},
 		{"slaves-list.json", "ExpiryFunction", "an API Gateway request is not a scheduled event"},
 		{"inventory-machine-report.json", "ExpiryFunction", `an EventBridge "Machine Report" event is not a scheduled event`},
 		{"inventory-machine-report-detail.json", "ExpiryFunction", "a machine report is not a scheduled event"},

@@ -105,7 +105,7 @@ func planObject(ctx context.Context, e *env, fn lambdarun.Function, key string, 
 	if _, err := e.local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(e.local.ReportsBucket), Key: aws.String(key), Body: bytes.NewReader(object)}); err != nil {
 		return lambdarun.Result{}, err
 	}
-	event := fmt.Sprintf(`{"step":"plan","event":{"detail-type":"Object Created","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}}`,
+	event := fmt.Sprintf(`{"step":"plan","event":{"detail-type":"Object Created","source":"aws.s3","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}}`,
 		time.Now().UTC().Format(time.RFC3339), e.local.ReportsBucket, key)
 	return fn.Invoke(ctx, []byte(event))
 }

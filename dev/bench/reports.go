@@ -320,7 +320,7 @@ func (m *dynamoModel) report(ctx context.Context, body []byte, e *env) (time.Dur
 			}
 			return json.Marshal(res)
 		}}
-	event := fmt.Sprintf(`{"detail-type":"Object Created","time":%q,"detail":{"bucket":{"name":"reports"},"object":{"key":"reports/fleet.json.gz"}}}`,
+	event := fmt.Sprintf(`{"detail-type":"Object Created","source":"aws.s3","time":%q,"detail":{"bucket":{"name":"reports"},"object":{"key":"reports/fleet.json.gz"}}}`,
 		time.Now().UTC().Format(time.RFC3339))
 	m.take()
 	start := time.Now()
@@ -419,7 +419,7 @@ func reportPeak(ctx context.Context, e *env, size int) (row, error) {
 	if _, err := e.local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(e.local.ReportsBucket), Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
 		return row{}, err
 	}
-	event := fmt.Sprintf(`{"detail-type":"Object Created","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}`,
+	event := fmt.Sprintf(`{"detail-type":"Object Created","source":"aws.s3","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}`,
 		time.Now().UTC().Format(time.RFC3339), e.local.ReportsBucket, key)
 	res, err := fn.Invoke(ctx, []byte(event))
 	if err != nil {
@@ -507,7 +507,7 @@ func emulatorReport(ctx context.Context, e *env, size int) (row, error) {
 			defer out.Body.Close()
 			return io.ReadAll(out.Body)
 		}}
-	event := fmt.Sprintf(`{"detail-type":"Object Created","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}`,
+	event := fmt.Sprintf(`{"detail-type":"Object Created","source":"aws.s3","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}`,
 		time.Now().UTC().Format(time.RFC3339), e.local.ReportsBucket, key)
 	start := time.Now()
 	_, runErr := sm.Run(ctx, json.RawMessage(event))

@@ -348,7 +348,7 @@ func TestAReportObjectOverItsBoundFailsTheExecutionWithItsReason(t *testing.T) {
 	if _, err := local.S3.PutObject(t.Context(), &s3.PutObjectInput{Bucket: aws.String(local.ReportsBucket), Key: aws.String(key), Body: bytes.NewReader(object.Bytes())}); err != nil {
 		t.Fatal(err)
 	}
-	event := fmt.Sprintf(`{"detail-type":"Object Created","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}`,
+	event := fmt.Sprintf(`{"detail-type":"Object Created","source":"aws.s3","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}`,
 		time.Now().UTC().Format(time.RFC3339), local.ReportsBucket, key)
 	_, err := h.machine.Run(t.Context(), json.RawMessage(event))
 	var tooLarge *inventory.TooLargeError

@@ -5,7 +5,7 @@
 // change whatever the store: Idempotency receipts, the decommissioning set's
 // join and leave with the time order it imposes (machine.AfterLimitChange),
 // and the retention of superseded history entries. Deletions go through it
-// too.
+// too, and so do dry runs (DryRun: the read and the decision, no write).
 //
 // Stores are its drivers, the way database/sql drives a driver.Conn: they
 // implement only the primitives of Store (a consistent read, conditioned
@@ -200,6 +200,24 @@ func (p *Protocol) ApplyOnce(ctx context.Context, id string, once machine.Idempo
 		_ = p.store.Remember(ctx, receipt)
 	}
 	return err
+}
+
+// DryRun answers what Apply of decide would answer, and writes nothing:
+// it reads the slave as a change does, decides on it with decide, and
+// returns decide's refusal, or nil when the change would be applied (or
+// would write nothing). It stores no receipt, not even of a refusal. The
+// decommission limit is not asked: a store checks it only as it writes
+// (docs/behaviour.md "Dry runs"). It returns fault.Unavailable when its
+// reads keep colliding with writes.
+func (p *Protocol) DryRun(ctx context.Context, id string, decide machine.Decide) error {
+	return retry(ctx, id, func() error {
+		read, err := p.store.Read(ctx, id, nil)
+		if err != nil {
+			return err
+		}
+		_, err = decide(read.Snapshot)
+		return err
+	})
 }
 
 // CreateBatch is how many slaves ApplyAbsent creates in one write: two

@@ -14,9 +14,10 @@ import (
 // racing is a store on which every write loses a race, after calling
 // onWrite with the number of writes so far.
 type racing struct {
-	read    change.Read
-	writes  []change.Write
-	onWrite func(n int)
+	read       change.Read
+	writes     []change.Write
+	remembered []change.Receipt
+	onWrite    func(n int)
 }
 
 func (s *racing) Read(context.Context, string, *change.Receipt) (change.Read, error) {
@@ -36,7 +37,11 @@ func (s *racing) Create(_ context.Context, ws []change.Write) error {
 	return change.ErrRace
 }
 
-func (s *racing) Remember(context.Context, change.Receipt) error    { return nil }
+func (s *racing) Remember(_ context.Context, r change.Receipt) error {
+	s.remembered = append(s.remembered, r)
+	return nil
+}
+
 func (s *racing) Remove(context.Context, string, int64, bool) error { return change.ErrRace }
 func (s *racing) ListByState(context.Context, machine.State, func(machine.Slave) error) error {
 	return nil
@@ -110,6 +115,42 @@ func TestTheProtocolDecidesTheDecommissioningSetAndRetention(t *testing.T) {
 			}
 			if want := (wantAt + time.Hour.Milliseconds()) / 1000; w.Supersedes != want {
 				t.Errorf("got the superseded entry expiring at %d, want %d", w.Supersedes, want)
+			}
+		})
+	}
+}
+
+// A dry run is the change's decision on what the store reads, and nothing
+// else: no write, no receipt, one decision when the read does not collide.
+func TestADryRunDecidesOnWhatItReadsAndWritesNothing(t *testing.T) {
+	frozen := active(1000)
+	frozen.Snapshot.Slave.Current.State = machine.Frozen
+	tests := []struct {
+		name    string
+		read    change.Read
+		applies bool
+		refusal fault.Kind
+	}{
+		{"a change that would be applied", active(1000), true, 0},
+		{"a change the decision refuses", frozen, false, fault.KindConflict},
+		{"a change of an unknown slave", change.Read{}, false, fault.KindNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &racing{read: tt.read}
+			decisions := 0
+			err := change.New(s, time.Hour).DryRun(t.Context(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
+				decisions++
+				return freeze(2000)(snap)
+			})
+			switch {
+			case tt.applies && err != nil:
+				t.Errorf("got %v, want nil", err)
+			case !tt.applies && (err == nil || fault.KindOf(err) != tt.refusal):
+				t.Errorf("got %v, want a refusal of kind %v", err, tt.refusal)
+			}
+			if decisions != 1 || len(s.writes) != 0 || len(s.remembered) != 0 {
+				t.Errorf("got %d decisions, %d writes and %d receipts, want 1, 0 and 0", decisions, len(s.writes), len(s.remembered))
 			}
 		})
 	}

@@ -18,9 +18,9 @@ import (
 // describedAt is the time of the report that wrote the description (host,
 // rack, attributes, resources): a refresh is conditioned on it, and a state
 // change that leaves the description alone does not write it at all.
-// runningTasks is written with the description, and only while the slave
-// drains (machine.Slave.RunningTasks); a state change out of draining
-// removes it.
+// runningTasks is stored only while the slave drains
+// (machine.Slave.RunningTasks); it is written, or removed, when the plan
+// says so (machine.Plan.Tasks), never by a rule of this package.
 type slaveRecord struct {
 	ID             string            `dynamodbav:"id"`
 	State          string            `dynamodbav:"state,omitempty"`

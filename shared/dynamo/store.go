@@ -341,7 +341,7 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 		}
 		return translate("drop expiring record of "+id, err)
 	case plan.Entry == nil:
-		return s.redescribe(ctx, id, w.Read, plan.Slave)
+		return s.redescribe(ctx, id, w.Read, plan)
 	}
 	return s.change(ctx, w)
 }
@@ -350,8 +350,8 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 // not change: no history entry, no version bump. It is conditioned on the
 // version (the report was decided on that state) and on the description it
 // replaces, so that of two concurrent reports neither is lost unseen.
-func (s *driver) redescribe(ctx context.Context, id string, r change.Read, slave machine.Slave) error {
-	u, err := s.updateSlave(id, slave, r, false, true)
+func (s *driver) redescribe(ctx context.Context, id string, r change.Read, plan *machine.Plan) error {
+	u, err := s.updateSlave(id, r, plan)
 	if err != nil {
 		return err
 	}
@@ -433,7 +433,7 @@ func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
 			return nil, fmt.Errorf("encode slave %s: %w", id, err)
 		}
 		slaveWrite.Put = &types.Put{TableName: &s.tables.Slaves, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}
-	} else if slaveWrite.Update, err = s.updateSlave(id, slave, r, true, plan.Describe); err != nil {
+	} else if slaveWrite.Update, err = s.updateSlave(id, r, plan); err != nil {
 		return nil, err
 	}
 	return []types.TransactWriteItem{
@@ -464,12 +464,13 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 	return translate(fmt.Sprintf("create %d slaves", len(ws)), err)
 }
 
-// updateSlave updates an existing slave in place: its current state and
-// version when state is set, its description (running-task count included)
-// when describe is set, and nothing else but the count a state that does not
-// drain clears. It is conditioned on the version read and, when it writes
-// the description, on the description's time read.
-func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, state, describe bool) (*types.Update, error) {
+// updateSlave updates an existing slave in place with the parts of plan's
+// slave that the plan names (machine.Plan): its current state and version
+// when there is an entry, its description when Describe is set, its
+// running-task count when Tasks is set. It is conditioned on the version
+// read and, when it writes the description, on the description's time read.
+func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan) (*types.Update, error) {
+	slave := plan.Slave
 	var set, remove []string
 	names := map[string]string{}
 	values := map[string]types.AttributeValue{":v": num(r.Version)}
@@ -495,7 +496,7 @@ func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, stat
 		return num(int64(*n))
 	}
 	cond := "version = :v"
-	if state {
+	if plan.Entry != nil {
 		cur := slave.Current
 		assign("state", str(string(cur.State)))
 		assign("stateTimestamp", num(cur.Timestamp))
@@ -503,7 +504,7 @@ func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, stat
 		assign("stateMessage", optional(cur.Message))
 		assign("version", num(r.Version+1))
 	}
-	if describe {
+	if plan.Describe {
 		attrs, err := attributevalue.Marshal(slave.Attributes)
 		if err != nil {
 			return nil, fmt.Errorf("encode attributes of %s: %w", id, err)
@@ -513,7 +514,6 @@ func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, stat
 		assign("attributes", attrs)
 		assign("resources", optional(string(slave.Resources)))
 		assign("describedAt", num(slave.DescribedAt))
-		assign("runningTasks", optionalCount(slave.RunningTasks))
 		if prev := r.Snapshot.Slave.DescribedAt; prev != 0 {
 			cond += " AND describedAt = :was"
 			values[":was"] = num(prev)
@@ -521,13 +521,17 @@ func (s *driver) updateSlave(id string, slave machine.Slave, r change.Read, stat
 			cond += " AND attribute_not_exists(describedAt)"
 		}
 	}
-	if state && !describe && !slave.Current.State.Draining() {
-		assign("runningTasks", nil) // leaving the draining states clears the count
+	if plan.Tasks {
+		assign("runningTasks", optionalCount(slave.RunningTasks))
 	}
-	expr := "SET " + strings.Join(set, ", ")
+	var clauses []string
+	if len(set) > 0 {
+		clauses = append(clauses, "SET "+strings.Join(set, ", "))
+	}
 	if len(remove) > 0 {
-		expr += " REMOVE " + strings.Join(remove, ", ")
+		clauses = append(clauses, "REMOVE "+strings.Join(remove, ", "))
 	}
+	expr := strings.Join(clauses, " ")
 	return &types.Update{
 		TableName: &s.tables.Slaves, Key: slaveKey(id), UpdateExpression: &expr, ConditionExpression: &cond,
 		ExpressionAttributeNames: names, ExpressionAttributeValues: values,

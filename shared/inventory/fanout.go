@@ -29,15 +29,6 @@ const (
 // reports bucket; the bucket's lifecycle rule expires them.
 const WorkPrefix = "reports-work/"
 
-// step is the input of a step: the plan step's event, or the report's Split
-// and, for applyPart, the part.
-type step struct {
-	Step  string          `json:"step"`
-	Event json.RawMessage `json:"event"`
-	Split
-	Key string `json:"key"` // the part
-}
-
 // Split is a report the plan step wrote in parts: what the state machine
 // hands the other steps.
 type Split struct {
@@ -190,40 +181,46 @@ func (h *Handler) putPart(ctx context.Context, key string, obs []machine.Observa
 	return h.parts.Put(ctx, h.bucket, key, body)
 }
 
-// applyPart applies one part. Applying it again writes nothing for what it
-// already applied (each machine is decided again on what is stored), so a
-// part cut short by a timeout or a crash is simply retried.
-func (h *Handler) applyPart(ctx context.Context, st step, now int64) (Result, []error, error) {
-	if err := h.checkWork(st.Bucket, st.Key); err != nil {
-		return Result{}, nil, err
-	}
-	obs, fresh, err := h.readPart(ctx, st.Bucket, st.Key)
-	if err != nil {
-		return Result{}, nil, err
-	}
-	return Result{Machines: len(obs), Changed: len(obs)}, h.apply(ctx, obs, fresh, now), nil
+// ApplyPart is a step of ReportStateMachine's map: it applies one part.
+// Applying it again writes nothing for what it already applied (each
+// machine is decided again on what is stored), so a part cut short by a
+// timeout or a crash is simply retried.
+func (h *Handler) ApplyPart(ctx context.Context, st PartStep) (Result, error) {
+	return h.run(ctx, StepApplyPart, func(ctx context.Context, now int64) (Result, []error, error) {
+		if err := h.checkWork(st.Bucket, st.Key); err != nil {
+			return Result{}, nil, err
+		}
+		obs, fresh, err := h.readPart(ctx, st.Bucket, st.Key)
+		if err != nil {
+			return Result{}, nil, err
+		}
+		return Result{Machines: len(obs), Changed: len(obs)}, h.apply(ctx, obs, fresh, now), nil
+	})
 }
 
-// finish applies the report's absences, once every part is applied, unless
-// a newer report has started since this one did: its absences would then
-// be judged on older evidence than what is being applied.
-func (h *Handler) finish(ctx context.Context, st step, now int64) (Result, []error, error) {
-	if err := h.checkWork(st.Bucket, st.Absences); err != nil {
-		return Result{}, nil, err
-	}
-	newest, id, err := h.marks.NewestReport(ctx)
-	if err != nil {
-		return Result{}, nil, err
-	}
-	if newest > st.At || newest == st.At && id != st.Report {
-		h.log.WarnContext(ctx, "a newer report has started: this report's absences are not applied", "report", st.Report, "newest", id)
-		return Result{Superseded: true}, nil, nil
-	}
-	obs, _, err := h.readPart(ctx, st.Bucket, st.Absences)
-	if err != nil {
-		return Result{}, nil, err
-	}
-	return Result{Absent: len(obs), Changed: len(obs)}, h.apply(ctx, obs, nil, now), nil
+// Finish is ReportStateMachine's last step: it applies the report's
+// absences, once every part is applied, unless a newer report has started
+// since this one did: its absences would then be judged on older evidence
+// than what is being applied.
+func (h *Handler) Finish(ctx context.Context, st FinishStep) (Result, error) {
+	return h.run(ctx, StepFinish, func(ctx context.Context, now int64) (Result, []error, error) {
+		if err := h.checkWork(st.Bucket, st.Absences); err != nil {
+			return Result{}, nil, err
+		}
+		newest, id, err := h.marks.NewestReport(ctx)
+		if err != nil {
+			return Result{}, nil, err
+		}
+		if newest > st.At || newest == st.At && id != st.Report {
+			h.log.WarnContext(ctx, "a newer report has started: this report's absences are not applied", "report", st.Report, "newest", id)
+			return Result{Superseded: true}, nil, nil
+		}
+		obs, _, err := h.readPart(ctx, st.Bucket, st.Absences)
+		if err != nil {
+			return Result{}, nil, err
+		}
+		return Result{Absent: len(obs), Changed: len(obs)}, h.apply(ctx, obs, nil, now), nil
+	})
 }
 
 // checkWork refuses a step naming an object outside the reports bucket's

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
-	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
 
@@ -97,34 +96,71 @@ type Result struct {
 	*Split          // a report the plan step split into parts
 }
 
-// Handle applies one report, inline or from the reports bucket, or one step
-// of a report applied in parts (Step, docs/architecture.md "Reports in
-// parts"). A report that is not one (no machines list, an entry without an
-// id) fails whole and changes nothing: EventBridge retries it and then sends
-// it to the dead-letter queue, where an operator sees it. A machine entry
-// with an id that is otherwise unreadable is logged and skipped. A failure
-// to store any machine fails the invocation so that it is retried, which is
-// safe because reports are idempotent.
+// Handle applies one input of InventoryFunction, whichever of its shapes
+// Decode reads it as, through that shape's entry point; an input of no
+// shape, or of two, is refused. A report that is not one (no machines list,
+// an entry without an id) fails whole and changes nothing: EventBridge
+// retries it and then sends it to the dead-letter queue, where an operator
+// sees it. A machine entry with an id that is otherwise unreadable is
+// logged and skipped. A failure to store any machine fails the invocation
+// so that it is retried, which is safe because reports are idempotent.
 func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, error) {
+	in, err := Decode(event)
+	if err != nil {
+		return h.run(ctx, "", func(context.Context, int64) (Result, []error, error) { return Result{}, nil, err })
+	}
+	switch in := in.(type) {
+	case ReportEvent:
+		return h.ApplyEvent(ctx, in)
+	case Report:
+		return h.ApplyReport(ctx, in)
+	case ObjectEvent:
+		return h.ApplyObject(ctx, in)
+	case PlanStep:
+		return h.Plan(ctx, in)
+	case PartStep:
+		return h.ApplyPart(ctx, in)
+	case FinishStep:
+		return h.Finish(ctx, in)
+	}
+	return Result{}, fmt.Errorf("input %T has no entry point", in)
+}
+
+// ApplyEvent applies the report inline in a "Machine Report" event, made
+// at the event's time (never later than its receipt).
+func (h *Handler) ApplyEvent(ctx context.Context, e ReportEvent) (Result, error) {
+	return h.run(ctx, "", func(ctx context.Context, now int64) (Result, []error, error) { return h.report(ctx, e, now, false) })
+}
+
+// ApplyReport applies a report sent by a direct invocation, made when it
+// is received.
+func (h *Handler) ApplyReport(ctx context.Context, r Report) (Result, error) {
+	return h.run(ctx, "", func(ctx context.Context, now int64) (Result, []error, error) { return h.report(ctx, r, now, false) })
+}
+
+// ApplyObject applies the report object S3 announces, whole. The template
+// sends these events to ReportStateMachine, whose plan step (Plan) may
+// apply the report in parts instead.
+func (h *Handler) ApplyObject(ctx context.Context, e ObjectEvent) (Result, error) {
+	return h.run(ctx, "", func(ctx context.Context, now int64) (Result, []error, error) { return h.report(ctx, e, now, false) })
+}
+
+// Plan is ReportStateMachine's plan step: it reads and plans the report
+// its event brings and applies it, or, when it changes more machines than
+// a part holds, writes it in parts and returns its Split for the other
+// steps (docs/architecture.md "Reports in parts").
+func (h *Handler) Plan(ctx context.Context, s PlanStep) (Result, error) {
+	return h.run(ctx, StepPlan, func(ctx context.Context, now int64) (Result, []error, error) {
+		return h.report(ctx, s.Event, now, true)
+	})
+}
+
+// run counts the invocation and the backend calls of apply, and logs its
+// outcome once, naming the step when it is one.
+func (h *Handler) run(ctx context.Context, step string, apply func(ctx context.Context, now int64) (Result, []error, error)) (Result, error) {
 	h.metrics.Invocation()
 	ctx, calls := callcount.With(ctx)
-	now := h.Now().UnixMilli()
-	var res Result
-	var errs []error
-	var st step
-	err := exactjson.Unmarshal(event, &st)
-	switch {
-	case err != nil || st.Step == "":
-		res, errs, err = h.report(ctx, event, now, false)
-	case st.Step == StepPlan:
-		res, errs, err = h.report(ctx, st.Event, now, true)
-	case st.Step == StepApplyPart:
-		res, errs, err = h.applyPart(ctx, st, now)
-	case st.Step == StepFinish:
-		res, errs, err = h.finish(ctx, st, now)
-	default:
-		err = fmt.Errorf("step %q is none of %s, %s, %s", st.Step, StepPlan, StepApplyPart, StepFinish)
-	}
+	res, errs, err := apply(ctx, h.Now().UnixMilli())
 	if err != nil {
 		var tooLarge *TooLargeError
 		if errors.As(err, &tooLarge) {
@@ -139,8 +175,8 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 	res.Failed = len(errs)
 	attrs := []slog.Attr{slog.Int("machines", res.Machines), slog.Int("invalid", res.Invalid), slog.Int("absent", res.Absent),
 		slog.Int("held", res.Held), slog.Int("changed", res.Changed), slog.Int("failed", res.Failed), slog.Int64("backend_calls", calls.Calls())}
-	if st.Step != "" {
-		attrs = append(attrs, slog.String("step", st.Step))
+	if step != "" {
+		attrs = append(attrs, slog.String("step", step))
 	}
 	if res.Split != nil {
 		attrs = append(attrs, slog.String("report", res.Report), slog.Int("parts", res.Parts))
@@ -157,8 +193,8 @@ func (h *Handler) Handle(ctx context.Context, event json.RawMessage) (Result, er
 // plan larger than one part, writes it in parts for the state machine to
 // apply. It returns the report's result, the machines it failed to store,
 // and the error that refuses the report whole.
-func (h *Handler) report(ctx context.Context, event json.RawMessage, now int64, split bool) (Result, []error, error) {
-	rep, err := h.read(ctx, event, now)
+func (h *Handler) report(ctx context.Context, src Source, now int64, split bool) (Result, []error, error) {
+	rep, err := h.read(ctx, src, now)
 	if err != nil {
 		return Result{}, nil, err
 	}
@@ -166,7 +202,7 @@ func (h *Handler) report(ctx context.Context, event json.RawMessage, now int64, 
 	if err != nil {
 		return res, nil, err
 	}
-	id := reportID(event)
+	id := reportID(src.raw())
 	if h.marks != nil {
 		if err := h.marks.StartReport(ctx, rep.at, id); err != nil {
 			return res, nil, err
@@ -248,36 +284,24 @@ func unknown(known []machine.Slave, obs []machine.Observation) map[string]bool {
 	return fresh
 }
 
-// read reads the report an event carries or names.
-func (h *Handler) read(ctx context.Context, event json.RawMessage, now int64) (parsed, error) {
-	var env envelope
-	if err := exactjson.Unmarshal(event, &env); err != nil {
-		return parsed{}, fmt.Errorf("machine report is not a JSON object: %w", err)
+// read reads the report src carries or names.
+func (h *Handler) read(ctx context.Context, src Source, now int64) (parsed, error) {
+	switch src := src.(type) {
+	case ReportEvent:
+		return parseInline(src.Detail, reportTime(src.Time, now))
+	case Report:
+		return parseInline(src.body, now)
+	case ObjectEvent:
+		return h.readObject(ctx, src, now)
 	}
-	switch env.DetailType {
-	case ObjectCreated:
-		return h.readObject(ctx, env, now)
-	case DetailType:
-	case "":
-		if env.Detail == nil {
-			break // the bare detail of an inline report
-		}
-		fallthrough
-	default:
-		return parsed{}, fmt.Errorf("event detail-type %q is neither %q nor %q", env.DetailType, DetailType, ObjectCreated)
-	}
-	return parseInline(env, event, now)
+	return parsed{}, fmt.Errorf("input %T brings no report", src)
 }
 
 // readObject reads the report object an "Object Created" event names. Only
 // objects under ReportsPrefix of the reports bucket are reports; the report
 // was made when the object was created.
-func (h *Handler) readObject(ctx context.Context, env envelope, now int64) (parsed, error) {
-	var d objectDetail
-	if err := exactjson.Unmarshal(env.Detail, &d); err != nil {
-		return parsed{}, fmt.Errorf("object created event detail: %w", err)
-	}
-	bucket, key := d.Bucket.Name, d.Object.Key
+func (h *Handler) readObject(ctx context.Context, e ObjectEvent, now int64) (parsed, error) {
+	bucket, key := e.Bucket, e.Key
 	switch {
 	case h.objects == nil:
 		return parsed{}, errors.New("reports from a bucket are not configured (REPORTS_BUCKET)")
@@ -289,7 +313,7 @@ func (h *Handler) readObject(ctx context.Context, env envelope, now int64) (pars
 		return parsed{}, fmt.Errorf("machine report %s: %w", key, err)
 	}
 	defer body.Close()
-	return parseObject(key, body, reportTime(env.Time, now), h.bound)
+	return parseObject(key, body, reportTime(e.Time, now), h.bound)
 }
 
 // ScanFrom is the size from which a report is planned against one scan of

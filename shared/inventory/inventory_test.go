@@ -312,3 +312,31 @@ func TestAReportCreatesTheMachinesItsScanDidNotFindTogether(t *testing.T) {
 		t.Errorf("S5: got %+v, want it FROZEN still, on its new host", got)
 	}
 }
+
+// Each input goes to the entry point of its shape, and one whose fields
+// name two shapes changes nothing: a step that also carries a report was
+// once taken for the step, silently.
+func TestHandleAppliesEachShapeThroughItsEntryPointAndRefusesAnAmbiguousOne(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	report := `{"machines":[{"id":"S9","host":"new.example.com"}]}`
+	for _, in := range []string{
+		`{"step":"plan","event":` + report + `,"machines":[{"id":"S10","host":"h"}]}`,
+		`{"detail-type":"Machine Report","detail":` + report + `,"machines":[{"id":"S10","host":"h"}]}`,
+	} {
+		f := newFleet()
+		before := contents(t, f)
+		if _, err := inventory.New(f, machine.DefaultLossBrake, quiet, nil).Handle(t.Context(), json.RawMessage(in)); err == nil || !strings.Contains(err.Error(), "it must be one") {
+			t.Errorf("%s: got %v, want it refused as two shapes", in, err)
+		}
+		if diff := changes(before, contents(t, f)); len(diff) > 0 {
+			t.Errorf("%s: changed %v, want nothing", in, diff)
+		}
+	}
+	for _, in := range []string{report, event(time.Now(), report), `{"step":"plan","event":` + report + `}`} {
+		f := newFleet()
+		res, err := inventory.New(f, machine.DefaultLossBrake, quiet, nil).Handle(t.Context(), json.RawMessage(in))
+		if err != nil || res.Machines != 1 || contents(t, f).Slaves["S9"].Host != "new.example.com" {
+			t.Errorf("%s: got %+v, %v, want S9 applied", in, res, err)
+		}
+	}
+}

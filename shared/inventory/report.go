@@ -28,12 +28,6 @@ const (
 	ReportsPrefix = "reports/"
 )
 
-type envelope struct {
-	DetailType string          `json:"detail-type"`
-	Time       time.Time       `json:"time"`
-	Detail     json.RawMessage `json:"detail"`
-}
-
 // header is what a report says besides its machines.
 type header struct {
 	Complete    bool `json:"complete"`
@@ -124,13 +118,9 @@ func reportTime(t time.Time, now int64) int64 {
 	return min(t.UnixMilli(), now)
 }
 
-// parseInline reads an inline report, as a "Machine Report" event or its
-// bare detail.
-func parseInline(env envelope, event json.RawMessage, now int64) (parsed, error) {
-	body, at := event, now
-	if env.Detail != nil || env.DetailType != "" {
-		body, at = env.Detail, reportTime(env.Time, now)
-	}
+// parseInline reads an inline report made at at: a "Machine Report"
+// event's detail, or a report sent by a direct invocation.
+func parseInline(body json.RawMessage, at int64) (parsed, error) {
 	var rep inline
 	if err := exactjson.Unmarshal(body, &rep); err != nil {
 		return parsed{}, fmt.Errorf("machine report detail: %w", err)

@@ -79,15 +79,17 @@ type Snapshot struct {
 // was decided from. A plan with DropExpiring and no Entry deletes only the
 // expiring record; its Slave is not written.
 //
-// The adapter writes only the parts a plan changes: the current state when
-// there is an Entry, the description when Describe is set. An Entry whose
-// state does not drain also clears RunningTasks, whatever Describe says. A user change
-// never writes the description it happened to read, so a report's refresh
-// that commits between the change's read and its write is kept.
+// The adapter writes only the parts a plan names, and decides nothing: the
+// current state when there is an Entry, the description when Describe is
+// set, the running-task count when Tasks is set. A new slave is written
+// whole. A user change never writes the description it happened to read,
+// so a report's refresh that commits between the change's read and its
+// write is kept.
 type Plan struct {
 	Slave        Slave     // the slave as it will be stored
 	Entry        *Update   // history entry to append; nil when only the description changes
-	Describe     bool      // Slave's host, rack, attributes, resources, RunningTasks and DescribedAt are written
+	Describe     bool      // Slave's host, rack, attributes, resources and DescribedAt are written
+	Tasks        bool      // Slave's RunningTasks is written; nil removes the stored count
 	PutExpiring  *Expiring // expiring record created with the change
 	DropExpiring bool      // the snapshot's expiring record is deleted
 	Limit        int       // > 0: entering a decommissioning state is refused when Limit slaves already count

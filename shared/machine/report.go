@@ -49,7 +49,7 @@ func Observe(o Observation, now int64) Decide {
 			entry := Update{SlaveID: o.ID, State: Active, Timestamp: o.At, Message: "New machine reported"}
 			slave := Slave{ID: o.ID, FirstSeenAt: now, Current: entry}
 			describe(&slave, o, Active)
-			return &Plan{Slave: slave, Entry: &entry, Describe: true}, nil
+			return &Plan{Slave: slave, Entry: &entry, Describe: true, Tasks: true}, nil
 		}
 		cur := snap.Slave.Current
 		if o.staleFor(cur) {
@@ -68,7 +68,7 @@ func Observe(o Observation, now int64) Decide {
 			if !refresh {
 				return nil, nil
 			}
-			return &Plan{Slave: slave, Describe: true}, nil
+			return &Plan{Slave: slave, Describe: true, Tasks: true}, nil
 		}
 		entry := Update{SlaveID: o.ID, State: next, Timestamp: o.At, Message: reason}
 		if cur.State.IsDecommissioning() && next.IsDecommissioning() {
@@ -77,6 +77,7 @@ func Observe(o Observation, now int64) Decide {
 		}
 		plan := transition(Snapshot{Slave: &slave, Expiring: snap.Expiring}, entry)
 		plan.Describe = refresh
+		plan.Tasks = plan.Tasks || refresh // the count is part of a refreshed description
 		return plan, nil
 	}
 }

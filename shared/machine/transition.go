@@ -127,16 +127,23 @@ func UserChange(c Change, limits Limits) Decide {
 // expiring cleanup of docs/behaviour.md "Expiring changes". The entry is never
 // older than the one it follows: clocks of concurrent instances differ, and
 // "newest first" must mean the same by position and by time.
+//
+// A state that does not drain clears the running-task count (Slave.RunningTasks),
+// whatever count was read: a report's refresh of the description does not
+// move the slave's version, so it may store a count between this change's
+// read and its write, and only an unconditional clear leaves none behind.
 func transition(snap Snapshot, entry Update) *Plan {
 	slave := *snap.Slave
 	entry.Timestamp = max(entry.Timestamp, slave.Current.Timestamp)
 	slave.Current = entry
-	if !entry.State.Draining() {
+	drains := entry.State.Draining()
+	if !drains {
 		slave.RunningTasks = nil
 	}
 	return &Plan{
 		Slave:        slave,
 		Entry:        &entry,
+		Tasks:        !drains,
 		DropExpiring: snap.Expiring != nil && ClearsExpiring(snap.Expiring.RevertTo, entry.State),
 	}
 }

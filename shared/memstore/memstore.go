@@ -291,7 +291,7 @@ func (d *driver) Write(ctx context.Context, w change.Write) error {
 		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt {
 			return change.ErrRace
 		}
-		describe(&item.slave, cloneSlave(plan.Slave))
+		write(&item.slave, cloneSlave(plan.Slave), plan)
 		return nil
 	}
 	return s.change(w)
@@ -355,12 +355,7 @@ func (s *Store) change(w change.Write) error {
 		if w.Supersedes != 0 {
 			item.history[len(item.history)-1].expiresAt = w.Supersedes
 		}
-		if plan.Describe {
-			describe(&item.slave, slave)
-		} else if !slave.Current.State.Draining() {
-			item.slave.RunningTasks = nil // leaving the draining states clears the count
-		}
-		item.slave.Current = slave.Current
+		write(&item.slave, slave, plan)
 	}
 	item.version++
 	item.history = append(item.history, historyItem{update: entry})
@@ -425,13 +420,22 @@ func (s *Store) expiringIs(id string, read *machine.Expiring) bool {
 	return ok && read != nil && e.record.ActionID == read.ActionID
 }
 
-// describe copies a report's description from src into dst, and nothing
-// else.
-func describe(dst *machine.Slave, src machine.Slave) {
-	dst.Host, dst.RackID, dst.DescribedAt = src.Host, src.RackID, src.DescribedAt
-	dst.Attributes, dst.Resources, dst.RunningTasks = src.Attributes, src.Resources, src.RunningTasks
-	if dst.Attributes == nil {
-		dst.Attributes = map[string]string{}
+// write copies into dst the parts of src that plan names (machine.Plan),
+// and nothing else: the current state when there is an entry, the
+// description when Describe is set, the running-task count when Tasks is.
+func write(dst *machine.Slave, src machine.Slave, plan *machine.Plan) {
+	if plan.Entry != nil {
+		dst.Current = src.Current
+	}
+	if plan.Describe {
+		dst.Host, dst.RackID, dst.DescribedAt = src.Host, src.RackID, src.DescribedAt
+		dst.Attributes, dst.Resources = src.Attributes, src.Resources
+		if dst.Attributes == nil {
+			dst.Attributes = map[string]string{}
+		}
+	}
+	if plan.Tasks {
+		dst.RunningTasks = src.RunningTasks
 	}
 }
 

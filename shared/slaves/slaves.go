@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -33,6 +32,8 @@ type Store interface {
 	History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error)
 	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
 	ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error
+	// DryRun answers what a change would answer, and writes nothing.
+	DryRun(ctx context.Context, id string, decide machine.Decide) error
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
 	DeleteDead(ctx context.Context, before int64) (int, error)
 	DeleteExpiring(ctx context.Context, id string) error
@@ -222,7 +223,7 @@ func (h *Handler) change(target machine.State) func(r *http.Request) error {
 		c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.clock}
 		decide := machine.UserChange(c, h.limits)
 		if dry {
-			return h.tryOut(r.Context(), id, decide)
+			return h.store.DryRun(r.Context(), id, decide)
 		}
 		return h.store.ApplyOnce(r.Context(), id, once, decide)
 	}
@@ -239,28 +240,6 @@ func dryRun(r *http.Request) (bool, error) {
 	default:
 		return false, fault.Invalid("dryRun must be true or false, got %q", v)
 	}
-}
-
-// errWouldApply stops a dry run after the decision allowed the change.
-var errWouldApply = errors.New("dry run: the change would be applied")
-
-// tryOut decides a change on what the store reads, exactly as the change
-// itself would be decided, and writes nothing: the decision's refusal, or
-// nil when it would apply the change. Without an Idempotency-Key the store
-// keeps no receipt, so not even a refusal is stored. The decommission limit
-// is not asked: the store checks it as it writes (docs/behaviour.md
-// "Dry runs").
-func (h *Handler) tryOut(ctx context.Context, id string, decide machine.Decide) error {
-	err := h.store.ApplyOnce(ctx, id, machine.Idempotency{At: h.Now().UnixMilli()}, func(s machine.Snapshot) (*machine.Plan, error) {
-		if _, err := decide(s); err != nil {
-			return nil, err
-		}
-		return nil, errWouldApply
-	})
-	if errors.Is(err, errWouldApply) {
-		return nil
-	}
-	return err
 }
 
 // maxIdempotencyKey bounds the Idempotency-Key header, as common APIs do.

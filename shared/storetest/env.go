@@ -199,3 +199,11 @@ func (e *env) wantOverLimit(err error, n int) {
 		e.t.Errorf("got %v, want %v", err, want)
 	}
 }
+
+// count shows a stored running-task count: its number, or "no".
+func count(n *int) string {
+	if n == nil {
+		return "no"
+	}
+	return fmt.Sprint(*n)
+}

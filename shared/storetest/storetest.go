@@ -376,7 +376,7 @@ var cases = []struct {
 			case want == nil && got.RunningTasks != nil:
 				e.t.Errorf("%s in %s: got %d running tasks, want none stored", id, got.Current.State, *got.RunningTasks)
 			case want != nil && (got.RunningTasks == nil || *got.RunningTasks != *want):
-				e.t.Errorf("%s in %s: got running tasks %v, want %d", id, got.Current.State, got.RunningTasks, *want)
+				e.t.Errorf("%s in %s: got %s running tasks, want %d", id, got.Current.State, count(got.RunningTasks), *want)
 			}
 		}
 		tasks("S1", 3, e.at+5)
@@ -395,6 +395,55 @@ var cases = []struct {
 			e.t.Errorf("S2: got %s, want DECOMMISSIONED", got.Current.State)
 		}
 		wantTasks("S2", nil)
+	}},
+	{name: "a change out of the draining states clears a count a report stored after the change read the slave", run: func(e *env) {
+		// A report's refresh of the description does not move the version a
+		// state change is conditioned on, so the change must clear the count
+		// whatever it read.
+		e.decommission("S1")
+		report := func(tasks *int, host string, at int64) {
+			e.t.Helper()
+			e.must(e.s.Apply(e.ctx(), "S1", machine.Observe(machine.Observation{ID: "S1", Host: host, RunningTasks: tasks, At: at}, at)))
+		}
+		report(new(3), "host-S1", e.at+5)    // DECOMMISSIONING, 3 tasks
+		report(nil, "host-S1-moved", e.at+6) // a report without a count: none stored
+		if got := e.get("S1"); got.Current.State != machine.Decommissioning || got.RunningTasks != nil {
+			e.t.Fatalf("got %s with %s running tasks, want DECOMMISSIONING with none", got.Current.State, count(got.RunningTasks))
+		}
+		calls := 0
+		e.must(e.s.Apply(e.ctx(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
+			if calls++; calls == 1 {
+				report(new(2), "host-S1-moved", e.at+7) // lands between the read and the write
+			}
+			return machine.UserChange(e.userChange("S1", machine.Active, e.at+10), limits)(snap)
+		}))
+		switch got := e.get("S1"); {
+		case got.Current.State != machine.Active:
+			e.t.Errorf("got %s, want ACTIVE", got.Current.State)
+		case got.RunningTasks != nil:
+			e.t.Errorf("got %d running tasks stored in ACTIVE, want none (decided %d times)", *got.RunningTasks, calls)
+		}
+	}},
+	{name: "a plan is written as it says and no more: the running-task count alone, set and removed", run: func(e *env) {
+		e.decommission("S1")
+		only := func(tasks *int) machine.Decide {
+			return func(snap machine.Snapshot) (*machine.Plan, error) {
+				slave := *snap.Slave
+				slave.Host, slave.RunningTasks = "not written", tasks
+				return &machine.Plan{Slave: slave, Tasks: true}, nil
+			}
+		}
+		before := e.get("S1")
+		e.must(e.s.Apply(e.ctx(), "S1", only(new(4))))
+		want := *before
+		want.RunningTasks = new(4)
+		if got := e.get("S1"); !reflect.DeepEqual(*got, want) {
+			e.t.Errorf("got %+v, want %+v", *got, want)
+		}
+		e.must(e.s.Apply(e.ctx(), "S1", only(nil)))
+		if got := e.get("S1"); !reflect.DeepEqual(*got, *before) {
+			e.t.Errorf("got %+v, want %+v", *got, *before)
+		}
 	}},
 	{name: "deleting a decommissioning slave frees its place", run: func(e *env) {
 		e.decommission("S1", "S2")
