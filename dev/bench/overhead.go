@@ -192,7 +192,7 @@ func memoryHandler(e *env, route overheadRoute, c *calls) (http.Handler, error) 
 		}
 		return web.Wrap(h, opts), nil
 	}
-	tables := dynamo.Tables{Slaves: vars["SLAVES_TABLE"], History: vars["HISTORY_TABLE"], Expiring: vars["EXPIRING_TABLE"], Requests: vars["REQUESTS_TABLE"]}
+	tables := dynamo.Tables{Slaves: vars["SLAVES_TABLE"], History: vars["HISTORY_TABLE"], Expiring: vars["EXPIRING_TABLE"], Requests: vars["REQUESTS_TABLE"], Changes: vars["CHANGES_TABLE"]}
 	cfg.HTTPClient = &http.Client{Transport: newMemoryAWS("", newFakeTables(tables, route.state))}
 	if c != nil {
 		c.count(&cfg)

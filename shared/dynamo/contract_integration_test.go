@@ -25,7 +25,7 @@ func TestStoreKeepsTheContract(t *testing.T) {
 		if err := local.Template.CreateTables(t.Context(), local.DynamoDB, name); err != nil {
 			t.Fatal(err)
 		}
-		tables := dynamo.Tables{Slaves: name("SlavesTable"), History: name("HistoryTable"), Expiring: name("ExpiringTable"), Requests: name("RequestsTable")}
+		tables := dynamo.Tables{Slaves: name("SlavesTable"), History: name("HistoryTable"), Expiring: name("ExpiringTable"), Requests: name("RequestsTable"), Changes: name("ChangesTable")}
 		return dynamo.New(local.DynamoDB, tables, historyRetention)
 	})
 }

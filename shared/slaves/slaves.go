@@ -36,6 +36,7 @@ type Store interface {
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
 	DeleteDead(ctx context.Context, before int64) (int, error)
 	DeleteExpiring(ctx context.Context, id string) error
+	Feed
 }
 
 // Handler serves /api/slaves.
@@ -55,6 +56,7 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	t.HandleNamed("GET /api/slaves", access.Read, web.Plain(h.list))
 	t.HandleNamed("GET /api/slaves/{$}", access.Read, web.Plain(h.list))
 	t.HandleNamed("GET /api/slaves/expiring", access.Read, read[[]expiringJSON](h.listExpiring))
+	t.HandleNamed("GET /api/slaves/changes", access.Read, read[changesJSON](h.changes))
 	t.HandleNamed("DELETE /api/slaves/dead", access.Change, counted{"delete-dead", h.deleteDead})
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, read[slaveJSON](h.details))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}", access.Read, read[[]updateJSON](h.history))
@@ -132,24 +134,6 @@ func slaveID(r *http.Request) string {
 	id := r.PathValue("slaveId")
 	web.Note(r, "slave_id", id)
 	return id
-}
-
-func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	var list encodedList
-	var err error
-	if q := r.URL.Query().Get("state"); q != "" {
-		var state machine.State
-		if state, err = machine.ParseQuery(q); err == nil {
-			err = h.store.ListByState(r.Context(), state, list.add)
-		}
-	} else {
-		err = h.store.List(r.Context(), list.add)
-	}
-	if err != nil {
-		web.Error(w, r, err)
-		return
-	}
-	web.JSON(w, http.StatusOK, list.sorted())
 }
 
 func (h *Handler) details(r *http.Request) (slaveJSON, error) {
