@@ -181,6 +181,19 @@ func decodeCursor(s string, key []byte) (Cursor, error) {
 type Page struct {
 	Changes []Change
 	Cursor  string // the cursor to follow from next
+
+	from Cursor
+	key  []byte
+}
+
+// After returns the cursor that follows the first n changes of the page,
+// for an answer that holds only those.
+func (p Page) After(n int) string {
+	c := p.from
+	for _, ch := range p.Changes[:n] {
+		c.Seqs[ch.Shard] = ch.Seq
+	}
+	return c.encode(p.key)
 }
 
 // feedKey returns the cursors' key, read from the store once.
@@ -243,7 +256,8 @@ func (p *Protocol) Changes(ctx context.Context, since string, wait time.Duration
 			return Page{}, err
 		}
 		if len(changes) > 0 || !p.now().Add(FeedPoll).Before(until) {
-			return Page{Changes: changes, Cursor: next.encode(key)}, nil
+			from.Issued = next.Issued
+			return Page{Changes: changes, Cursor: next.encode(key), from: from, key: key}, nil
 		}
 		t := time.NewTimer(FeedPoll)
 		select {

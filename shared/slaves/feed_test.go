@@ -3,6 +3,7 @@ package slaves_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -159,5 +160,44 @@ func TestWithoutACursorTheFeedFollowsFromNow(t *testing.T) {
 	next := readPage(t, get(h, "/api/slaves/changes?since="+p.Cursor))
 	if len(next.Changes) != 1 || next.Changes[0].PreviousState != "ACTIVE" || next.Changes[0].SlaveID != "S1" {
 		t.Errorf("got %+v, want S1's freeze from ACTIVE", next.Changes)
+	}
+}
+
+func TestAPageOfLargeChangesIsCutToFitAndTheRestFollowsOnce(t *testing.T) {
+	store, h := feedServer(t)
+	cursor := listCursor(t, h)
+	big := strings.Repeat("x", 60<<10)
+	for i := range 40 {
+		id := fmt.Sprintf("L%d", i)
+		now := time.Now().UnixMilli()
+		o := machine.Observation{ID: id, Host: "h", Attributes: map[string]string{"big": big}, At: now}
+		if err := store.Apply(t.Context(), id, machine.Observe(o, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]int{}
+	pages := 0
+	for {
+		rec := get(h, "/api/slaves/changes?since="+cursor)
+		if rec.Header().Get(web.TruncatedHeader) != "" {
+			t.Fatalf("page %d was cut by the edge: %v", pages, rec.Header())
+		}
+		p := readPage(t, rec)
+		if len(p.Changes) == 0 {
+			break
+		}
+		pages++
+		for _, c := range p.Changes {
+			seen[c.SlaveID]++
+		}
+		cursor = p.Cursor
+	}
+	if len(seen) != 40 || pages < 2 {
+		t.Errorf("got %d slaves in %d pages, want 40 in more than one", len(seen), pages)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("%s: added %d times, want once", id, n)
+		}
 	}
 }
