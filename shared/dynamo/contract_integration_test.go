@@ -41,7 +41,7 @@ func TestStoreKeepsTheContract(t *testing.T) {
 // on slaves of its own; fewer and shorter than rapid's default, as each step is a
 // few round trips to the emulator.
 func TestAFollowerThatListsThenFollowsTheFeedEndsEqualToTheList(t *testing.T) {
-	for name, n := range map[string]string{"rapid.checks": "5", "rapid.steps": "15"} {
+	for name, n := range map[string]string{"rapid.checks": "3", "rapid.steps": "10"} {
 		f := flag.Lookup(name)
 		if f != nil && f.Value.String() == f.DefValue && os.Getenv(strings.ToUpper(strings.ReplaceAll(name, ".", "_"))) == "" {
 			_ = f.Value.Set(n)
