@@ -5,7 +5,8 @@
 // change whatever the store: Idempotency receipts, the decommissioning set's
 // join and leave with the time order it imposes (machine.AfterLimitChange),
 // and the retention of superseded history entries. Deletions go through it
-// too.
+// too. So does the change feed (feed.go): every change's entry is written
+// with it, and the protocol answers cursors and the list's cursor.
 //
 // Stores are its drivers, the way database/sql drives a driver.Conn: they
 // implement only the primitives of Store (a consistent read, conditioned

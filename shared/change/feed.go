@@ -1,7 +1,6 @@
 package change
 
 import (
-	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -468,10 +467,4 @@ func cloneSlave(s machine.Slave) machine.Slave {
 		s.RunningTasks = new(*s.RunningTasks)
 	}
 	return s
-}
-
-// SortChanges orders changes oldest first as the feed answers them, for a
-// store that assigns positions to several at once.
-func SortChanges(cs []Change) {
-	slices.SortFunc(cs, func(a, b Change) int { return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Seq, b.Seq)) })
 }

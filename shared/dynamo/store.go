@@ -1,7 +1,8 @@
-// Package dynamo adapts the machine domain to DynamoDB: four tables (slaves
-// with a ByState index, history, expiring, and requests, the receipts of
-// change requests) and the transactions that keep a slave's state, its
-// history, its expiring record and its receipt consistent. It is a driver
+// Package dynamo adapts the machine domain to DynamoDB: five tables (slaves
+// with a ByState index, history, expiring, requests, the receipts of
+// change requests, and changes, the change feed) and the transactions that
+// keep a slave's state, its history, its expiring record, its receipt and
+// its feed entry consistent. It is a driver
 // of the change protocol (shared/change): it implements a consistent read
 // and writes conditioned on what was read, and the protocol decides,
 // retries and keeps receipts. It translates SDK errors into fault kinds.
