@@ -278,12 +278,12 @@ func (p *Protocol) Changes(ctx context.Context, since string, wait time.Duration
 // transaction's items appear one by one to a Query): it stops before the
 // gap and answers the change on a later read, never skipping it.
 func (p *Protocol) read(ctx context.Context, from, upTo Cursor, max int) ([]Change, Cursor, error) {
-	heads, err := p.store.Heads(ctx)
-	if err != nil {
-		return nil, Cursor{}, err
-	}
-	if upTo != (Cursor{}) {
-		heads = upTo.Seqs
+	heads := upTo.Seqs
+	if upTo == (Cursor{}) {
+		var err error
+		if heads, err = p.store.Heads(ctx); err != nil {
+			return nil, Cursor{}, err
+		}
 	}
 	var shards [FeedShards][]Change
 	var g errgroup.Group
