@@ -101,30 +101,3 @@ func waitParam(v string) (time.Duration, error) {
 	}
 	return time.Duration(n) * time.Second, nil
 }
-
-// list answers the slaves, all or those in the state query parameter's
-// state, with the feed's cursor of the state answered in CursorHeader.
-func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	var list encodedList
-	keep := func(machine.Slave) bool { return true }
-	read := func(ctx context.Context) error { return h.store.List(ctx, list.add) }
-	if q := r.URL.Query().Get("state"); q != "" {
-		state, err := machine.ParseQuery(q)
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		keep = func(s machine.Slave) bool { return s.Current.State == state }
-		read = func(ctx context.Context) error { return h.store.ListByState(ctx, state, list.add) }
-	}
-	fix, cursor, err := h.store.Listed(r.Context(), read)
-	if err == nil {
-		err = list.correct(fix, keep)
-	}
-	if err != nil {
-		web.Error(w, r, err)
-		return
-	}
-	w.Header().Set(CursorHeader, cursor)
-	web.JSON(w, http.StatusOK, list.sorted())
-}

@@ -136,6 +136,33 @@ func slaveID(r *http.Request) string {
 	return id
 }
 
+// list answers the slaves, all or those in the state query parameter's
+// state, with the feed's cursor of the state answered in CursorHeader.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	var list encodedList
+	keep := func(machine.Slave) bool { return true }
+	scan := func(ctx context.Context) error { return h.store.List(ctx, list.add) }
+	if q := r.URL.Query().Get("state"); q != "" {
+		state, err := machine.ParseQuery(q)
+		if err != nil {
+			web.Error(w, r, err)
+			return
+		}
+		keep = func(s machine.Slave) bool { return s.Current.State == state }
+		scan = func(ctx context.Context) error { return h.store.ListByState(ctx, state, list.add) }
+	}
+	fix, cursor, err := h.store.Listed(r.Context(), scan)
+	if err == nil {
+		err = list.correct(fix, keep)
+	}
+	if err != nil {
+		web.Error(w, r, err)
+		return
+	}
+	w.Header().Set(CursorHeader, cursor)
+	web.JSON(w, http.StatusOK, list.sorted())
+}
+
 func (h *Handler) details(r *http.Request) (slaveJSON, error) {
 	id := slaveID(r)
 	slave, err := h.store.Get(r.Context(), id)
