@@ -371,7 +371,8 @@ func (p *Protocol) Delete(ctx context.Context, id string, match func(machine.Sla
 		if slave == nil || match != nil && !match(*slave) {
 			return nil
 		}
-		gone := Change{SlaveID: id, Kind: Deleted, At: p.now().UnixMilli(), Shard: ShardOf(id), Seq: read.Head + 1}
+		now := p.now().UnixMilli()
+		gone := Change{SlaveID: id, Kind: Deleted, At: now, Written: now, Shard: ShardOf(id), Seq: read.Head + 1}
 		if err := p.store.Remove(ctx, id, read.Version, slave.Current.State.CountsTowardLimit(), gone); err != nil {
 			return err
 		}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/fleetops/fleet/shared/fault"
@@ -67,6 +66,10 @@ type Change struct {
 	SlaveID string
 	Kind    Kind
 	At      int64 // epoch ms: the entry's time, the report's for a description, the removal's for a deletion
+	// Written is when the change was decided to be written (epoch ms, the
+	// writer's clock): a report's time may be long past, so the feed's
+	// retention and a list's look back count from this one.
+	Written int64
 	// Shard and Seq are the change's position, assigned by the store as it
 	// writes it. Seq only grows from one change of a slave to the next (a
 	// slave keeps its shard), so it is also the slave's sequence.
@@ -99,7 +102,7 @@ type Feed interface {
 	// first, at most max.
 	Entries(ctx context.Context, shard int, after int64, max int) ([]Change, error)
 	// Before returns a position of shard at or below head such that every
-	// entry up to head timed at or after at is past it.
+	// entry up to head written at or after at is past it.
 	Before(ctx context.Context, shard int, head, at int64) (int64, error)
 	// FeedKey returns the key cursors are signed with, the same for every
 	// instance of the service, created on first use.
@@ -360,14 +363,11 @@ func (p *Protocol) Listed(ctx context.Context, list func(context.Context) error)
 		return nil, "", err
 	}
 	settled := p.now().Add(-ListSettle).UnixMilli()
-	var mu sync.Mutex
 	var g errgroup.Group
 	for s := range FeedShards {
-		g.Go(func() error {
+		g.Go(func() error { // each its own shard's position
 			at, err := p.store.Before(ctx, s, before.Seqs[s], settled)
-			mu.Lock()
 			before.Seqs[s] = at
-			mu.Unlock()
 			return err
 		})
 	}
@@ -413,7 +413,7 @@ func (p *Protocol) Listed(ctx context.Context, list func(context.Context) error)
 // nothing the feed shows (an expiring record alone). Its position is the
 // shard's head as read, plus one.
 func (p *Protocol) feedChange(id string, read Read, plan *machine.Plan) *Change {
-	c := &Change{SlaveID: id, Shard: ShardOf(id), Seq: read.Head + 1}
+	c := &Change{SlaveID: id, Shard: ShardOf(id), Seq: read.Head + 1, Written: p.now().UnixMilli()}
 	prev := read.Snapshot.Slave
 	switch {
 	case plan.Entry == nil && plan.DropExpiring:

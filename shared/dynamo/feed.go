@@ -25,9 +25,10 @@ import (
 // item (keyShard, 0) holds the key cursors are signed with.
 const keyShard = change.FeedShards
 
-// feedSlack is how long an entry outlives the feed's retention before TTL
-// may collect it, so that no entry a cursor within retention can still
-// reach is collected, whatever the skew of the clock that timed it.
+// feedSlack is how long an entry outlives the feed's retention, counted
+// from when it was written, before TTL may collect it, so that no entry a
+// cursor within retention can still reach is collected, whatever the skew
+// of the clock that wrote it.
 const feedSlackSeconds = 3600
 
 // changeRecord is one entry of the feed.
@@ -37,6 +38,7 @@ type changeRecord struct {
 	SlaveID   string       `dynamodbav:"slaveId"`
 	Kind      string       `dynamodbav:"kind"`
 	At        int64        `dynamodbav:"at"`
+	Written   int64        `dynamodbav:"writtenAt"`
 	Entry     *entryRecord `dynamodbav:"entry,omitempty"`
 	Previous  string       `dynamodbav:"previous,omitempty"`
 	Slave     *slaveRecord `dynamodbav:"slave,omitempty"`
@@ -51,8 +53,8 @@ type entryRecord struct {
 }
 
 func newChangeRecord(c change.Change) changeRecord {
-	r := changeRecord{Shard: c.Shard, Seq: c.Seq, SlaveID: c.SlaveID, Kind: string(c.Kind), At: c.At, Previous: string(c.Previous),
-		ExpiresAt: (c.At+change.FeedRetention.Milliseconds())/1000 + feedSlackSeconds}
+	r := changeRecord{Shard: c.Shard, Seq: c.Seq, SlaveID: c.SlaveID, Kind: string(c.Kind), At: c.At, Written: c.Written, Previous: string(c.Previous),
+		ExpiresAt: (c.Written+change.FeedRetention.Milliseconds())/1000 + feedSlackSeconds}
 	if e := c.Entry; e != nil {
 		r.Entry = &entryRecord{State: string(e.State), Timestamp: e.Timestamp, User: e.User, Message: e.Message}
 	}
@@ -63,7 +65,7 @@ func newChangeRecord(c change.Change) changeRecord {
 }
 
 func (r changeRecord) change() change.Change {
-	c := change.Change{SlaveID: r.SlaveID, Kind: change.Kind(r.Kind), At: r.At, Shard: r.Shard, Seq: r.Seq, Previous: machine.State(r.Previous)}
+	c := change.Change{SlaveID: r.SlaveID, Kind: change.Kind(r.Kind), At: r.At, Written: r.Written, Shard: r.Shard, Seq: r.Seq, Previous: machine.State(r.Previous)}
 	if e := r.Entry; e != nil {
 		c.Entry = &machine.Update{SlaveID: r.SlaveID, State: machine.State(e.State), Timestamp: e.Timestamp, User: e.User, Message: e.Message}
 	}
@@ -196,7 +198,7 @@ func (s *driver) Entries(ctx context.Context, shard int, after int64, max int) (
 }
 
 // Before walks shard back from head, a page of times at a time, to the
-// first entry timed before at.
+// first entry written before at.
 func (s *driver) Before(ctx context.Context, shard int, head, at int64) (int64, error) {
 	if head == 0 {
 		return 0, nil
@@ -204,9 +206,9 @@ func (s *driver) Before(ctx context.Context, shard int, head, at int64) (int64, 
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.tables.Changes,
 		KeyConditionExpression:    aws.String("#shard = :shard AND seq BETWEEN :first AND :head"),
-		ExpressionAttributeNames:  map[string]string{"#shard": "shard", "#at": "at"},
+		ExpressionAttributeNames:  map[string]string{"#shard": "shard"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":shard": num(int64(shard)), ":first": num(1), ":head": num(head)},
-		ProjectionExpression:      aws.String("seq, #at"),
+		ProjectionExpression:      aws.String("seq, writtenAt"),
 		ScanIndexForward:          aws.Bool(false),
 		ConsistentRead:            aws.Bool(true),
 		Limit:                     aws.Int32(100),
@@ -218,14 +220,14 @@ func (s *driver) Before(ctx context.Context, shard int, head, at int64) (int64, 
 			return 0, translate("query the feed", err)
 		}
 		var recs []struct {
-			Seq int64 `dynamodbav:"seq"`
-			At  int64 `dynamodbav:"at"`
+			Seq     int64 `dynamodbav:"seq"`
+			Written int64 `dynamodbav:"writtenAt"`
 		}
 		if err := attributevalue.UnmarshalListOfMaps(page.Items, &recs); err != nil {
 			return 0, fmt.Errorf("decode the feed: %w", err)
 		}
 		for _, r := range recs {
-			if r.At < at {
+			if r.Written < at {
 				return pos, nil
 			}
 			pos = r.Seq - 1

@@ -70,7 +70,7 @@ func (d *driver) Entries(ctx context.Context, shard int, after int64, max int) (
 	return out, nil
 }
 
-// Before walks shard back from head to the first entry timed before at.
+// Before walks shard back from head to the first entry written before at.
 func (d *driver) Before(ctx context.Context, shard int, head, at int64) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -80,7 +80,7 @@ func (d *driver) Before(ctx context.Context, shard int, head, at int64) (int64, 
 	defer s.mu.Unlock()
 	all := s.feed.shards[shard]
 	pos := min(head, int64(len(all)))
-	for pos > 0 && all[pos-1].At >= at {
+	for pos > 0 && all[pos-1].Written >= at {
 		pos--
 	}
 	return pos, nil
