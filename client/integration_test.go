@@ -81,6 +81,10 @@ func TestEveryOperationAgainstTheHandlers(t *testing.T) {
 	c := newClient(t, apitest.None, client.Options{})
 	p := fmt.Sprintf("ops-%d", time.Now().UnixNano())
 	ids := []string{p + "-S1", p + "-S2", p + "-S3"}
+	from, err := c.FollowChanges(ctx, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var machines []apitest.Machine
 	for i, id := range ids {
 		machines = append(machines, apitest.Machine{ID: id, Host: fmt.Sprintf("node-%d", i), Rack: "us-east-1a",
@@ -156,6 +160,26 @@ func TestEveryOperationAgainstTheHandlers(t *testing.T) {
 	}
 	if err := c.DeleteSlave(ctx, ids[0]); !client.IsNotFound(err) {
 		t.Errorf("got %v, want a 404 for a deleted slave", err)
+	}
+
+	// The feed since before the report holds each of those changes once.
+	var got []string
+	for cursor := from.Cursor; ; {
+		page, err := c.FollowChanges(ctx, cursor, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range page.Changes {
+			if ch.SlaveID == ids[2] {
+				got = append(got, ch.Type+" "+string(ch.PreviousState))
+			}
+		}
+		if cursor = page.Cursor; len(page.Changes) == 0 {
+			break
+		}
+	}
+	if want := []string{"added ", "stateChanged ACTIVE", "deleted "}; !slices.Equal(got, want) {
+		t.Errorf("the feed of %s: got %q, want %q", ids[2], got, want)
 	}
 }
 

@@ -41,6 +41,7 @@ var methods = map[string]string{
 	"listSlaves":              "ListSlaves",
 	"listSlavesTrailingSlash": "ListSlaves", // the same route, GET /api/slaves/
 	"listExpiring":            "ListExpiring",
+	"followChanges":           "FollowChanges",
 	"deleteDeadSlaves":        "DeleteDeadSlaves",
 	"getSlave":                "GetSlave",
 	"getSlaveHistory":         "GetSlaveHistory",
@@ -102,6 +103,8 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 		"Error":                              reflect.TypeFor[errorBody](),
 		"SchedulerMachineStateHistoryUpdate": reflect.TypeFor[StateUpdate](),
 		"SchedulerSlave":                     reflect.TypeFor[Slave](),
+		"Changes":                            reflect.TypeFor[Changes](),
+		"SlaveChange":                        reflect.TypeFor[SlaveChange](),
 		"SchedulerMachineChangeRequest":      reflect.TypeFor[ChangeRequest](),
 		"ExpiringMachineChangeRequest":       reflect.TypeFor[ExpiringRequest](),
 		"SchedulerExpiringMachineState":      reflect.TypeFor[Expiring](),

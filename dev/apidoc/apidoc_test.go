@@ -82,7 +82,8 @@ func TestCheck(t *testing.T) {
 		{"an empty 200 of a change passes", "POST", "/api/slaves/slave/" + slaveID + "/freeze", 200, jsonHeader(), nil, ""},
 		{"an error body passes", "POST", "/api/slaves/slave/x/freeze", 409, jsonHeader(), []byte(`{"code":409,"message":"FAILURE_ALREADY_AT_STATE - Slave x is in FROZEN state"}`), ""},
 		{"a 503 with Retry-After passes", "GET", "/api/slaves", 503, jsonHeader("Retry-After", "1"), []byte(`{"code":503,"message":"DynamoDB is busy, try again"}`), ""},
-		{"the list with a trailing slash passes", "GET", "/api/slaves/?state=frozen", 200, jsonHeader(), []byte(`[` + slaveBody + `]`), ""},
+		{"the list with a trailing slash passes", "GET", "/api/slaves/?state=frozen", 200, jsonHeader("X-Changes-Cursor", "c"), []byte(`[` + slaveBody + `]`), ""},
+		{"a list without its feed cursor fails", "GET", "/api/slaves", 200, jsonHeader(), []byte(`[]`), `response header "X-Changes-Cursor" missing`},
 		{"a log lookup with Cache-Control passes", "GET", "/api/logs/task/t", 200, jsonHeader("Cache-Control", "no-store"),
 			[]byte(`[{"key":"k","lastModified":1,"size":2,"getUrl":"https://a/k","downloadUrl":"https://a/k?d"},{"key":"k2","lastModified":1,"size":2,"endTime":5}]`), ""},
 
@@ -174,6 +175,7 @@ func TestRecorderPassesAnswersOnAndReportsMismatches(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/api/slaves":
+			w.Header().Set("X-Changes-Cursor", "c")
 			w.Write([]byte(`[]`))
 		case "/api/slaves/expiring":
 			w.Write([]byte(`[{"machineId":"x"}]`))
@@ -309,7 +311,7 @@ func TestLoadSharesOneDocAndItsJSONIsTheYAML(t *testing.T) {
 	if !bytes.Equal(y, j) {
 		t.Error("got a JSON document that differs from the YAML one")
 	}
-	if ops := a.Operations(""); len(ops) != 15 {
-		t.Errorf("got %d operations, want 15: %v", len(ops), ops)
+	if ops := a.Operations(""); len(ops) != 16 {
+		t.Errorf("got %d operations, want 16: %v", len(ops), ops)
 	}
 }

@@ -69,7 +69,7 @@ type Stack struct {
 func env(auth Auth, override map[string]string) func(string) string {
 	vars := map[string]string{
 		"SLAVES_TABLE": stack.Tables.Slaves, "HISTORY_TABLE": stack.Tables.History,
-		"EXPIRING_TABLE": stack.Tables.Expiring, "REQUESTS_TABLE": stack.Tables.Requests,
+		"EXPIRING_TABLE": stack.Tables.Expiring, "REQUESTS_TABLE": stack.Tables.Requests, "CHANGES_TABLE": stack.Tables.Changes,
 		"LOG_BUCKETS": LogBucket, "S3_FORCE_PATH_STYLE": "true",
 		"LOG_LIST_TIMEOUT": "30s", "LOG_LINK_TIMEOUT": "30s",
 		// Reports here name a few machines each: the brake is off.

@@ -142,6 +142,7 @@ var sections = []section{
 	{"log search", logSearch},
 	{"fleet scale", fleet},
 	{"expiry throughput", expiryThroughput},
+	{"change feed", feedFigures},
 	{"console", consoleFigures},
 	{"fleetctl logs", fleetctlLogs},
 	{"fleetctl selector", fleetctlSelector},

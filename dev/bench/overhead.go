@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -192,7 +193,7 @@ func memoryHandler(e *env, route overheadRoute, c *calls) (http.Handler, error) 
 		}
 		return web.Wrap(h, opts), nil
 	}
-	tables := dynamo.Tables{Slaves: vars["SLAVES_TABLE"], History: vars["HISTORY_TABLE"], Expiring: vars["EXPIRING_TABLE"], Requests: vars["REQUESTS_TABLE"]}
+	tables := dynamo.Tables{Slaves: vars["SLAVES_TABLE"], History: vars["HISTORY_TABLE"], Expiring: vars["EXPIRING_TABLE"], Requests: vars["REQUESTS_TABLE"], Changes: vars["CHANGES_TABLE"]}
 	cfg.HTTPClient = &http.Client{Transport: newMemoryAWS("", newFakeTables(tables, route.state))}
 	if c != nil {
 		c.count(&cfg)
@@ -479,7 +480,10 @@ func newFakeTables(tables dynamo.Tables, state machine.State) *fakeTables {
 	put("Scan/expiring", queryPage(expiring))
 	put("BatchGetItem", wireObj{"Responses": wireObj{tables.Slaves: existing}, "UnprocessedKeys": wireObj{}})
 	limit := wireObj{"id": attrS("#decommissioning"), "members": wireObj{"SS": []string{"20261121-051400-16777343-5050-1234-S9"}}, "lastAt": attrN(fakeNow - 86_400_000)}
-	put("TransactGetItems", wireObj{"Responses": []wireObj{{"Item": slave}, {}, {"Item": limit}, {}}})
+	put("TransactGetItems", wireObj{"Responses": []wireObj{{"Item": slave}, {}, {"Item": limit}, {}, {}}})
+	// The change feed: its cursor key; its heads (BatchGetItem, above,
+	// answers none of them) are all 0, an empty feed.
+	put("GetItem/feedkey", wireObj{"Item": wireObj{"shard": attrN(16), "seq": attrN(0), "key": wireObj{"B": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}})
 	for _, op := range []string{"TransactWriteItems", "PutItem", "DeleteItem", "UpdateItem"} {
 		put(op, wireObj{})
 	}
@@ -494,6 +498,10 @@ func (f *fakeTables) answer(op string, body []byte) (cannedAnswer, bool) {
 	defer f.mu.Unlock()
 	key := op
 	switch op {
+	case "GetItem":
+		if bytes.Contains(body, []byte(`"TableName":"`+f.tables.Changes+`"`)) {
+			key = "GetItem/feedkey"
+		}
 	case "Scan":
 		if !bytes.Contains(body, []byte(`"TableName":"`+f.tables.Slaves+`"`)) {
 			key = "Scan/expiring"

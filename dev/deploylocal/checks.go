@@ -118,9 +118,9 @@ func checkWiring(tpl *stack.Template, s *Stack) []error {
 // tablesUsed are the table variables each function's code reads and writes
 // through (every function is given all of them by the template's Globals).
 var tablesUsed = map[string][]string{
-	"SlavesFunction":    {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE", "REQUESTS_TABLE"},
-	"InventoryFunction": {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE"},
-	"ExpiryFunction":    {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE"},
+	"SlavesFunction":    {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE", "REQUESTS_TABLE", "CHANGES_TABLE"},
+	"InventoryFunction": {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE", "CHANGES_TABLE"},
+	"ExpiryFunction":    {"SLAVES_TABLE", "HISTORY_TABLE", "EXPIRING_TABLE", "CHANGES_TABLE"},
 	"LogsFunction":      nil,
 	"ConsoleFunction":   nil,
 	"IndexerFunction":   {"LOG_INDEX_TABLE"},

@@ -24,7 +24,7 @@ func TestEnvFilesNameRealFunctionsVariablesAndEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(DefaultAddr)
-	tables := map[string]string{"SLAVES_TABLE": "SlavesTable", "HISTORY_TABLE": "HistoryTable", "EXPIRING_TABLE": "ExpiringTable", "REQUESTS_TABLE": "RequestsTable"}
+	tables := map[string]string{"SLAVES_TABLE": "SlavesTable", "HISTORY_TABLE": "HistoryTable", "EXPIRING_TABLE": "ExpiringTable", "REQUESTS_TABLE": "RequestsTable", "CHANGES_TABLE": "ChangesTable"}
 
 	for file, wantHost := range map[string]string{
 		"env.local.json":      "127.0.0.1",                  // make run's emulator, reached over the host's network

@@ -41,11 +41,11 @@ func TestEnvVarsFileRejectsNonScalars(t *testing.T) {
 // The repository's env file must keep working for sam local invoke too: only
 // string values, and only variables the template declares.
 func TestRepoEnvVarsFileAppliesToEveryFunction(t *testing.T) {
-	env := map[string]string{"AUTH_MODE": "authorizer", "SLAVES_TABLE": "", "HISTORY_TABLE": "", "EXPIRING_TABLE": "", "REQUESTS_TABLE": ""}
+	env := map[string]string{"AUTH_MODE": "authorizer", "SLAVES_TABLE": "", "HISTORY_TABLE": "", "EXPIRING_TABLE": "", "REQUESTS_TABLE": "", "CHANGES_TABLE": ""}
 	if err := overlayEnvVars(env, filepath.Join("..", "env.local.json"), "SlavesFunction"); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"AUTH_MODE": "none", "SLAVES_TABLE": "SlavesTable", "HISTORY_TABLE": "HistoryTable", "EXPIRING_TABLE": "ExpiringTable", "REQUESTS_TABLE": "RequestsTable"}
+	want := map[string]string{"AUTH_MODE": "none", "SLAVES_TABLE": "SlavesTable", "HISTORY_TABLE": "HistoryTable", "EXPIRING_TABLE": "ExpiringTable", "REQUESTS_TABLE": "RequestsTable", "CHANGES_TABLE": "ChangesTable"}
 	if !reflect.DeepEqual(env, want) {
 		t.Errorf("got %v, want %v", env, want)
 	}

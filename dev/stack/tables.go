@@ -22,7 +22,7 @@ func LocalName(logicalID string) string { return logicalID }
 
 // Tables are the template's tables as Up creates them (LocalName), for a
 // dynamo.Store over the local stack.
-var Tables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable"}
+var Tables = dynamo.Tables{Slaves: "SlavesTable", History: "HistoryTable", Expiring: "ExpiringTable", Requests: "RequestsTable", Changes: "ChangesTable"}
 
 // CreateTables creates every AWS::DynamoDB::Table of the template that does not
 // exist yet, naming it name(logicalID), from the properties that shape

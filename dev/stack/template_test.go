@@ -283,7 +283,7 @@ func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	if got, want := tpl.Functions(), []string{"ConsoleFunction", "ExpiryFunction", "IndexerFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
 		t.Errorf("Functions: got %v, want %v", got, want)
 	}
-	if got, want := tpl.Tables(), []string{"ExpiringTable", "HistoryTable", "LogIndexTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
+	if got, want := tpl.Tables(), []string{"ChangesTable", "ExpiringTable", "HistoryTable", "LogIndexTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
 		t.Errorf("Tables: got %v, want %v", got, want)
 	}
 	spec, err := tpl.tableSpec("SlavesTable")
@@ -344,6 +344,7 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		"HISTORY_TABLE":              "HistoryTable",
 		"EXPIRING_TABLE":             "ExpiringTable",
 		"REQUESTS_TABLE":             "RequestsTable",
+		"CHANGES_TABLE":              "ChangesTable",
 		"MAX_DECOMMISSIONING_SLAVES": "2",
 		"MAX_EXPIRING_DURATION":      "720h",
 		"DEAD_SLAVE_RETENTION":       "168h",

@@ -6,6 +6,8 @@
 // join and leave with the time order it imposes (machine.AfterLimitChange),
 // and the retention of superseded history entries. Deletions go through it
 // too, and so do dry runs (DryRun: the read and the decision, no write).
+// So does the change feed (feed.go): every change's entry is written with
+// it, and the protocol answers cursors and the list's cursor.
 //
 // Stores are its drivers, the way database/sql drives a driver.Conn: they
 // implement only the primitives of Store (a consistent read, conditioned
@@ -47,17 +49,23 @@ type Store interface {
 	Write(ctx context.Context, w Write) error
 	// Create writes ws together, whole or not at all: changes that create
 	// a slave and its first history entry and nothing else, each decided
-	// on a Read that found no slave. ErrRace when any of the slaves exists.
+	// on a Read that found no slave, with their feed entries at positions
+	// after the heads it reads (whatever their Change.Seq says). ErrRace
+	// when any of the slaves exists or a head moved meanwhile.
 	Create(ctx context.Context, ws []Write) error
 	// Remember stores a receipt unless a live one holds its key.
 	Remember(ctx context.Context, r Receipt) error
 	// Remove deletes the slave id, its whole history and its expiring
 	// record, conditioned on its version being still version, and with
-	// leave takes it out of the decommissioning set. ErrRace when the
-	// version changed.
-	Remove(ctx context.Context, id string, version int64, leave bool) error
+	// leave takes it out of the decommissioning set, and writes gone, the
+	// deletion's feed entry. ErrRace when the version or the shard's head
+	// changed.
+	Remove(ctx context.Context, id string, version int64, leave bool, gone Change) error
 	// ListByState calls each with the slaves in state, one at a time.
 	ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error
+	// Feed is the change feed's primitives (feed.go); Write, Create and
+	// Remove write each change's entry with the change.
+	Feed
 }
 
 // Read is what a change is decided and conditioned on.
@@ -66,6 +74,7 @@ type Read struct {
 	Version  int64    // the slave's version (its state changes so far), 0 when there is none
 	LimitAt  int64    // when the decommissioning set last changed (epoch ms), 0 never
 	Receipt  *Receipt // the receipt under the request's key, live or not
+	Head     int64    // the newest position of the slave's feed shard (ShardOf)
 }
 
 // Receipt is the first answer to a change request, stored so that a retry
@@ -106,6 +115,10 @@ type Write struct {
 	// Receipt is stored with a state change, for a request that may be
 	// retried; nil for one that may not.
 	Receipt *Receipt
+	// Change is the change's feed entry, written with it at position
+	// Change.Seq (Read.Head + 1) conditioned on the head read; nil for a
+	// write the feed does not show (an expiring record alone).
+	Change *Change
 }
 
 // Attempts bounds how often a change is read and decided again after
@@ -156,13 +169,21 @@ func retry(ctx context.Context, id string, try func() error) error {
 type Protocol struct {
 	store     Store
 	retention time.Duration
+	now       func() time.Time
+
+	keyMu sync.Mutex
+	key   []byte // the feed's cursor key, once read
 }
 
 // New returns the protocol over store. History entries expire
 // historyRetention after they were superseded; 0 keeps them.
 func New(store Store, historyRetention time.Duration) *Protocol {
-	return &Protocol{store: store, retention: historyRetention}
+	return &Protocol{store: store, retention: historyRetention, now: time.Now}
 }
+
+// SetClock makes now the clock of the feed (the times of deletions and of
+// cursors): time.Now unless a test sets another.
+func (p *Protocol) SetClock(now func() time.Time) { p.now = now }
 
 // Apply reads the slave and its expiring record together, asks decide what
 // to do and writes the plan whole, conditioned on what was read. When a
@@ -220,10 +241,11 @@ func (p *Protocol) DryRun(ctx context.Context, id string, decide machine.Decide)
 	})
 }
 
-// CreateBatch is how many slaves ApplyAbsent creates in one write: two
-// items each (the slave and its first history entry), DynamoDB's 100 items
-// a transaction at most.
-const CreateBatch = 50
+// CreateBatch is how many slaves ApplyAbsent creates in one write: three
+// items each (the slave, its first history entry and its feed entry) and
+// up to FeedShards heads of the feed, DynamoDB's 100 items a transaction at
+// most.
+const CreateBatch = (100 - FeedShards) / 3
 
 // ApplyAbsent applies decide's decision to each of ids, which the caller
 // has reason to believe are not stored (a report's machines that its scan
@@ -315,9 +337,17 @@ func (p *Protocol) apply(ctx context.Context, id string, receipt *Receipt, decid
 }
 
 // write completes a decision into what the store writes: the
-// decommissioning set's join or leave, the order of time it imposes, and
-// the retention of the entry the change supersedes.
+// decommissioning set's join or leave, the order of time it imposes, the
+// retention of the entry the change supersedes, and the change's feed
+// entry.
 func (p *Protocol) write(id string, read Read, plan *machine.Plan, receipt *Receipt) Write {
+	w := p.settle(id, read, plan, receipt)
+	w.Change = p.feedChange(id, read, w.Plan)
+	return w
+}
+
+// settle is write without the feed entry.
+func (p *Protocol) settle(id string, read Read, plan *machine.Plan, receipt *Receipt) Write {
 	w := Write{ID: id, Read: read, Plan: plan}
 	if plan.Entry == nil {
 		return w
@@ -360,7 +390,9 @@ func (p *Protocol) Delete(ctx context.Context, id string, match func(machine.Sla
 		if slave == nil || match != nil && !match(*slave) {
 			return nil
 		}
-		if err := p.store.Remove(ctx, id, read.Version, slave.Current.State.CountsTowardLimit()); err != nil {
+		now := p.now().UnixMilli()
+		gone := Change{SlaveID: id, Kind: Deleted, At: now, Written: now, Shard: ShardOf(id), Seq: read.Head + 1}
+		if err := p.store.Remove(ctx, id, read.Version, slave.Current.State.CountsTowardLimit(), gone); err != nil {
 			return err
 		}
 		removed = true

@@ -42,7 +42,15 @@ func (s *racing) Remember(_ context.Context, r change.Receipt) error {
 	return nil
 }
 
-func (s *racing) Remove(context.Context, string, int64, bool) error { return change.ErrRace }
+func (s *racing) Remove(context.Context, string, int64, bool, change.Change) error {
+	return change.ErrRace
+}
+func (s *racing) Heads(context.Context) ([change.FeedShards]int64, error) {
+	return [change.FeedShards]int64{}, nil
+}
+func (s *racing) Entries(context.Context, int, int64, int) ([]change.Change, error) { return nil, nil }
+func (s *racing) Before(_ context.Context, _ int, head, _ int64) (int64, error)     { return head, nil }
+func (s *racing) FeedKey(context.Context) ([]byte, error)                           { return []byte("key"), nil }
 func (s *racing) ListByState(context.Context, machine.State, func(machine.Slave) error) error {
 	return nil
 }

@@ -43,7 +43,7 @@ const DefaultDynamoDBAttemptTimeout = time.Second
 // which reads none of these tables, does not link the slave store (a
 // millisecond of cold start, BENCHMARKS.md).
 type Tables struct {
-	Slaves, History, Expiring, Requests string
+	Slaves, History, Expiring, Requests, Changes string
 }
 
 // LoadSlaves reads the slave functions' variables from getenv.
@@ -55,6 +55,7 @@ func LoadSlaves(getenv func(string) string) (Slaves, error) {
 			History:  r.required("HISTORY_TABLE"),
 			Expiring: r.required("EXPIRING_TABLE"),
 			Requests: r.required("REQUESTS_TABLE"),
+			Changes:  r.required("CHANGES_TABLE"),
 		},
 		Limits: machine.Limits{
 			MaxDecommissioning: r.count("MAX_DECOMMISSIONING_SLAVES", 2),

@@ -19,6 +19,7 @@ func env(extra map[string]string) func(string) string {
 		"HISTORY_TABLE":  "fleet-history",
 		"EXPIRING_TABLE": "fleet-expiring",
 		"REQUESTS_TABLE": "fleet-requests",
+		"CHANGES_TABLE":  "fleet-changes",
 	}
 	for k, v := range extra {
 		m[k] = v
@@ -37,7 +38,7 @@ func load(t *testing.T, extra map[string]string) config.Slaves {
 
 func TestLoadSlavesDefaults(t *testing.T) {
 	c := load(t, nil)
-	if want := (config.Tables{Slaves: "fleet-slaves", History: "fleet-history", Expiring: "fleet-expiring", Requests: "fleet-requests"}); c.Tables != want {
+	if want := (config.Tables{Slaves: "fleet-slaves", History: "fleet-history", Expiring: "fleet-expiring", Requests: "fleet-requests", Changes: "fleet-changes"}); c.Tables != want {
 		t.Errorf("got tables %+v, want %+v", c.Tables, want)
 	}
 	checks := []struct {

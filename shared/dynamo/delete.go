@@ -12,12 +12,14 @@ import (
 )
 
 // finalHistory is how many history entries fit in the deleting transaction
-// beside the slave, its expiring record and the decommissioning set.
-const finalHistory = 97
+// beside the slave, its expiring record, the decommissioning set and the
+// deletion's feed entry and head.
+const finalHistory = 95
 
 // Remove deletes the slave, its whole history and its expiring record,
-// conditioned on the version read, and with leave takes it out of the
-// decommissioning set.
+// conditioned on the version read, with leave takes it out of the
+// decommissioning set, and puts the deletion's feed entry, conditioned on
+// the head read.
 //
 // A history can outgrow one transaction (100 items), so older entries go
 // first in batches and the newest ones go in the transaction that deletes
@@ -25,7 +27,7 @@ const finalHistory = 97
 // the entry of its current state, and an entry written by a concurrent
 // change makes the transaction fail and the deletion start over
 // (change.ErrRace), so no entry outlives its slave.
-func (s *driver) Remove(ctx context.Context, id string, version int64, leave bool) error {
+func (s *driver) Remove(ctx context.Context, id string, version int64, leave bool, gone change.Change) error {
 	keys, err := s.historyKeys(ctx, id)
 	if err != nil {
 		return err
@@ -48,6 +50,11 @@ func (s *driver) Remove(ctx context.Context, id string, version int64, leave boo
 	if leave {
 		items = append(items, types.TransactWriteItem{Update: s.leaveLimit(id)})
 	}
+	feed, err := s.changeItems(&gone)
+	if err != nil {
+		return err
+	}
+	items = append(items, feed...)
 	for _, k := range keys {
 		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: &s.tables.History, Key: k}})
 	}

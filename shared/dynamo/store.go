@@ -1,7 +1,8 @@
-// Package dynamo adapts the machine domain to DynamoDB: four tables (slaves
-// with a ByState index, history, expiring, and requests, the receipts of
-// change requests) and the transactions that keep a slave's state, its
-// history, its expiring record and its receipt consistent. It is a driver
+// Package dynamo adapts the machine domain to DynamoDB: five tables (slaves
+// with a ByState index, history, expiring, requests, the receipts of
+// change requests, and changes, the change feed) and the transactions that
+// keep a slave's state, its history, its expiring record, its receipt and
+// its feed entry consistent. It is a driver
 // of the change protocol (shared/change): it implements a consistent read
 // and writes conditioned on what was read, and the protocol decides,
 // retries and keeps receipts. It translates SDK errors into fault kinds.
@@ -48,6 +49,7 @@ type Tables struct {
 	History  string
 	Expiring string
 	Requests string // receipts of change requests, for idempotent retries
+	Changes  string // the change feed (feed.go)
 }
 
 // byStateIndex is the slaves table's index keyed (state, id).
@@ -279,6 +281,7 @@ func (s *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(id)}},
 		{Get: &types.Get{TableName: &s.tables.Expiring, Key: expiringKey(id)}},
 		{Get: &types.Get{TableName: &s.tables.Slaves, Key: slaveKey(limitID)}},
+		s.headGet(id),
 	}
 	named := key != nil && key.Key != ""
 	if named {
@@ -316,9 +319,10 @@ func (s *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 		return read{}, fmt.Errorf("decode the decommissioning set: %w", err)
 	}
 	r.LimitAt = set.LastAt
-	if named && len(out.Responses[3].Item) > 0 {
+	r.Head = decodeHead(out.Responses[3].Item)
+	if named && len(out.Responses[4].Item) > 0 {
 		var rec receiptRecord
-		if err := attributevalue.UnmarshalMap(out.Responses[3].Item, &rec); err != nil {
+		if err := attributevalue.UnmarshalMap(out.Responses[4].Item, &rec); err != nil {
 			return read{}, fmt.Errorf("decode receipt of %s: %w", id, err)
 		}
 		r.Receipt = &change.Receipt{Idempotency: machine.Idempotency{Key: key.Key, Caller: key.Caller, Fingerprint: rec.Fingerprint, At: rec.At},
@@ -341,26 +345,27 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 		}
 		return translate("drop expiring record of "+id, err)
 	case plan.Entry == nil:
-		return s.redescribe(ctx, id, w.Read, plan)
+		return s.redescribe(ctx, id, w.Read, plan, w.Change)
 	}
 	return s.change(ctx, w)
 }
 
 // redescribe writes a report's description of a slave whose state it does
-// not change: no history entry, no version bump. It is conditioned on the
-// version (the report was decided on that state) and on the description it
-// replaces, so that of two concurrent reports neither is lost unseen.
-func (s *driver) redescribe(ctx context.Context, id string, r change.Read, plan *machine.Plan) error {
+// not change, with its feed entry: no history entry, no version bump. It is
+// conditioned on the version (the report was decided on that state) and on
+// the description it replaces, so that of two concurrent reports neither is
+// lost unseen.
+func (s *driver) redescribe(ctx context.Context, id string, r change.Read, plan *machine.Plan, c *change.Change) error {
 	u, err := s.updateSlave(id, r, plan)
 	if err != nil {
 		return err
 	}
-	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-	})
-	var failed *types.ConditionalCheckFailedException
-	if errors.As(err, &failed) {
+	feed, err := s.changeItems(c)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: append([]types.TransactWriteItem{{Update: u}}, feed...)})
+	if isCancelled(err) {
 		return change.ErrRace
 	}
 	return translate("describe slave "+id, err)
@@ -411,6 +416,11 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 		limitIndex = len(items)
 		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, w.Join, plan.Limit, r.LimitAt, entry.Timestamp)})
 	}
+	feed, err := s.changeItems(w.Change)
+	if err != nil {
+		return err
+	}
+	items = append(items, feed...)
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return writeError(id, err, limitIndex, w.Join, plan.Limit, r.LimitAt)
 }
@@ -442,11 +452,18 @@ func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
 	}, nil
 }
 
-// Create creates the slaves of ws and their first history entries in one
-// transaction (change.CreateBatch slaves, two items each, fit DynamoDB's
-// 100), each conditioned on its slave's absence.
+// Create creates the slaves of ws, their first history entries and their
+// feed entries in one transaction (change.CreateBatch slaves, three items
+// each, and a head for each shard they fall in, fit DynamoDB's 100), each
+// conditioned on its slave's absence and each head on the value Create
+// read just before.
 func (s *driver) Create(ctx context.Context, ws []change.Write) error {
+	heads, err := s.Heads(ctx)
+	if err != nil {
+		return err
+	}
 	var items []types.TransactWriteItem
+	var entries [change.FeedShards][]change.Change
 	for _, w := range ws {
 		if w.Read.Snapshot.Slave != nil {
 			return fmt.Errorf("create slave %s: it was read as stored", w.ID)
@@ -456,8 +473,23 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 			return err
 		}
 		items = append(items, its...)
+		if c := w.Change; c != nil {
+			e := *c
+			e.Seq = heads[e.Shard] + int64(len(entries[e.Shard])) + 1
+			entries[e.Shard] = append(entries[e.Shard], e)
+		}
 	}
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	for shard, es := range entries {
+		if len(es) == 0 {
+			continue
+		}
+		feed, err := s.feedItems(shard, heads[shard], es)
+		if err != nil {
+			return err
+		}
+		items = append(items, feed...)
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if isCancelled(err) {
 		return change.ErrRace
 	}

@@ -20,6 +20,7 @@ const (
 	KindTooLarge
 	KindUnavailable
 	KindTimeout
+	KindGone
 )
 
 // Error is a failure with a message safe to show the caller.
@@ -53,6 +54,10 @@ func Unavailable(format string, args ...any) error { return newf(KindUnavailable
 
 // Timeout reports a backend that did not answer in time (504).
 func Timeout(format string, args ...any) error { return newf(KindTimeout, format, args) }
+
+// Gone reports something that existed and no longer does, such as a change
+// feed cursor older than the feed's retention (410).
+func Gone(format string, args ...any) error { return newf(KindGone, format, args) }
 
 func newf(k Kind, format string, args []any) error {
 	if len(args) == 0 {

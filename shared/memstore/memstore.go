@@ -42,6 +42,7 @@ type Store struct {
 	// when the last change that entered or left it took effect.
 	members map[string]bool
 	lastAt  int64
+	feed    feed // the change feed (feed.go)
 }
 
 type slaveItem struct {
@@ -74,6 +75,7 @@ func New(historyRetention time.Duration) *Store {
 		expiring: map[string]*expiringItem{},
 		receipts: map[receiptKey]change.Receipt{},
 		members:  map[string]bool{},
+		feed:     newFeed(),
 	}
 	s.Protocol = change.New((*driver)(s), historyRetention)
 	return s
@@ -254,7 +256,7 @@ func (d *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := change.Read{LimitAt: s.lastAt}
+	r := change.Read{LimitAt: s.lastAt, Head: s.head(change.ShardOf(id))}
 	if key != nil && key.Key != "" {
 		if rec, ok := s.receipts[scope(key.Idempotency)]; ok {
 			r.Receipt = &rec
@@ -288,10 +290,11 @@ func (d *driver) Write(ctx context.Context, w change.Write) error {
 		return nil
 	case plan.Entry == nil:
 		item := s.slaves[id]
-		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt {
+		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt || !s.headIs(w.Change) {
 			return change.ErrRace
 		}
 		write(&item.slave, cloneSlave(plan.Slave), plan)
+		s.appendChange(w.Change)
 		return nil
 	}
 	return s.change(w)
@@ -311,6 +314,12 @@ func (d *driver) Create(ctx context.Context, ws []change.Write) error {
 		named[w.ID] = true
 	}
 	for _, w := range ws {
+		if w.Change != nil {
+			// Positions are taken here, after the heads as they are.
+			w.Read.Head = s.head(w.Change.Shard)
+			w.Change = new(*w.Change)
+			w.Change.Seq = w.Read.Head + 1
+		}
 		if err := s.change(w); err != nil {
 			return err // none exists: only a create that is not one fails
 		}
@@ -324,7 +333,7 @@ func (d *driver) Create(ctx context.Context, ws []change.Write) error {
 func (s *Store) change(w change.Write) error {
 	id, r, plan := w.ID, w.Read, w.Plan
 	item := s.slaves[id]
-	if item == nil && r.Version != 0 || item != nil && item.version != r.Version {
+	if item == nil && r.Version != 0 || item != nil && item.version != r.Version || !s.headIs(w.Change) {
 		return change.ErrRace
 	}
 	entry, slave := *plan.Entry, cloneSlave(plan.Slave)
@@ -377,6 +386,7 @@ func (s *Store) change(w change.Write) error {
 	if w.Join || w.Leave {
 		s.lastAt = entry.Timestamp
 	}
+	s.appendChange(w.Change)
 	return nil
 }
 
@@ -394,13 +404,14 @@ func (d *driver) Remember(ctx context.Context, r change.Receipt) error {
 
 // Remove deletes the slave, its history and its expiring record, and takes
 // it out of the decommissioning set, if it is still at version.
-func (d *driver) Remove(ctx context.Context, id string, version int64, leave bool) error {
+func (d *driver) Remove(ctx context.Context, id string, version int64, leave bool, gone change.Change) error {
 	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if item, ok := s.slaves[id]; !ok || item.version != version {
+	if item, ok := s.slaves[id]; !ok || item.version != version || !s.headIs(&gone) {
 		return change.ErrRace
 	}
+	s.appendChange(&gone)
 	delete(s.slaves, id)
 	delete(s.expiring, id)
 	delete(s.members, id)

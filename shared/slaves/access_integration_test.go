@@ -482,7 +482,7 @@ func TestAccessOversizedBodyThroughTheGateway(t *testing.T) {
 func TestAccessGroupNamesAreSplitOnCommasOnly(t *testing.T) {
 	cfg, err := config.LoadSlaves(func(name string) string {
 		return map[string]string{"SLAVES_TABLE": "SlavesTable", "HISTORY_TABLE": "HistoryTable", "EXPIRING_TABLE": "ExpiringTable",
-			"REQUESTS_TABLE": "RequestsTable", "AUTH_MODE": "authorizer", "ADMIN_GROUPS": "Admins"}[name]
+			"REQUESTS_TABLE": "RequestsTable", "CHANGES_TABLE": "ChangesTable", "AUTH_MODE": "authorizer", "ADMIN_GROUPS": "Admins"}[name]
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,26 @@ func (l *encodedList) add(s machine.Slave) error {
 	return nil
 }
 
+// correct replaces the slaves of fix in the list with the state fix holds
+// of each (leaving out those it holds nil, deleted) where keep accepts it.
+func (l *encodedList) correct(fix map[string]*machine.Slave, keep func(machine.Slave) bool) error {
+	if len(fix) == 0 {
+		return nil
+	}
+	l.slaves = slices.DeleteFunc(l.slaves, func(s encodedSlave) bool {
+		_, ok := fix[s.id]
+		return ok
+	})
+	for _, s := range fix {
+		if s != nil && keep(*s) {
+			if err := l.add(*s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // sorted returns the elements of the list in id order, for web.JSON.
 func (l *encodedList) sorted() []json.RawMessage {
 	slices.SortFunc(l.slaves, func(a, b encodedSlave) int { return strings.Compare(a.id, b.id) })

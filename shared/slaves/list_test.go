@@ -41,6 +41,11 @@ func (s shuffledStore) ListByState(ctx context.Context, state machine.State, eac
 	return nil
 }
 
+// Listed reads the list and answers it as the state of a cursor of its own.
+func (s shuffledStore) Listed(ctx context.Context, list func(context.Context) error) (map[string]*machine.Slave, string, error) {
+	return nil, "cursor", list(ctx)
+}
+
 // listedAsBefore answers a list as the route did before it encoded slaves
 // one by one: every slave decoded and sorted, then the one body that
 // json.Marshal writes, which Wrap fits within Budget.

@@ -37,6 +37,7 @@ type Store interface {
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
 	DeleteDead(ctx context.Context, before int64) (int, error)
 	DeleteExpiring(ctx context.Context, id string) error
+	Feed
 }
 
 // Handler serves /api/slaves.
@@ -56,6 +57,7 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	t.HandleNamed("GET /api/slaves", access.Read, web.Plain(h.list))
 	t.HandleNamed("GET /api/slaves/{$}", access.Read, web.Plain(h.list))
 	t.HandleNamed("GET /api/slaves/expiring", access.Read, read[[]expiringJSON](h.listExpiring))
+	t.HandleNamed("GET /api/slaves/changes", access.Read, read[changesJSON](h.changes))
 	t.HandleNamed("DELETE /api/slaves/dead", access.Change, counted{"delete-dead", h.deleteDead})
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, read[slaveJSON](h.details))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}", access.Read, read[[]updateJSON](h.history))
@@ -135,21 +137,30 @@ func slaveID(r *http.Request) string {
 	return id
 }
 
+// list answers the slaves, all or those in the state query parameter's
+// state, with the feed's cursor of the state answered in CursorHeader.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	var list encodedList
-	var err error
+	keep := func(machine.Slave) bool { return true }
+	scan := func(ctx context.Context) error { return h.store.List(ctx, list.add) }
 	if q := r.URL.Query().Get("state"); q != "" {
-		var state machine.State
-		if state, err = machine.ParseQuery(q); err == nil {
-			err = h.store.ListByState(r.Context(), state, list.add)
+		state, err := machine.ParseQuery(q)
+		if err != nil {
+			web.Error(w, r, err)
+			return
 		}
-	} else {
-		err = h.store.List(r.Context(), list.add)
+		keep = func(s machine.Slave) bool { return s.Current.State == state }
+		scan = func(ctx context.Context) error { return h.store.ListByState(ctx, state, list.add) }
+	}
+	fix, cursor, err := h.store.Listed(r.Context(), scan)
+	if err == nil {
+		err = list.correct(fix, keep)
 	}
 	if err != nil {
 		web.Error(w, r, err)
 		return
 	}
+	w.Header().Set(CursorHeader, cursor)
 	web.JSON(w, http.StatusOK, list.sorted())
 }
 

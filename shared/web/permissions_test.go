@@ -32,6 +32,7 @@ func TestEveryRouteDeclaresThePermissionItNeeds(t *testing.T) {
 			"GET /api/slaves":                               access.Read,
 			"GET /api/slaves/{$}":                           access.Read,
 			"GET /api/slaves/expiring":                      access.Read,
+			"GET /api/slaves/changes":                       access.Read,
 			"GET /api/slaves/slave/{slaveId}/details":       access.Read,
 			"GET /api/slaves/slave/{slaveId}":               access.Read,
 			"POST /api/slaves/slave/{slaveId}/freeze":       access.Change,

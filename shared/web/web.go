@@ -66,6 +66,8 @@ func Status(err error) int {
 		return http.StatusServiceUnavailable
 	case fault.KindTimeout:
 		return http.StatusGatewayTimeout
+	case fault.KindGone:
+		return http.StatusGone
 	}
 	return http.StatusInternalServerError
 }

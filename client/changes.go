@@ -1,0 +1,54 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Changes is one answer of the change feed (Changes in openapi.yaml).
+type Changes struct {
+	Changes []SlaveChange `json:"changes"`
+	Cursor  string        `json:"cursor"` // the cursor to follow from next
+}
+
+// SlaveChange is one change of the feed (SlaveChange): Type is "added",
+// "stateChanged", "descriptionChanged" or "deleted"; Update is the history
+// entry of added and stateChanged, PreviousState the state a stateChanged
+// left, Slave the slave as the change left it (nil when deleted). Sequence
+// grows from one change of a slave to the next.
+type SlaveChange struct {
+	SlaveID       string       `json:"slaveId"`
+	Type          string       `json:"type"`
+	Timestamp     int64        `json:"timestamp"` // epoch ms
+	Sequence      int64        `json:"sequence"`
+	Update        *StateUpdate `json:"update,omitempty"`
+	PreviousState State        `json:"previousState,omitempty"`
+	Slave         *Slave       `json:"slave,omitempty"`
+}
+
+// FollowChanges returns the changes after the cursor since (from now when
+// it is empty) and the cursor to follow from next (followChanges). With wait
+// above 0 (at most 20 s) the service holds the request until a change
+// exists. A cursor older than the feed's retention is a 410 *Error: list
+// the slaves again.
+func (c *Client) FollowChanges(ctx context.Context, since string, wait time.Duration) (*Changes, error) {
+	q := url.Values{}
+	if since != "" {
+		q.Set("since", since)
+	}
+	if wait > 0 {
+		q.Set("wait", strconv.Itoa(int(wait/time.Second)))
+	}
+	a, err := c.do(ctx, call{op: "followChanges", method: http.MethodGet, path: "/api/slaves/changes", query: q, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	var out Changes
+	if err := c.decode("followChanges", a, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,100 @@
+package memstore
+
+import (
+	"context"
+	"crypto/rand"
+
+	"github.com/fleetops/fleet/shared/change"
+)
+
+// feed is the change feed in memory: each shard's entries, oldest first,
+// the entry at position n at index n-1. Entries are never collected: the
+// store lives for a test.
+type feed struct {
+	shards [change.FeedShards][]change.Change
+	key    []byte
+}
+
+func newFeed() feed {
+	key := make([]byte, 32)
+	rand.Read(key)
+	return feed{key: key}
+}
+
+// head is the newest position of shard. s.mu is held.
+func (s *Store) head(shard int) int64 { return int64(len(s.feed.shards[shard])) }
+
+// headIs reports whether c, a change decided on a read of its shard's head,
+// would take the position right after the head as it is now: nothing else
+// took it since. A nil c takes none. s.mu is held.
+func (s *Store) headIs(c *change.Change) bool {
+	return c == nil || c.Seq == s.head(c.Shard)+1
+}
+
+// appendChange writes c at its position, which headIs checked. s.mu is held.
+func (s *Store) appendChange(c *change.Change) {
+	if c == nil {
+		return
+	}
+	s.feed.shards[c.Shard] = append(s.feed.shards[c.Shard], cloneChange(*c))
+}
+
+// Heads returns every shard's newest position.
+func (d *driver) Heads(ctx context.Context) ([change.FeedShards]int64, error) {
+	var heads [change.FeedShards]int64
+	if err := ctx.Err(); err != nil {
+		return heads, err
+	}
+	s := (*Store)(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range heads {
+		heads[i] = s.head(i)
+	}
+	return heads, nil
+}
+
+// Entries returns shard's entries after position after, at most max.
+func (d *driver) Entries(ctx context.Context, shard int, after int64, max int) ([]change.Change, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := (*Store)(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := s.feed.shards[shard]
+	var out []change.Change
+	for i := after; i < int64(len(all)) && len(out) < max; i++ {
+		out = append(out, cloneChange(all[i]))
+	}
+	return out, nil
+}
+
+// Before walks shard back from head to the first entry written before at.
+func (d *driver) Before(ctx context.Context, shard int, head, at int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s := (*Store)(d)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := s.feed.shards[shard]
+	pos := min(head, int64(len(all)))
+	for pos > 0 && all[pos-1].Written >= at {
+		pos--
+	}
+	return pos, nil
+}
+
+// FeedKey returns the store's random cursor key.
+func (d *driver) FeedKey(ctx context.Context) ([]byte, error) { return d.feed.key, ctx.Err() }
+
+func cloneChange(c change.Change) change.Change {
+	if c.Entry != nil {
+		c.Entry = new(*c.Entry)
+	}
+	if c.Slave != nil {
+		c.Slave = new(cloneSlave(*c.Slave))
+	}
+	return c
+}
