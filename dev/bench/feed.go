@@ -12,13 +12,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/fleetops/fleet/app/inventoryapp"
 	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 	"github.com/fleetops/fleet/shared/slaves"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // feedFigures measures the change feed against the emulator: how long a
@@ -38,8 +35,19 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 	}
 	c := newCalls()
 	c.count(&cfg)
-	store := dynamo.New(dynamodb.NewFromConfig(cfg), stack.Tables, 0)
-	h := web.Wrap(slaves.New(store, access.Policy{}, machine.Limits{}), web.Options{Logger: e.quiet})
+	db := dynamodb.NewFromConfig(cfg)
+	h, err := slaveRoutes(ctx, e, db)
+	if err != nil {
+		return nil, err
+	}
+	inventoryEnv, err := functionEnv(e, "InventoryFunction", nil)
+	if err != nil {
+		return nil, err
+	}
+	report, err := inventoryapp.New(ctx, inventoryEnv, inventoryapp.Options{Log: e.quiet, DynamoDB: db, S3: e.local.S3})
+	if err != nil {
+		return nil, err
+	}
 	get := func(path string) (*httptest.ResponseRecorder, error) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
@@ -48,11 +56,11 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 		}
 		return rec, nil
 	}
-	id := "feed-bench-S1"
-	now := time.Now().UnixMilli()
-	if err := store.Apply(ctx, id, machine.Observe(machine.Observation{ID: id, Host: "h", At: now}, now)); err != nil {
-		return nil, err
+	id := fmt.Sprintf("feed-bench-%d-S1", time.Now().UnixMilli())
+	if _, err := report(ctx, json.RawMessage(fmt.Sprintf(`{"machines":[{"id":%q,"host":"h"}]}`, id))); err != nil {
+		return nil, fmt.Errorf("report the slave: %w", err)
 	}
+	defer serve(context.WithoutCancel(ctx), h, "DELETE", "/api/slaves/slave/"+id, "")
 	rec, err := get("/api/slaves/?state=FROZEN")
 	if err != nil {
 		return nil, err
@@ -62,9 +70,9 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 	var lags []time.Duration
 	var changeCalls, pollCalls string
 	for i := range changes {
-		target := machine.Frozen
+		action := "freeze"
 		if i%2 == 1 {
-			target = machine.Active
+			action = "activate"
 		}
 		type seen struct {
 			at     time.Time
@@ -91,9 +99,8 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 		time.Sleep(700 * time.Millisecond) // the follower is waiting
 		c.take()
 		applied := time.Now()
-		ch := machine.Change{SlaveID: id, Target: target, User: "bench@example.com", Now: func() int64 { return time.Now().UnixMilli() }}
-		if err := store.Apply(ctx, id, machine.UserChange(ch, machine.Limits{})); err != nil {
-			return nil, err
+		if status, body := serve(ctx, h, "POST", "/api/slaves/slave/"+id+"/"+action, ""); status != http.StatusOK {
+			return nil, fmt.Errorf("%s %s: got %d %s, want 200", action, id, status, body)
 		}
 		_, changeCalls = c.take()
 		s := <-got

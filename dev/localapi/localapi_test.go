@@ -15,7 +15,7 @@ import (
 // these tests reaches a backend.
 func getenv(string) (func(string) string, error) {
 	vars := map[string]string{
-		"SLAVES_TABLE": "slaves", "HISTORY_TABLE": "history", "EXPIRING_TABLE": "expiring", "REQUESTS_TABLE": "requests",
+		"SLAVES_TABLE": "slaves", "HISTORY_TABLE": "history", "EXPIRING_TABLE": "expiring", "REQUESTS_TABLE": "requests", "CHANGES_TABLE": "changes",
 		"LOG_BUCKETS": "task-logs", "LOG_INDEX": "false", "AUTH_MODE": "none",
 	}
 	return func(name string) string { return vars[name] }, nil
