@@ -10,11 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/fleetops/fleet/app/inventoryapp"
-	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 	"github.com/fleetops/fleet/shared/slaves"
 )
 
@@ -29,25 +24,11 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 	if e.quick {
 		changes = 5
 	}
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, stack.DynamoDBAttemptTimeout)
+	f, err := newSlaveFunctions(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	c := newCalls()
-	c.count(&cfg)
-	db := dynamodb.NewFromConfig(cfg)
-	h, err := slaveRoutes(ctx, e, db)
-	if err != nil {
-		return nil, err
-	}
-	inventoryEnv, err := functionEnv(e, "InventoryFunction", nil)
-	if err != nil {
-		return nil, err
-	}
-	report, err := inventoryapp.New(ctx, inventoryEnv, inventoryapp.Options{Log: e.quiet, DynamoDB: db, S3: e.local.S3})
-	if err != nil {
-		return nil, err
-	}
+	c, h, report := f.calls, f.routes, f.report
 	get := func(path string) (*httptest.ResponseRecorder, error) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))

@@ -78,28 +78,43 @@ var oneWrite = &callCheck{
 	},
 }
 
-// slaveRoundTrips seeds four slaves with a machine report and counts the
-// DynamoDB calls of each slave route and of one expiry-trigger run.
-func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
+// slaveFunctions is SlavesFunction's routes and InventoryFunction's
+// handler as their composition roots build them, over one DynamoDB client
+// whose calls are counted.
+type slaveFunctions struct {
+	calls  *calls
+	db     *dynamodb.Client
+	routes http.Handler
+	report inventoryapp.Handler
+}
+
+func newSlaveFunctions(ctx context.Context, e *env) (slaveFunctions, error) {
 	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, sdkconfig.DynamoDBAttemptTimeout)
 	if err != nil {
-		return nil, err
+		return slaveFunctions{}, err
 	}
-	c := newCalls()
-	c.count(&cfg)
-	db := dynamodb.NewFromConfig(cfg)
-	h, err := slaveRoutes(ctx, e, db)
-	if err != nil {
-		return nil, err
+	f := slaveFunctions{calls: newCalls()}
+	f.calls.count(&cfg)
+	f.db = dynamodb.NewFromConfig(cfg)
+	if f.routes, err = slaveRoutes(ctx, e, f.db); err != nil {
+		return f, err
 	}
 	inventoryEnv, err := functionEnv(e, "InventoryFunction", nil)
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	report, err := inventoryapp.New(ctx, inventoryEnv, inventoryapp.Options{Log: e.quiet, DynamoDB: db, S3: e.local.S3})
+	f.report, err = inventoryapp.New(ctx, inventoryEnv, inventoryapp.Options{Log: e.quiet, DynamoDB: f.db, S3: e.local.S3})
+	return f, err
+}
+
+// slaveRoundTrips seeds four slaves with a machine report and counts the
+// DynamoDB calls of each slave route and of one expiry-trigger run.
+func slaveRoundTrips(ctx context.Context, e *env) ([]row, error) {
+	f, err := newSlaveFunctions(ctx, e)
 	if err != nil {
 		return nil, err
 	}
+	c, db, h, report := f.calls, f.db, f.routes, f.report
 	expiryEnv, err := functionEnv(e, "ExpiryFunction", nil)
 	if err != nil {
 		return nil, err
