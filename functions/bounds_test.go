@@ -326,6 +326,10 @@ func TestBoundsHoldOnAFleetOf100000Slaves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The list's cursor reads the change feed, which the emulator holds.
+	if _, err := table.Beside(local.Moto.Endpoint); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(table)
 	defer srv.Close()
 	cfg, err := local.Template.FunctionConfig("SlavesFunction")

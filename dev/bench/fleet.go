@@ -173,6 +173,10 @@ func fullList(ctx context.Context, e *env, items []map[string]types.AttributeVal
 	if err != nil {
 		return nil, err
 	}
+	// The list's cursor reads the change feed, which the emulator holds.
+	if _, err := table.Beside(e.local.Moto.Endpoint); err != nil {
+		return nil, err
+	}
 	srv := httptest.NewServer(table)
 	defer srv.Close()
 	dir, err := os.MkdirTemp("", "fleet-bench-list-")

@@ -2,6 +2,9 @@
 // DynamoDB's HTTP API, answering Scan and the ByState index's Query only, in
 // pages of at most 1 MB after a fixed latency, as DynamoDB pages a parallel
 // scan (a segment's items) and a query (one state's items in id order).
+// Every other call (the change feed's reads around a list, a report's
+// writes) goes on to the emulator named by Beside, which holds the other
+// tables.
 // The emulator walks its whole table for every page and takes seconds per
 // page on 100,000 slaves; the full list's figures (make bench) and its
 // memory bound (the functions' bounds test) are measured over this instead,
@@ -14,7 +17,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +74,7 @@ type Table struct {
 	seen    map[int32]bool // the segments asked for
 	scans   int
 	queries int
+	beside  http.Handler // the emulator, for the calls the table does not answer; nil refuses them
 }
 
 // New returns a table of items that answers each page after latency.
@@ -85,6 +92,18 @@ func New(items []map[string]types.AttributeValue, latency time.Duration) (*Table
 		}
 		t.states = append(t.states, state.Value)
 	}
+	return t, nil
+}
+
+// Beside sends every call the table does not answer itself to the DynamoDB
+// endpoint (the local emulator, which holds the other tables), and returns
+// t.
+func (t *Table) Beside(endpoint string) (*Table, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("fleettable: endpoint %q: %w", endpoint, err)
+	}
+	t.beside = httputil.NewSingleHostReverseProxy(u)
 	return t, nil
 }
 
@@ -111,6 +130,11 @@ func (t *Table) Queries() int {
 
 // ServeHTTP answers one Scan, or one Query of the ByState index.
 func (t *Table) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
 	var in struct {
 		Segment                   int32
 		TotalSegments             int32
@@ -121,18 +145,23 @@ func (t *Table) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	target := r.Header.Get("X-Amz-Target")
 	query := strings.HasSuffix(target, ".Query")
-	if !query && !strings.HasSuffix(target, ".Scan") {
-		http.Error(w, "the in-memory table answers Scan and Query only, not "+target, http.StatusBadRequest)
+	if err := json.Unmarshal(raw, &in); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if !strings.HasSuffix(target, ".Scan") && !(query && in.IndexName == "ByState") {
+		if t.beside == nil {
+			http.Error(w, "the in-memory table answers Scan and Query of ByState only, not "+target, http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+		t.beside.ServeHTTP(w, r)
 		return
 	}
 	// A Scan's segment, or a Query's state.
 	belongs := func(i int) bool { return int32(i)%max(in.TotalSegments, 1) == in.Segment }
 	if query {
-		if in.IndexName != "ByState" || in.KeyConditionExpression != "#s = :s" {
+		if in.KeyConditionExpression != "#s = :s" {
 			http.Error(w, "the in-memory table answers a Query of ByState by state only", http.StatusBadRequest)
 			return
 		}

@@ -55,7 +55,7 @@ func TestUpCreatesTheTemplateTablesIdempotently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := tables.TableNames, []string{"ExpiringTable", "HistoryTable", "LogIndexTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
+	if got, want := tables.TableNames, []string{"ChangesTable", "ExpiringTable", "HistoryTable", "LogIndexTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
 		t.Errorf("tables: got %v, want %v", got, want)
 	}
 

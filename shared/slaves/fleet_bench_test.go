@@ -1,4 +1,6 @@
-package slaves
+//go:build integration
+
+package slaves_test
 
 import (
 	"context"
@@ -13,9 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fleetops/fleet/dev/fleettable"
+	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -23,18 +27,23 @@ import (
 // them FROZEN, gzip accepted, through the real store and SDK over the
 // in-memory table of the bench (no latency): what remains is the CPU of the
 // list, slave by slave (SDK decode, record decode, the wire encode,
-// sorting, gzip). Run it with -cpuprofile to see where that goes.
+// sorting, gzip). The change feed's reads around the list go to the
+// emulator of TestMain. Run it with -cpuprofile to see where that goes:
+// go test -tags integration -run '^$' -bench ListFleet ./shared/slaves
 func BenchmarkListFleet(b *testing.B) {
 	table, err := fleettable.New(fleettable.Items(100_000, 20_000), 0)
 	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := table.Beside(emulator); err != nil {
 		b.Fatal(err)
 	}
 	srv := httptest.NewServer(table)
 	defer srv.Close()
 	db := dynamodb.NewFromConfig(aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")},
 		func(o *dynamodb.Options) { o.BaseEndpoint = aws.String(srv.URL) })
-	store := dynamo.New(db, dynamo.Tables{Slaves: "SlavesTable"}, 0)
-	h := web.Wrap(New(store, access.Policy{}, machine.Limits{}), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	store := dynamo.New(db, stack.Tables, 0)
+	h := web.Wrap(slaves.New(store, access.Policy{}, machine.Limits{}), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for _, target := range []string{"/api/slaves", "/api/slaves?state=FROZEN"} {
 		b.Run(target, func(b *testing.B) {
 			b.ReportAllocs()

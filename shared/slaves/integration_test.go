@@ -33,6 +33,7 @@ var store *dynamo.Store
 func TestMain(m *testing.M) {
 	os.Exit(stack.Main(func(local *stack.Local) int {
 		store = dynamo.New(local.DynamoDB, stack.Tables, 90*24*time.Hour)
+		emulator = local.Moto.Endpoint
 		code := m.Run()
 		if code == 0 {
 			code = apidoc.Exercised("/api/slaves")
@@ -42,6 +43,9 @@ func TestMain(m *testing.M) {
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// emulator is the DynamoDB endpoint of the tests' emulator.
+var emulator string
 
 var limits = machine.Limits{MaxDecommissioning: 2, MaxExpiring: 30 * 24 * time.Hour}
 
