@@ -67,6 +67,11 @@ delivery can call back into the emulator meanwhile; a write whose event went to 
 notifications, or no rule with an SQS target, as in most tests) is answered
 at once.
 
+moto finds the service of every request among its modules by listing its
+own folder and checking each entry for a directory, about 150 system calls
+a request: more of the server's time than answering most requests took.
+The list does not change while it runs, so here it is made once.
+
 A ListObjectsV2 with EncodingType=url answers its keys url-encoded, and S3
 encodes StartAfter too; moto writes StartAfter back as it was given, so a
 page that starts after a key holding a control character was XML no client
@@ -114,6 +119,8 @@ and for two of them tried: the patch taken out, its test run):
   lock is: the wait still happens inside the request.
 - event_hold (Queue.add_message, Queue.delete_message): needed for the hold,
   which moto does not have.
+- modules_listed_once (backends.list_of_moto_modules): needed for cost.
+  moto 5.2.1 still lists its folder on every request.
 
 Upgrading moto. 1. Change the version in dev/moto-requirements.txt and run
 make deps. 2. Run python3 dev/motoserver.py --check: each patch it names
@@ -178,6 +185,7 @@ if sys.argv[1:] == ["--installed"]:
     sys.exit(0 if all(importlib.util.find_spec(m) for m in ("flask", "werkzeug")) else 1)
 
 try:
+    import moto.backends as moto_backends
     import moto.dynamodb.models as dynamodb_models
     from moto.dynamodb.responses import DynamoResult
     from moto.dynamodb.models.dynamo_type import DynamoType
@@ -255,6 +263,11 @@ SHAPES = [
      lambda: params(S3Response.get_bucket_notification) == ["self"]
      and calls(S3Response.get_bucket_notification, "get_bucket_notification_configuration(")
      and "event_bridge" in inspect.getsource(s3_models)),
+    ("modules_listed_once", "moto.backends.list_of_moto_modules() listing moto's folder, which "
+     "DomainDispatcherApplication.get_backend_for_host(self, host) calls through its module",
+     lambda: params(moto_backends.list_of_moto_modules) == []
+     and calls(moto_backends.list_of_moto_modules, "os.listdir(")
+     and calls(DomainDispatcherApplication.get_backend_for_host, "backends.list_of_moto_modules()")),
     ("url_encoded_start_after", "S3Response.list_objects_v2(self) serializing through self.serialized, "
      "its result holding StartAfter",
      lambda: params(S3Response.list_objects_v2) == ["self"]
@@ -559,6 +572,12 @@ def partition_queries():
     Table.query = query
 
 
+def modules_listed_once():
+    """List moto's service modules once, not for every request (see above)."""
+    modules = tuple(moto_backends.list_of_moto_modules())
+    moto_backends.list_of_moto_modules = lambda: modules
+
+
 def url_encoded_start_after():
     """Encode ListObjectsV2's StartAfter as its keys when asked to (see above)."""
     original = S3Response.list_objects_v2
@@ -623,6 +642,7 @@ def main(argv=None):
     string_comparisons()
     partition_queries()
     url_encoded_start_after()
+    modules_listed_once()
     lock = threading.Lock()
     hold = EventHold(lock, float(os.environ.get("MOTOSERVER_EVENT_HOLD", "2")))
     long_polls_outside(lock)

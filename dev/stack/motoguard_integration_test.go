@@ -40,7 +40,7 @@ func TestStartMotoRefusesAMotoItWasNotWrittenFor(t *testing.T) {
 			notWant:     []string{"Traceback", "\n"},
 		},
 		{
-			// One start for four misfits: each start imports moto, seconds of CPU.
+			// One start for five misfits: each start imports moto, seconds of CPU.
 			name: "patched functions whose parameters changed, that are gone or that no longer copy tables are refused, naming each patch and no other",
 			prelude: `from moto.dynamodb.models.table import Table
 def query(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key, scan_index_forward, index_name=None, **kwargs):
@@ -51,6 +51,8 @@ del Queue.wait_for_messages
 def delete_message(self, receipt_handle, batch=False):
     pass
 Queue.delete_message = delete_message
+import moto.backends as backends
+backends.list_of_moto_modules = lambda: ("dynamodb", "s3")
 import moto.dynamodb.models as m, copy as c
 m.copy = type(c)("copy")
 `,
@@ -58,6 +60,7 @@ m.copy = type(c)("copy")
 				"the patch partition_queries does not fit moto " + pinned,
 				"the patch long_polls_outside does not fit moto " + pinned + ": it expects Queue.wait_for_messages(self, timeout) (AttributeError",
 				"the patch event_hold does not fit moto " + pinned + ": it expects Queue.add_message(self, message), Queue.delete_message(self, receipt_handle)",
+				"the patch modules_listed_once does not fit moto " + pinned,
 				"the patch item_rollback does not fit moto " + pinned,
 				"Upgrading moto",
 			},
