@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -12,6 +14,9 @@ import (
 type Changes struct {
 	Changes []SlaveChange `json:"changes"`
 	Cursor  string        `json:"cursor"` // the cursor to follow from next
+	// Raw holds each change as the service sent it, for a client that
+	// passes changes on exactly (fleetctl watch -o json).
+	Raw []json.RawMessage `json:"-"`
 }
 
 // SlaveChange is one change of the feed (SlaveChange): Type is "added",
@@ -50,5 +55,12 @@ func (c *Client) FollowChanges(ctx context.Context, since string, wait time.Dura
 	if err := c.decode("followChanges", a, &out); err != nil {
 		return nil, err
 	}
+	var raw struct {
+		Changes []json.RawMessage `json:"changes"`
+	}
+	if err := json.Unmarshal(a.body, &raw); err != nil {
+		return nil, fmt.Errorf("followChanges: decode answer: %w", err)
+	}
+	out.Raw = raw.Changes
 	return &out, nil
 }

@@ -225,7 +225,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 	root.AddCommand(
 		a.listCommand(), a.showCommand(),
 		a.changeCommand("freeze"), a.changeCommand("decommission"), a.changeCommand("activate"),
-		a.waitCommand(), a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
+		a.waitCommand(), a.watchCommand(), a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
 		a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
 	root.InitDefaultHelpCmd()
