@@ -52,6 +52,11 @@ func (w *watcher) list(ctx context.Context) (string, error) {
 			w.selected[s.ID] = true
 		}
 	}
+	n := fmt.Sprintf("%d machines", len(w.selected))
+	if len(w.selected) == 1 {
+		n = "1 machine"
+	}
+	fmt.Fprintf(w.a.stderr, "fleetctl: watching %s; a line per change follows\n", n)
 	return cursor, nil
 }
 
