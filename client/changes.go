@@ -14,9 +14,6 @@ import (
 type Changes struct {
 	Changes []SlaveChange `json:"changes"`
 	Cursor  string        `json:"cursor"` // the cursor to follow from next
-	// Raw holds each change as the service sent it, for a client that
-	// passes changes on exactly (fleetctl watch -o json).
-	Raw []json.RawMessage `json:"-"`
 }
 
 // SlaveChange is one change of the feed (SlaveChange): Type is "added",
@@ -40,6 +37,14 @@ type SlaveChange struct {
 // exists. A cursor older than the feed's retention is a 410 *Error: list
 // the slaves again.
 func (c *Client) FollowChanges(ctx context.Context, since string, wait time.Duration) (*Changes, error) {
+	out, _, err := c.FollowChangesRaw(ctx, since, wait)
+	return out, err
+}
+
+// FollowChangesRaw is FollowChanges with each change also as the service
+// sent it, in the same order, for a client that passes changes on exactly
+// (fleetctl watch -o json).
+func (c *Client) FollowChangesRaw(ctx context.Context, since string, wait time.Duration) (*Changes, []json.RawMessage, error) {
 	q := url.Values{}
 	if since != "" {
 		q.Set("since", since)
@@ -49,18 +54,17 @@ func (c *Client) FollowChanges(ctx context.Context, since string, wait time.Dura
 	}
 	a, err := c.do(ctx, call{op: "followChanges", method: http.MethodGet, path: "/api/slaves/changes", query: q, idempotent: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out Changes
 	if err := c.decode("followChanges", a, &out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var raw struct {
 		Changes []json.RawMessage `json:"changes"`
 	}
 	if err := json.Unmarshal(a.body, &raw); err != nil {
-		return nil, fmt.Errorf("followChanges: decode answer: %w", err)
+		return nil, nil, fmt.Errorf("followChanges: decode answer: %w", err)
 	}
-	out.Raw = raw.Changes
-	return &out, nil
+	return &out, raw.Changes, nil
 }

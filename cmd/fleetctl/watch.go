@@ -118,7 +118,7 @@ func (w *watcher) print(ch client.SlaveChange, raw json.RawMessage) {
 // from: every change before it was printed (or was not to be), none after.
 func (w *watcher) follow(ctx context.Context, cursor string) (string, error) {
 	for {
-		page, err := w.c.FollowChanges(ctx, cursor, feedWait)
+		page, raw, err := w.c.FollowChangesRaw(ctx, cursor, feedWait)
 		if ctx.Err() != nil {
 			return cursor, context.Cause(ctx)
 		}
@@ -134,7 +134,7 @@ func (w *watcher) follow(ctx context.Context, cursor string) (string, error) {
 		}
 		for i, ch := range page.Changes {
 			if w.concerns(ch) {
-				w.print(ch, page.Raw[i])
+				w.print(ch, raw[i])
 			}
 		}
 		cursor = page.Cursor
