@@ -99,6 +99,9 @@ func (w *watcher) print(ch client.SlaveChange, raw json.RawMessage) {
 		state, user, message = string(u.State), orDash(u.User), u.Message
 	}
 	cells := []string{when(ch.Timestamp), ch.SlaveID, ch.Type, state, orDash(string(ch.PreviousState)), user, message}
+	if w.widths == nil {
+		w.widths = make([]int, len(cells)-1) // the last is not padded
+	}
 	var b strings.Builder
 	for i, cell := range cells {
 		cell = visible(cell)
@@ -190,7 +193,7 @@ exits with code 2.`,
 			if err != nil {
 				return err
 			}
-			w := &watcher{a: a, c: c, f: f, patterns: patterns, json: output == "json", all: !sel.given() && len(patterns) == 0, selected: map[string]bool{}, widths: make([]int, 6)}
+			w := &watcher{a: a, c: c, f: f, patterns: patterns, json: output == "json", all: !sel.given() && len(patterns) == 0, selected: map[string]bool{}}
 			cursor := since
 			if cursor == "" {
 				if cursor, err = w.list(cmd.Context()); err != nil {
@@ -199,7 +202,12 @@ exits with code 2.`,
 			}
 			cursor, err = w.follow(cmd.Context(), cursor)
 			if client.StatusOf(err) == 400 {
-				return exitError{code: exitUsage, msg: "--since: " + message(err)}
+				// The cursor was refused: resuming from it would be too.
+				what := "the list's cursor"
+				if since != "" {
+					what = "--since"
+				}
+				return exitError{code: exitUsage, msg: what + ": " + describe(err)}
 			}
 			if cursor != "" {
 				fmt.Fprintln(a.stderr, "fleetctl: resume with: fleetctl watch --since "+visible(cursor))
