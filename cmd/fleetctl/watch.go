@@ -27,9 +27,9 @@ type watcher struct {
 	patterns []string
 	json     bool
 	all      bool // nothing narrows the selection
-	// selected holds the machines in the selection as the last change
-	// seen of each left them; listed says whether it started from a list
-	// (then a machine not in it is not selected).
+	// selected holds the machines in the selection as the list or the
+	// last change seen of each left them; listed says whether it started
+	// from a list (then a machine not in it is not selected).
 	selected map[string]bool
 	listed   bool
 	widths   []int // of the human columns, grown as wider values come
@@ -66,8 +66,8 @@ func (w *watcher) list(ctx context.Context) (string, error) {
 // change says the state it left, and anything else counts as outside.
 func (w *watcher) concerns(ch client.SlaveChange) bool {
 	after := ch.Slave != nil && w.matches(*ch.Slave)
-	before, known := w.selected[ch.SlaveID]
-	if !known && !w.listed && ch.Type == "stateChanged" && ch.Slave != nil {
+	before := w.selected[ch.SlaveID]
+	if !before && !w.listed && ch.Type == "stateChanged" && ch.Slave != nil {
 		was := *ch.Slave
 		was.CurrentState.State = ch.PreviousState
 		before = w.matches(was)
@@ -75,11 +75,9 @@ func (w *watcher) concerns(ch client.SlaveChange) bool {
 	if after {
 		w.selected[ch.SlaveID] = true
 	} else {
+		// Outside from now on: a later state change says so by its
+		// previous state too, so nothing needs remembering.
 		delete(w.selected, ch.SlaveID)
-		if !w.listed {
-			// Seen leaving: from now on it is known to be outside.
-			w.selected[ch.SlaveID] = false
-		}
 	}
 	return before || after || w.all
 }
