@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -35,6 +37,14 @@ type SlaveChange struct {
 // exists. A cursor older than the feed's retention is a 410 *Error: list
 // the slaves again.
 func (c *Client) FollowChanges(ctx context.Context, since string, wait time.Duration) (*Changes, error) {
+	out, _, err := c.FollowChangesRaw(ctx, since, wait)
+	return out, err
+}
+
+// FollowChangesRaw is FollowChanges with each change also as the service
+// sent it, in the same order, for a client that passes changes on exactly
+// (fleetctl watch -o json).
+func (c *Client) FollowChangesRaw(ctx context.Context, since string, wait time.Duration) (*Changes, []json.RawMessage, error) {
 	q := url.Values{}
 	if since != "" {
 		q.Set("since", since)
@@ -44,11 +54,17 @@ func (c *Client) FollowChanges(ctx context.Context, since string, wait time.Dura
 	}
 	a, err := c.do(ctx, call{op: "followChanges", method: http.MethodGet, path: "/api/slaves/changes", query: q, idempotent: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out Changes
 	if err := c.decode("followChanges", a, &out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &out, nil
+	var raw struct {
+		Changes []json.RawMessage `json:"changes"`
+	}
+	if err := json.Unmarshal(a.body, &raw); err != nil {
+		return nil, nil, fmt.Errorf("followChanges: decode answer: %w", err)
+	}
+	return &out, raw.Changes, nil
 }

@@ -13,19 +13,28 @@ import (
 // listSlavesTrailingSlash. Besides an *Error it may return a
 // *TruncatedError with the first slaves.
 func (c *Client) ListSlaves(ctx context.Context, state string) ([]Slave, error) {
+	out, _, err := c.ListSlavesAt(ctx, state)
+	return out, err
+}
+
+// ListSlavesAt is ListSlaves with the cursor of the state the list answered
+// (X-Changes-Cursor): following the change feed from it (FollowChanges)
+// yields every change after the list and none it already holds. The cursor
+// comes with a *TruncatedError too.
+func (c *Client) ListSlavesAt(ctx context.Context, state string) ([]Slave, string, error) {
 	var q url.Values
 	if state != "" {
 		q = url.Values{"state": {state}}
 	}
 	a, err := c.do(ctx, call{op: "listSlaves", method: http.MethodGet, path: "/api/slaves", query: q, idempotent: true})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var out []Slave
 	if err := c.decode("listSlaves", a, &out); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return out, truncated("listSlaves", a)
+	return out, a.header.Get("X-Changes-Cursor"), truncated("listSlaves", a)
 }
 
 // GetSlave returns one slave (getSlave); an unknown id is a 404 *Error.

@@ -187,8 +187,8 @@ func (a *app) rootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "fleetctl",
 		Short: "Manage the fleet's machines and fetch and search its task logs",
-		Long: `fleetctl manages the fleet's machines (list, show, freeze, decommission,
-activate) and fetches, prints and searches task logs through the fleet API.
+		Long: `fleetctl manages the fleet's machines (list, show, watch, freeze,
+decommission, activate) and fetches, prints and searches task logs through the fleet API.
 
 Settings come from flags, then FLEETCTL_* environment variables, then the
 profile of the config file (fleetctl config shows what is in effect).
@@ -225,7 +225,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 	root.AddCommand(
 		a.listCommand(), a.showCommand(),
 		a.changeCommand("freeze"), a.changeCommand("decommission"), a.changeCommand("activate"),
-		a.waitCommand(), a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
+		a.waitCommand(), a.watchCommand(), a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
 		a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
 	root.InitDefaultHelpCmd()
