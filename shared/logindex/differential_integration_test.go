@@ -352,29 +352,7 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 // lookupKeys asks h's GET lookup of of over [start, end) for its keys.
 func lookupKeys(t *testing.T, h http.Handler, of logkey.Task, start, end int64, plain bool) []string {
 	t.Helper()
-	path := "/api/logs/request/" + of.RequestID
-	switch {
-	case of.ID != "":
-		path = "/api/logs/task/" + of.ID
-	case of.DeployID != "":
-		path += "/deploy/" + of.DeployID
-	}
-	path += fmt.Sprintf("?list=true&start=%d&end=%d&excludeMetadata=%v", start, end, plain)
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("%s: got %d %s", path, rec.Code, rec.Body)
-	}
-	var got []wireLog
-	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for _, l := range got {
-		keys = append(keys, l.Key)
-	}
-	slices.Sort(keys)
-	return keys
+	return getKeys(t, h, lookupPath(of)+fmt.Sprintf("?list=true&start=%d&end=%d&excludeMetadata=%v", start, end, plain))
 }
 
 // searchKeys follows h's search of of over [start, end) through all its
@@ -419,14 +397,24 @@ func searchKeys(t *testing.T, h http.Handler, of logkey.Task, start, end int64, 
 // landedKeys asks h's GET lookup of of for the keys that landed since.
 func landedKeys(t *testing.T, h http.Handler, of logkey.Task, since int64) []string {
 	t.Helper()
-	path := "/api/logs/request/" + of.RequestID
+	return getKeys(t, h, lookupPath(of)+fmt.Sprintf("?list=true&landedSince=%d", since))
+}
+
+// lookupPath is the GET lookup of of: its task, its request and deploy, or
+// its request.
+func lookupPath(of logkey.Task) string {
 	switch {
 	case of.ID != "":
-		path = "/api/logs/task/" + of.ID
+		return "/api/logs/task/" + of.ID
 	case of.DeployID != "":
-		path += "/deploy/" + of.DeployID
+		return "/api/logs/request/" + of.RequestID + "/deploy/" + of.DeployID
 	}
-	path += fmt.Sprintf("?list=true&landedSince=%d", since)
+	return "/api/logs/request/" + of.RequestID
+}
+
+// getKeys answers the keys of h's GET of path, sorted.
+func getKeys(t *testing.T, h http.Handler, path string) []string {
+	t.Helper()
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 	if rec.Code != http.StatusOK {
