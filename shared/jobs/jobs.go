@@ -19,11 +19,10 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/metrics"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // Store is what the jobs need from storage.
@@ -40,9 +39,12 @@ const (
 	Retention = "retention"
 )
 
-// workers is how many records are applied at once. Each one is a read and a
-// write transaction on its own slave, so they do not contend.
-const workers = 32
+// Records are applied in one lane per shard of the change feed, the lanes
+// at once and each lane in order. Every change moves the head of its
+// slave's shard in its transaction (docs/tables.md "Changes"), so two
+// records of one shard applied at once race for the head and the loser
+// reads and decides again; with more workers than shards a run of
+// thousands of records lost such races until some ran out of attempts.
 
 // margin is the time kept free before the invocation's deadline: records
 // not started by then are left for the next run rather than cut off.
@@ -142,7 +144,7 @@ func (r *Runner) Handle(ctx context.Context, raw json.RawMessage) (Result, error
 	return Result{}, fmt.Errorf("unknown job %q: want %q or %q", e.Job, Expiry, Retention)
 }
 
-// Expire applies every record due now, in parallel.
+// Expire applies every record due now, one lane per feed shard.
 func (r *Runner) Expire(ctx context.Context) (Result, error) {
 	ctx, calls := callcount.With(ctx)
 	start := r.Now()
@@ -158,34 +160,41 @@ func (r *Runner) Expire(ctx context.Context) (Result, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		stop = func() bool { return time.Until(deadline) < margin }
 	}
+	lanes := make([][]machine.Due, change.FeedShards)
+	for _, d := range due {
+		shard := change.ShardOf(d.SlaveID)
+		lanes[shard] = append(lanes[shard], d)
+	}
 	var mu sync.Mutex
 	deferred := map[string]bool{}
-	var g errgroup.Group
-	g.SetLimit(workers)
-	for i, d := range due {
-		if stop() {
-			res.Remaining = len(due) - i
-			break
-		}
-		g.Go(func() error {
-			id := d.SlaveID
-			var outcome machine.Outcome
-			err := r.store.Apply(ctx, id, machine.Expire(id, r.clock, r.limits, &outcome))
-			if isDeferred(err) {
-				// It waits for a slot, however long that takes:
-				// keep it from being collected meanwhile.
-				if kerr := r.store.KeepDeferred(ctx, id, now); kerr != nil {
-					r.log.WarnContext(ctx, "deferred record not kept", "slave_id", id, "error", kerr.Error())
+	var wg sync.WaitGroup
+	for _, lane := range lanes {
+		wg.Go(func() {
+			for i, d := range lane {
+				if stop() {
+					mu.Lock()
+					res.Remaining += len(lane) - i
+					mu.Unlock()
+					return
 				}
+				id := d.SlaveID
+				var outcome machine.Outcome
+				err := r.store.Apply(ctx, id, machine.Expire(id, r.clock, r.limits, &outcome))
+				if isDeferred(err) {
+					// It waits for a slot, however long that takes:
+					// keep it from being collected meanwhile.
+					if kerr := r.store.KeepDeferred(ctx, id, now); kerr != nil {
+						r.log.WarnContext(ctx, "deferred record not kept", "slave_id", id, "error", kerr.Error())
+					}
+				}
+				mu.Lock()
+				r.count(ctx, &res, id, outcome, err)
+				deferred[id] = isDeferred(err)
+				mu.Unlock()
 			}
-			mu.Lock()
-			r.count(ctx, &res, id, outcome, err)
-			deferred[id] = isDeferred(err)
-			mu.Unlock()
-			return nil
 		})
 	}
-	g.Wait()
+	wg.Wait()
 	for _, d := range due {
 		if !deferred[d.SlaveID] {
 			res.LagMillis = now - d.At

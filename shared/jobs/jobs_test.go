@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/fleetops/fleet/shared/callcount"
+	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/lambdalog"
 	"github.com/fleetops/fleet/shared/machine"
@@ -216,5 +219,55 @@ func TestTheEventNamesItsJobByTheExactFieldName(t *testing.T) {
 				t.Errorf("got job %q, want %q", got.Job, tt.want)
 			}
 		})
+	}
+}
+
+// laneStore is memstore that holds each Apply a moment and records how
+// many run at once, in all and per shard of the change feed.
+type laneStore struct {
+	*memstore.Store
+	mu                  sync.Mutex
+	running             map[int]int
+	mostAll, mostShared int
+	all                 int
+}
+
+func (s *laneStore) Apply(ctx context.Context, id string, decide machine.Decide) error {
+	shard := change.ShardOf(id)
+	s.mu.Lock()
+	s.running[shard]++
+	s.all++
+	s.mostAll = max(s.mostAll, s.all)
+	s.mostShared = max(s.mostShared, s.running[shard])
+	s.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	s.mu.Lock()
+	s.running[shard]--
+	s.all--
+	s.mu.Unlock()
+	return s.Store.Apply(ctx, id, decide)
+}
+
+func TestARunNeverAppliesTwoRecordsOfOneFeedShardAtOnce(t *testing.T) {
+	// Each change moves its feed shard's head: two of one shard at once
+	// race for it, and a run of thousands lost records to that race.
+	s := &laneStore{Store: newRunStore().Store, running: map[int]int{}}
+	for i := range 200 {
+		id := fmt.Sprintf("lane-%d", i)
+		s.Put(machine.Slave{ID: id, Current: machine.Update{SlaveID: id, State: machine.Frozen, Timestamp: minutesAgo(10)}})
+		s.PutExpiring(machine.Expiring{MachineID: id, StartMillis: minutesAgo(10), ActionID: "action-" + id, RevertTo: machine.Active,
+			Request: machine.ChangeRequest{DurationMillis: new(int64(60_000)), RevertToState: new(machine.Active)}})
+	}
+	r := jobs.New(s, runLimits, 0, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	r.Now = func() time.Time { return runAt }
+	res, err := r.Expire(context.Background())
+	if err != nil || res.Applied != 200 {
+		t.Fatalf("got %+v, %v, want 200 applied", res, err)
+	}
+	if s.mostShared != 1 {
+		t.Errorf("got %d records of one shard applied at once, want 1", s.mostShared)
+	}
+	if s.mostAll < 2 {
+		t.Errorf("got at most %d records applied at once, want the shards in parallel", s.mostAll)
 	}
 }
