@@ -33,7 +33,7 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := build
 
-FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction ConsoleFunction IndexerFunction
+FUNCTIONS := SlavesFunction LogsFunction InventoryFunction ExpiryFunction ConsoleFunction IndexerFunction PublisherFunction
 
 # Lambda runs the functions on Linux, arm64 (template.yaml, Architectures);
 # make invoke builds them for this machine instead.
@@ -89,6 +89,9 @@ build-IndexerFunction:
 
 build-ConsoleFunction:
 	$(call lambda_build,console)
+
+build-PublisherFunction:
+	$(call lambda_build,publisher)
 
 # fleetctl is one static binary (cmd/fleetctl, README "fleetctl"); its
 # version is the repository's git description.

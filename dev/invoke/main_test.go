@@ -39,7 +39,7 @@ func TestRunRefusesAnUnknownFunctionListingTheFunctions(t *testing.T) {
 	var stderr strings.Builder
 	err := run([]string{"-function", "SlaveFunction", "-event", "../../events/slaves-list.json", "-template", "../../template.yaml"}, io.Discard, &stderr)
 	if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), `no function "SlaveFunction"`) ||
-		!strings.Contains(err.Error(), "ExpiryFunction, IndexerFunction, InventoryFunction, LogsFunction, SlavesFunction") {
+		!strings.Contains(err.Error(), "ExpiryFunction, IndexerFunction, InventoryFunction, LogsFunction, PublisherFunction, SlavesFunction") {
 		t.Errorf("got %v, want a usage error listing the functions", err)
 	}
 }

@@ -80,7 +80,7 @@ func TestRepoTemplateAlarmsReadTheMetricsTheFunctionsWrite(t *testing.T) {
 	slices.Sort(alarms)
 	want := []string{"ApiServerErrorsAlarm", "BackendThrottlesAlarm", "ExpiryErrorsAlarm", "ExpiryFailedRecordsAlarm",
 		"ExpiryLagAlarm", "ExpiryStalledAlarm", "FunctionThrottlesAlarm", "IndexerDeadLetterAlarm", "IndexerErrorsAlarm", "LossesHeldAlarm",
-		"MissingLogBucketsAlarm", "ReconcileDriftAlarm", "ReconcileExecutionsFailedAlarm", "ReportExecutionsFailedAlarm", "ReportsDeadLetterAlarm", "ReportsTooLargeAlarm"}
+		"MissingLogBucketsAlarm", "PublisherDeadLetterAlarm", "PublisherLagAlarm", "ReconcileDriftAlarm", "ReconcileExecutionsFailedAlarm", "ReportExecutionsFailedAlarm", "ReportsDeadLetterAlarm", "ReportsTooLargeAlarm"}
 	if !slices.Equal(alarms, want) {
 		t.Errorf("got alarms %v, want %v", alarms, want)
 	}
@@ -99,8 +99,8 @@ func TestRepoTemplateThrottleAlarmsCoverEveryFunction(t *testing.T) {
 		}
 		slices.Sort(got)
 		want := tpl.Functions()
-		if id == "BackendThrottlesAlarm" { // the console calls no backend
-			want = slices.DeleteFunc(want, func(fn string) bool { return fn == "ConsoleFunction" })
+		if id == "BackendThrottlesAlarm" { // the console and the publisher call no table or bucket
+			want = slices.DeleteFunc(want, func(fn string) bool { return fn == "ConsoleFunction" || fn == "PublisherFunction" })
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: got functions %s, want %s", id, strings.Join(got, ","), strings.Join(want, ","))

@@ -45,6 +45,7 @@ const (
 	serverlessFunction = "AWS::Serverless::Function"
 	lambdaFunction     = "AWS::Lambda::Function"
 	dynamoDBTable      = "AWS::DynamoDB::Table"
+	eventBus           = "AWS::Events::EventBus"
 )
 
 // LoadTemplate reads and parses the template at path (YAML or JSON).
@@ -387,7 +388,10 @@ func (t *Template) resolveRef(ref any, name func(string) string) (any, error) {
 	if r, ok := t.Resources[id]; ok && r.Type == s3Bucket && name != nil {
 		return LocalBucketName(id), nil
 	}
-	return nil, fmt.Errorf("a Ref of %s cannot be resolved locally (only parameters, DynamoDB tables and S3 buckets can)", id)
+	if r, ok := t.Resources[id]; ok && r.Type == eventBus && name != nil {
+		return name(id), nil
+	}
+	return nil, fmt.Errorf("a Ref of %s cannot be resolved locally (only parameters, DynamoDB tables, S3 buckets and event buses can)", id)
 }
 
 // resolveIf resolves [condition, then, else].

@@ -280,7 +280,7 @@ Resources:
 
 func TestRepoTemplateDeclaresTheFunctionsAndTables(t *testing.T) {
 	tpl := loadRepoTemplate(t)
-	if got, want := tpl.Functions(), []string{"ConsoleFunction", "ExpiryFunction", "IndexerFunction", "InventoryFunction", "LogsFunction", "SlavesFunction"}; !slices.Equal(got, want) {
+	if got, want := tpl.Functions(), []string{"ConsoleFunction", "ExpiryFunction", "IndexerFunction", "InventoryFunction", "LogsFunction", "PublisherFunction", "SlavesFunction"}; !slices.Equal(got, want) {
 		t.Errorf("Functions: got %v, want %v", got, want)
 	}
 	if got, want := tpl.Tables(), []string{"ChangesTable", "ExpiringTable", "HistoryTable", "LogIndexTable", "RequestsTable", "SlavesTable"}; !slices.Equal(got, want) {
@@ -385,6 +385,9 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 			want = maps.Clone(want)
 			want["LOG_BUCKETS"], want["LOG_KEY_FORMAT"] = logs["LOG_BUCKETS"], logs["LOG_KEY_FORMAT"]
 			want["LOG_INDEX_TABLE"], want["S3_FORCE_PATH_STYLE"] = "LogIndexTable", "false"
+		case "PublisherFunction":
+			want = maps.Clone(want)
+			want["EVENT_BUS_NAME"] = "SlaveEventsBus"
 		case "ConsoleFunction":
 			want = maps.Clone(want)
 			want["API_AUTHORIZER"], want["COGNITO_DOMAIN"], want["COGNITO_CLIENT_ID"], want["API_AUTH_HEADER"] = "AWS_IAM", "", "", "Authorization"
@@ -592,7 +595,9 @@ type policyStatement struct {
 // must be added here deliberately.
 var (
 	s3Functions = map[string]bool{"LogsFunction": true, "InventoryFunction": true, "IndexerFunction": true}
-	noDynamoDB  = map[string]bool{"LogsFunction": true}
+	noDynamoDB  = map[string]bool{"LogsFunction": true, "PublisherFunction": true}
+	// busWriters may put events on a bus, and only that.
+	busWriters = map[string]bool{"PublisherFunction": true}
 	// indexReaders may Query the log index, and nothing else of DynamoDB.
 	indexReaders      = map[string]bool{"LogsFunction": true}
 	readOnlyFunctions = map[string]bool{"LogsFunction": true}
@@ -700,8 +705,12 @@ func actionProblem(fn, action string) string {
 		if !s3Functions[fn] {
 			return "is S3, which only " + strings.Join(sortedKeys(s3Functions), ", ") + " may use"
 		}
+	case "events":
+		if !busWriters[fn] || action != "events:PutEvents" {
+			return "is EventBridge, which only " + strings.Join(sortedKeys(busWriters), ", ") + " may use, to put events"
+		}
 	default:
-		return "is neither DynamoDB nor S3"
+		return "is neither DynamoDB, S3 nor EventBridge"
 	}
 	if readOnlyFunctions[fn] {
 		for _, read := range []string{"Get", "List", "Describe", "Head", "Query", "Scan", "BatchGet"} {
@@ -867,6 +876,8 @@ func (e cfnEvaluator) getAtt(id, attr string) (any, error) {
 		return "arn:aws:lambda:us-east-1:123456789012:function:" + id, nil
 	case "AWS::S3::Bucket":
 		return "arn:aws:s3:::" + strings.ToLower(id), nil
+	case eventBus:
+		return "arn:aws:events:us-east-1:123456789012:event-bus/" + id, nil
 	}
 	return nil, fmt.Errorf("Fn::GetAtt %s.Arn of a %s cannot be resolved", id, r.Type)
 }

@@ -154,6 +154,18 @@ func LoadIndexer(getenv func(string) string) (Indexer, error) {
 	return c, r.err
 }
 
+// Publisher is PublisherFunction's configuration.
+type Publisher struct {
+	Bus string // EVENT_BUS_NAME: the bus the "Slave Changed" events go to
+}
+
+// LoadPublisher reads the publisher's variables from getenv.
+func LoadPublisher(getenv func(string) string) (Publisher, error) {
+	r := reader{getenv: getenv}
+	c := Publisher{Bus: r.required("EVENT_BUS_NAME")}
+	return c, r.err
+}
+
 // LogIndex is whether and where the log function reads the task-log index.
 type LogIndex struct {
 	On    bool   // LOG_INDEX: lookups read the index instead of listing the buckets

@@ -75,6 +75,23 @@ func (r changeRecord) change() change.Change {
 	return c
 }
 
+// StreamChange decodes an item of the changes table as the table's stream
+// gives it (its new image): the change of an entry, and ok false for the
+// other items (a shard's head, the cursors' key).
+func StreamChange(item map[string]types.AttributeValue) (c change.Change, ok bool, err error) {
+	var r changeRecord
+	if err := attributevalue.UnmarshalMap(item, &r); err != nil {
+		return change.Change{}, false, fmt.Errorf("decode a change of the feed: %w", err)
+	}
+	if r.Seq <= 0 || r.Shard < 0 || r.Shard >= change.FeedShards {
+		return change.Change{}, false, nil
+	}
+	if r.SlaveID == "" || r.Kind == "" {
+		return change.Change{}, false, fmt.Errorf("decode a change of the feed: entry (%d, %d) has no slave or kind", r.Shard, r.Seq)
+	}
+	return r.change(), true, nil
+}
+
 func feedKey(shard int, seq int64) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"shard": num(int64(shard)), "seq": num(seq)}
 }

@@ -87,8 +87,9 @@ func Load(ctx context.Context, service string, attemptTimeout time.Duration) (aw
 
 // The services' SDK ids, for Load and Endpoint.
 const (
-	DynamoDB = "DynamoDB"
-	S3       = "S3"
+	DynamoDB    = "DynamoDB"
+	S3          = "S3"
+	EventBridge = "EventBridge"
 )
 
 func load(getenv func(string) string, service string, attemptTimeout time.Duration) (aws.Config, error) {

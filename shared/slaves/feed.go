@@ -48,6 +48,12 @@ type changeJSON struct {
 	Slave         *slaveJSON  `json:"slave,omitempty"`
 }
 
+// ChangeJSON is the body of one change as the feed answers it, and as its
+// "Slave Changed" event carries it (shared/publish).
+func ChangeJSON(c change.Change) ([]byte, error) {
+	return json.Marshal(toChangeJSON(c))
+}
+
 func toChangeJSON(c change.Change) changeJSON {
 	out := changeJSON{SlaveID: c.SlaveID, Type: string(c.Kind), Timestamp: c.At, Sequence: c.Seq, PreviousState: string(c.Previous)}
 	if c.Entry != nil {

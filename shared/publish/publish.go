@@ -1,0 +1,165 @@
+// Package publish publishes the change feed to other systems: each entry of
+// the changes table, as the table's DynamoDB stream hands it to
+// PublisherFunction, becomes one "Slave Changed" event on the fleet's
+// EventBridge bus, its detail the change as the feed answers it
+// (docs/behaviour.md "Events for other systems").
+//
+// Delivery is at least once: a batch that fails in part is handed again
+// from its first failed record, so a consumer may see an event twice. The
+// change's sequence only grows from one change of a slave to the next, so a
+// consumer drops an event whose (slaveId, sequence) it has seen, and orders
+// a slave's events by it (EventBridge itself keeps no order).
+package publish
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+
+	"github.com/fleetops/fleet/shared/awsfault"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/slaves"
+)
+
+// The event's source and detail type: rules match them.
+const (
+	Source     = "fleet.slaves"
+	DetailType = "Slave Changed"
+)
+
+// maxDetail is the largest detail sent whole. An EventBridge entry holds
+// 256 KB in all; a change whose slave description makes it larger is sent
+// without the description (`slave` absent), which a consumer reads from
+// the slave's details.
+const maxDetail = 200 << 10
+
+// batch is how many entries one PutEvents call takes at most.
+const batch = 10
+
+// API is what the publisher needs of EventBridge.
+type API interface {
+	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
+}
+
+// Publisher is PublisherFunction's handler. Build it with New.
+type Publisher struct {
+	events API
+	bus    string
+	log    *slog.Logger
+}
+
+// New returns the publisher of the feed's entries to bus.
+func New(events API, bus string, log *slog.Logger) *Publisher {
+	return &Publisher{events: events, bus: bus, log: log}
+}
+
+// pending is a record's event waiting to be sent.
+type pending struct {
+	sequence string // the stream record's, which a batch item failure names
+	entry    ebtypes.PutEventsRequestEntry
+}
+
+// Handle publishes the entries among a batch of stream records, in the
+// records' order. Records of other items (shard heads, the cursors' key)
+// are skipped; the template's filter keeps them from invoking the function
+// at all, and a local delivery hands them over. A record that cannot be
+// sent is answered as a batch item failure, so that Lambda hands the batch
+// again from it; one that cannot be decoded is logged and skipped, since
+// no retry would decode it.
+func (p *Publisher) Handle(ctx context.Context, e events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	var queue []pending
+	for _, r := range e.Records {
+		entry, ok, err := p.entry(r)
+		if err != nil {
+			p.log.ErrorContext(ctx, "stream record not published", "event_id", r.EventID, "sequence", r.Change.SequenceNumber, "error", err.Error())
+			continue
+		}
+		if ok {
+			queue = append(queue, pending{sequence: r.Change.SequenceNumber, entry: entry})
+		}
+	}
+	for start := 0; start < len(queue); start += batch {
+		chunk := queue[start:min(start+batch, len(queue))]
+		if failed, err := p.send(ctx, chunk); err != nil {
+			p.log.WarnContext(ctx, "events not published, the batch comes again from the first", "failed", len(queue)-start, "sequence", failed, "error", err.Error())
+			return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: failed}}}, nil
+		}
+	}
+	p.log.InfoContext(ctx, "events published", "records", len(e.Records), "events", len(queue))
+	return events.DynamoDBEventResponse{}, nil
+}
+
+// entry is the event of a stream record; ok is false for a record that is
+// not a new entry of the feed.
+func (p *Publisher) entry(r events.DynamoDBEventRecord) (ebtypes.PutEventsRequestEntry, bool, error) {
+	if r.EventName != string(events.DynamoDBOperationTypeInsert) {
+		return ebtypes.PutEventsRequestEntry{}, false, nil
+	}
+	item, err := image(r.Change.NewImage)
+	if err != nil {
+		return ebtypes.PutEventsRequestEntry{}, false, err
+	}
+	c, ok, err := dynamo.StreamChange(item)
+	if err != nil || !ok {
+		return ebtypes.PutEventsRequestEntry{}, false, err
+	}
+	detail, err := slaves.ChangeJSON(c)
+	if err == nil && len(detail) > maxDetail {
+		c.Slave = nil
+		detail, err = slaves.ChangeJSON(c)
+	}
+	if err != nil {
+		return ebtypes.PutEventsRequestEntry{}, false, fmt.Errorf("encode change of %s: %w", c.SlaveID, err)
+	}
+	return ebtypes.PutEventsRequestEntry{
+		EventBusName: aws.String(p.bus),
+		Source:       aws.String(Source),
+		DetailType:   aws.String(DetailType),
+		Detail:       aws.String(string(detail)),
+		Time:         aws.Time(time.UnixMilli(c.At)),
+	}, true, nil
+}
+
+// send puts chunk's events, sending again the entries EventBridge answers
+// as failed (its throttling and internal errors), and returns the stream
+// sequence of the first record still unsent when it gives up.
+func (p *Publisher) send(ctx context.Context, chunk []pending) (string, error) {
+	left := map[string]pending{}
+	for i, q := range chunk {
+		left[strconv.Itoa(i)] = q
+	}
+	err := awsfault.Drain(ctx, "EventBridge", "publish changes", left, func(ctx context.Context, send map[string]pending) (map[string]pending, error) {
+		keys, entries := make([]string, 0, len(send)), make([]ebtypes.PutEventsRequestEntry, 0, len(send))
+		for k, q := range send {
+			keys, entries = append(keys, k), append(entries, q.entry)
+		}
+		out, err := p.events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
+		if err != nil {
+			return nil, err
+		}
+		again := map[string]pending{}
+		for i, res := range out.Entries {
+			if res.ErrorCode != nil && i < len(keys) {
+				again[keys[i]] = send[keys[i]]
+			}
+		}
+		left = again
+		return again, nil
+	})
+	if err == nil {
+		return "", nil
+	}
+	for i, q := range chunk {
+		if _, ok := left[strconv.Itoa(i)]; ok {
+			return q.sequence, err
+		}
+	}
+	return chunk[0].sequence, err
+}
