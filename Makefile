@@ -8,6 +8,7 @@
 #   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3, held in memory
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
 #   make reconcile-logs                      make the index equal to the local log buckets: ReconcileStateMachine, resuming an interrupted run (make run first)
+#   make events [JSON=1]                     the Slave Changed events of make run's changes as they arrive, a line each (JSON=1: their details as JSON lines)
 #   make seed-fleet [N=20000]                N slaves into the local slaves table, then the list and a state query timed (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
@@ -61,7 +62,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet invoke report test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -127,6 +128,9 @@ N ?= 20000
 
 seed-fleet:
 	@go run ./dev/seedfleet -n $(N)
+
+events:
+	@go run ./dev/events $(if $(JSON),-json)
 
 # The function is built for this machine (GOOS and GOARCH of go env: Linux,
 # macOS, ...), so it runs here as a plain process, without a container: the

@@ -189,7 +189,7 @@ try:
     import moto.dynamodb.models as dynamodb_models
     from moto.dynamodb.responses import DynamoResult
     from moto.dynamodb.models.dynamo_type import DynamoType
-    from moto.dynamodb.models.table import Table
+    from moto.dynamodb.models.table import StreamShard, Table
     from moto.events.models import Rule
     from moto.s3 import models as s3_models, notifications as s3_notifications
     from moto.s3.responses import S3Response
@@ -228,10 +228,11 @@ SHAPES = [
      and params(dynamodb_models.DynamoDBBackend.transact_write_items) == ["self", "transact_items"]
      and calls(dynamodb_models.DynamoDBBackend.transact_write_items, "copy.deepcopy(")),
     ("item_rollback", "Table.get_item(self, hash_key, range_key, ...), Table.delete_item(self, hash_key, range_key), "
-     "and a Table's items, hash_key_attr and range_key_attr",
+     "a Table's items, hash_key_attr, range_key_attr and stream_shard, and a StreamShard's items",
      lambda: params(Table.get_item)[:3] == ["self", "hash_key", "range_key"]
      and params(Table.delete_item) == ["self", "hash_key", "range_key"]
-     and all(sets(Table, a) for a in ("items", "hash_key_attr", "range_key_attr"))),
+     and all(sets(Table, a) for a in ("items", "hash_key_attr", "range_key_attr"))
+     and calls(Table.__init__, "self.stream_shard:") and calls(StreamShard.__init__, "self.items:")),
     ("plain_item_pages", "DynamoResult(result), its result, and DynamoResult.execute_result(self, context)",
      lambda: params(DynamoResult.__init__) == ["self", "result"]
      and params(DynamoResult.execute_result) == ["self", "context"]
@@ -466,8 +467,9 @@ def item_rollback():
     transact_write_items deep-copies each table it touches before writing and
     puts the copies back on failure. Here tables are not copied (the rollback
     then puts back the very same table), and the wrapper saves and restores
-    the items the transaction names. Only valid while requests run one at a
-    time, as serialized() ensures.
+    the items the transaction names, and the records of the tables'
+    streams it added. Only valid while requests run one at a time, as
+    serialized() ensures.
     """
 
     def deepcopy(value, memo=None):
@@ -477,7 +479,7 @@ def item_rollback():
     original = dynamodb_models.DynamoDBBackend.transact_write_items
 
     def transact_write_items(self, transact_items):
-        saved = []
+        saved, streams = [], []
         for entry in transact_items:
             for op in entry.values():
                 table = self.tables.get(op.get("TableName"))
@@ -490,6 +492,8 @@ def item_rollback():
                 except (KeyError, TypeError):
                     continue  # malformed: moto rejects it before writing anything
                 saved.append((table, h, r, copy.deepcopy(table.get_item(h, r))))
+                if table.stream_shard is not None:
+                    streams.append((table.stream_shard, len(table.stream_shard.items)))
         try:
             return original(self, transact_items)
         except Exception:
@@ -500,6 +504,10 @@ def item_rollback():
                     table.items[h] = item
                 else:
                     table.items[h][r] = item
+            # A stream shows committed writes only: drop the records of the
+            # writes undone, and of the undoing.
+            for shard, length in streams:
+                del shard.items[length:]
             raise
 
     dynamodb_models.DynamoDBBackend.transact_write_items = transact_write_items

@@ -13,7 +13,10 @@
 // at /api/openapi.json, and the operator console at / (shared/console).
 // The log buckets' S3 events reach IndexerFunction's handler as deployed,
 // through EventBridge (stack.DeliverLogEvents), and the log lookups read
-// the index it keeps, as the template's default has them.
+// the index it keeps, as the template's default has them. The changes
+// table's stream reaches PublisherFunction's handler as deployed
+// (stack.DeliverSlaveChanges), which puts a "Slave Changed" event per change
+// on the local bus; make events shows them.
 // Like API Gateway, it answers a request that is not
 // valid HTTP with a JSON error.
 package main
@@ -34,6 +37,7 @@ import (
 	"time"
 
 	"github.com/fleetops/fleet/app/indexerapp"
+	"github.com/fleetops/fleet/app/publisherapp"
 	"github.com/fleetops/fleet/dev/jsonerrors"
 	"github.com/fleetops/fleet/dev/localapi"
 	"github.com/fleetops/fleet/dev/reconcile"
@@ -79,6 +83,15 @@ func run(ctx context.Context, log *slog.Logger) error {
 		return err
 	}
 	defer events.Close()
+	// The emulator's owner publishes its changes: a second make run on it
+	// would publish each one again.
+	if local.Moto.Started {
+		changes, err := deliverSlaveChanges(ctx, local, log)
+		if err != nil {
+			return err
+		}
+		defer changes.Close()
+	}
 	// Its events flow: a reconciliation makes the index complete, and the
 	// lookups read it (docs/behaviour.md "Reconciliation").
 	runs, err := reconcile.Buckets(ctx, local)
@@ -104,8 +117,10 @@ func run(ctx context.Context, log *slog.Logger) error {
 			if err := stack.CreateBuckets(ctx, local.S3, local.LogBuckets...); err != nil {
 				return err
 			}
-			_, err := local.RouteLogEvents(ctx)
-			return err
+			if _, err := local.RouteLogEvents(ctx); err != nil {
+				return err
+			}
+			return local.CreateEventBuses(ctx)
 		})
 	}
 	fmt.Fprintf(os.Stderr, "make run: serving the API and the console on http://%s/ (DynamoDB and S3 at %s, log buckets %v, indexed from their S3 events as they arrive); Ctrl-C stops\n", ln.Addr(), local.Moto.Endpoint, local.LogBuckets)
@@ -145,6 +160,22 @@ func deliverLogEvents(ctx context.Context, local *stack.Local, log *slog.Logger)
 		_, err := handle(ctx, event)
 		return err
 	}, log)
+}
+
+// deliverSlaveChanges hands the changes table's stream to
+// PublisherFunction's handler, built by its own constructor from the
+// variables the template gives it, until Close: each change of the fleet
+// becomes a "Slave Changed" event on the local bus (make events shows them).
+func deliverSlaveChanges(ctx context.Context, local *stack.Local, log *slog.Logger) (*stack.ChangeDelivery, error) {
+	env, err := localEnv(local, stack.PublisherFunction)
+	if err != nil {
+		return nil, err
+	}
+	handle, err := publisherapp.New(ctx, env, publisherapp.Options{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	return local.DeliverSlaveChanges(ctx, handle, log)
 }
 
 // serve serves h on ln until ctx ends. A request that net/http refuses

@@ -206,9 +206,14 @@ func (t *Template) Functions() []string {
 
 // Tables lists the logical ids of the template's DynamoDB tables, sorted.
 func (t *Template) Tables() []string {
+	return t.resourcesOf(dynamoDBTable)
+}
+
+// resourcesOf returns the logical ids of the resources of type kind, sorted.
+func (t *Template) resourcesOf(kind string) []string {
 	var ids []string
 	for id, r := range t.Resources {
-		if r.Type == dynamoDBTable {
+		if r.Type == kind {
 			ids = append(ids, id)
 		}
 	}

@@ -1,0 +1,155 @@
+// Command events shows the local stack's "Slave Changed" events as they
+// arrive (make events): it routes the local bus's events to a queue of its
+// own and prints a line per event, or with -json each event's detail (the
+// change as the feed answers it) as a line of JSON, until Ctrl-C, when it
+// removes its rule and queue. make run publishes the events: its
+// PublisherFunction handler reads the changes table's stream. Delivery is
+// at least once; an event already shown (the same slave and sequence) is
+// marked as a duplicate.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/fleetops/fleet/dev/stack"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	asJSON := flag.Bool("json", false, "print each event's detail as a line of JSON")
+	flag.Parse()
+	if err := run(ctx, *asJSON, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "make events:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, asJSON bool, out io.Writer) error {
+	local, err := stack.UpWith(ctx, stack.Addr(), stack.Options{Command: "make events", Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer local.Close()
+	if local.Moto.Started {
+		return errors.New("no make run is serving: start make run first, which publishes the events, then make events")
+	}
+	name := fmt.Sprintf("make-events-%d", os.Getpid())
+	url, err := local.RouteSlaveEvents(ctx, name)
+	if err != nil {
+		return err
+	}
+	queues := local.SQS()
+	defer func() {
+		cleanup, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := local.UnrouteSlaveEvents(cleanup, name, url); err != nil {
+			fmt.Fprintln(os.Stderr, "make events: remove its rule and queue:", err)
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "make events: showing the Slave Changed events of %s as they arrive; Ctrl-C stops\n", local.Moto.Endpoint)
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		msgs, err := queues.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return fmt.Errorf("read the events: %w", err)
+		}
+		for _, m := range msgs.Messages {
+			line, err := render(aws.ToString(m.Body), asJSON, seen)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "make events:", err)
+			} else {
+				fmt.Fprintln(out, line)
+			}
+			queues.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+		}
+	}
+	return nil
+}
+
+// event is the part of an EventBridge event and of its detail a line shows.
+type event struct {
+	Time   string          `json:"time"`
+	Detail json.RawMessage `json:"detail"`
+}
+
+type detail struct {
+	SlaveID       string `json:"slaveId"`
+	Type          string `json:"type"`
+	Sequence      int64  `json:"sequence"`
+	PreviousState string `json:"previousState"`
+	Update        *struct {
+		State   string `json:"state"`
+		User    string `json:"user"`
+		Message string `json:"message"`
+	} `json:"update"`
+}
+
+// render is one event's line; seen holds the (slave, sequence) pairs shown.
+func render(body string, asJSON bool, seen map[string]bool) (string, error) {
+	var e event
+	var d detail
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return "", fmt.Errorf("an event that is not JSON: %w", err)
+	}
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return "", fmt.Errorf("an event whose detail is not a change: %w", err)
+	}
+	key := d.SlaveID + "\x00" + strconv.FormatInt(d.Sequence, 10)
+	duplicate := seen[key]
+	seen[key] = true
+	if asJSON {
+		return visible(string(e.Detail)), nil
+	}
+	fields := []string{visible(e.Time), visible(d.SlaveID), visible(d.Type), "seq " + strconv.FormatInt(d.Sequence, 10)}
+	if u := d.Update; u != nil {
+		state := visible(u.State)
+		if d.PreviousState != "" {
+			state = visible(d.PreviousState) + " -> " + state
+		}
+		fields = append(fields, state)
+		if u.User != "" {
+			fields = append(fields, "by "+visible(u.User))
+		}
+		if u.Message != "" {
+			fields = append(fields, visible(strconv.Quote(u.Message)))
+		}
+	}
+	if duplicate {
+		fields = append(fields, "(duplicate)")
+	}
+	return strings.Join(fields, "  "), nil
+}
+
+// visible keeps a terminal's control out of text from the service: any
+// rune that is not graphic (controls, format characters such as bidi
+// overrides) is written as its \u escape.
+func visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsGraphic(r) {
+			b.WriteRune(r)
+		} else {
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}

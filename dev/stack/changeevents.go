@@ -1,0 +1,313 @@
+package stack
+
+// Local delivery of the "Slave Changed" events: the changes table's DynamoDB
+// stream reaches PublisherFunction's handler as Lambda's event source
+// mapping hands it over deployed (in the stream's order, in batches, a
+// batch that fails in part handed again from its first failed record), and
+// the handler puts its events on the template's bus in the emulator, where
+// rules route them (docs/behaviour.md "Events for other systems").
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// The names the template gives the publisher, its stream and its bus.
+const (
+	PublisherFunction = "PublisherFunction"
+	ChangesTable      = "ChangesTable"
+	SlaveEventsBus    = "SlaveEventsBus"
+	// changeBatch is the template's BatchSize of the stream's mapping.
+	changeBatch = 100
+	// changePoll is how often an idle stream is read again, as Lambda
+	// polls a shard about four times a second.
+	changePoll = 250 * time.Millisecond
+	// changeRetry is the wait before a failed batch is handed again.
+	changeRetry = time.Second
+)
+
+// SlaveEventsPattern matches the publisher's events on the bus.
+const SlaveEventsPattern = `{"source":["fleet.slaves"],"detail-type":["Slave Changed"]}`
+
+// CreateEventBuses creates the template's EventBridge buses, named by
+// LocalName, where missing.
+func (l *Local) CreateEventBuses(ctx context.Context) error {
+	buses := eventBridgeClient(l.Moto.Endpoint)
+	for _, id := range l.Template.resourcesOf(eventBus) {
+		_, err := buses.CreateEventBus(ctx, &eventbridge.CreateEventBusInput{Name: aws.String(LocalName(id))})
+		var exists *ebtypes.ResourceAlreadyExistsException
+		if err != nil && !errors.As(err, &exists) {
+			return fmt.Errorf("event bus %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// RouteSlaveEvents routes the bus's "Slave Changed" events to the queue
+// named queue, created if absent, with a rule of the same name, and
+// returns the queue's URL: how `make events` and the tests watch them.
+func (l *Local) RouteSlaveEvents(ctx context.Context, queue string) (string, error) {
+	if err := l.CreateEventBuses(ctx); err != nil {
+		return "", err
+	}
+	queues := sqsClient(l.Moto.Endpoint)
+	q, err := queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(queue)})
+	if err != nil {
+		return "", fmt.Errorf("queue %s: %w", queue, err)
+	}
+	attrs, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
+	})
+	if err != nil {
+		return "", fmt.Errorf("queue %s: %w", queue, err)
+	}
+	rules := eventBridgeClient(l.Moto.Endpoint)
+	bus := aws.String(LocalName(SlaveEventsBus))
+	if _, err := rules.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(queue), EventBusName: bus, EventPattern: aws.String(SlaveEventsPattern)}); err != nil {
+		return "", fmt.Errorf("rule %s: %w", queue, err)
+	}
+	_, err = rules.PutTargets(ctx, &eventbridge.PutTargetsInput{
+		Rule: aws.String(queue), EventBusName: bus,
+		Targets: []ebtypes.Target{{Id: aws.String(queue), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}},
+	})
+	if err != nil {
+		return "", fmt.Errorf("rule %s: target: %w", queue, err)
+	}
+	return aws.ToString(q.QueueUrl), nil
+}
+
+// ChangeDelivery is the local equivalent of the stream's event source
+// mapping to PublisherFunction.
+type ChangeDelivery struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// DeliverSlaveChanges hands the changes table's stream, from its oldest
+// record, to handle, PublisherFunction's handler, until Close; log gets the
+// delivery's own errors.
+func (l *Local) DeliverSlaveChanges(ctx context.Context, handle func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error), log *slog.Logger) (*ChangeDelivery, error) {
+	if err := l.CreateEventBuses(ctx); err != nil {
+		return nil, err
+	}
+	table, err := l.DynamoDB.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(LocalName(ChangesTable))})
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", ChangesTable, err)
+	}
+	arn := aws.ToString(table.Table.LatestStreamArn)
+	if arn == "" {
+		return nil, fmt.Errorf("table %s has no stream: the emulator's table predates its StreamSpecification; restart the emulator", ChangesTable)
+	}
+	streams := dynamodbstreams.NewFromConfig(localConfig(), func(o *dynamodbstreams.Options) { o.BaseEndpoint = aws.String(l.Moto.Endpoint) })
+	stream, err := streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(arn)})
+	if err != nil {
+		return nil, fmt.Errorf("stream of %s: %w", ChangesTable, err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d := &ChangeDelivery{cancel: cancel, done: make(chan struct{})}
+	shards := stream.StreamDescription.Shards
+	remaining := len(shards)
+	finished := make(chan struct{}, remaining)
+	for _, sh := range shards {
+		r := shardReader{streams: streams, arn: arn, shard: aws.ToString(sh.ShardId), handle: handle, log: log}
+		go func() { r.run(ctx); finished <- struct{}{} }()
+	}
+	go func() {
+		for range remaining {
+			<-finished
+		}
+		close(d.done)
+	}()
+	return d, nil
+}
+
+// Close stops the delivery once the batch under way is handled.
+func (d *ChangeDelivery) Close() {
+	d.cancel()
+	<-d.done
+}
+
+// shardReader reads one shard of the stream in order.
+type shardReader struct {
+	streams *dynamodbstreams.Client
+	arn     string
+	shard   string
+	handle  func(context.Context, events.DynamoDBEvent) (events.DynamoDBEventResponse, error)
+	log     *slog.Logger
+}
+
+func (r shardReader) run(ctx context.Context) {
+	iterator, err := r.iterator(ctx, streamtypes.ShardIteratorTypeTrimHorizon, "")
+	for ctx.Err() == nil {
+		if err != nil {
+			r.log.Warn("local delivery of the changes stream", "shard", r.shard, "error", err.Error())
+			sleep(ctx, changeRetry)
+			iterator, err = r.iterator(ctx, streamtypes.ShardIteratorTypeTrimHorizon, "")
+			continue
+		}
+		out, gerr := r.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iterator, Limit: aws.Int32(changeBatch)})
+		if gerr != nil {
+			r.log.Warn("local delivery of the changes stream: read", "shard", r.shard, "error", gerr.Error())
+			sleep(ctx, changeRetry)
+			continue
+		}
+		if len(out.Records) == 0 {
+			iterator = out.NextShardIterator
+			sleep(ctx, changePoll)
+			continue
+		}
+		event, cerr := lambdaEvent(r.arn, out.Records)
+		if cerr != nil {
+			r.log.Error("local delivery of the changes stream: records skipped", "shard", r.shard, "error", cerr.Error())
+			iterator = out.NextShardIterator
+			continue
+		}
+		again := r.deliver(ctx, event)
+		if again == "" {
+			iterator = out.NextShardIterator
+			continue
+		}
+		sleep(ctx, changeRetry)
+		iterator, err = r.iterator(ctx, streamtypes.ShardIteratorTypeAtSequenceNumber, again)
+	}
+}
+
+// deliver hands event to the handler and returns the sequence number to
+// hand the stream again from, "" when the whole batch is done.
+func (r shardReader) deliver(ctx context.Context, event events.DynamoDBEvent) string {
+	res, err := r.handle(ctx, event)
+	if err != nil {
+		r.log.Warn("PublisherFunction failed a batch; it comes again", "shard", r.shard, "error", err.Error())
+		return event.Records[0].Change.SequenceNumber
+	}
+	if len(res.BatchItemFailures) > 0 {
+		return res.BatchItemFailures[0].ItemIdentifier
+	}
+	return ""
+}
+
+func (r shardReader) iterator(ctx context.Context, kind streamtypes.ShardIteratorType, at string) (*string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(r.arn), ShardId: aws.String(r.shard), ShardIteratorType: kind}
+	if at != "" {
+		in.SequenceNumber = aws.String(at)
+	}
+	out, err := r.streams.GetShardIterator(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("iterator of shard %s: %w", r.shard, err)
+	}
+	return out.ShardIterator, nil
+}
+
+// lambdaEvent is records as Lambda hands them to a function.
+func lambdaEvent(arn string, records []streamtypes.Record) (events.DynamoDBEvent, error) {
+	var e events.DynamoDBEvent
+	for _, rec := range records {
+		d := rec.Dynamodb
+		if d == nil {
+			return e, fmt.Errorf("record %s has no dynamodb", aws.ToString(rec.EventID))
+		}
+		keys, err := streamImage(d.Keys)
+		if err != nil {
+			return e, err
+		}
+		newImage, err := streamImage(d.NewImage)
+		if err != nil {
+			return e, err
+		}
+		change := events.DynamoDBStreamRecord{
+			Keys: keys, NewImage: newImage, SequenceNumber: aws.ToString(d.SequenceNumber),
+			SizeBytes: aws.ToInt64(d.SizeBytes), StreamViewType: string(d.StreamViewType),
+		}
+		if d.ApproximateCreationDateTime != nil {
+			change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: *d.ApproximateCreationDateTime}
+		}
+		e.Records = append(e.Records, events.DynamoDBEventRecord{
+			AWSRegion: LocalRegion, EventID: aws.ToString(rec.EventID), EventName: string(rec.EventName),
+			EventSource: "aws:dynamodb", EventVersion: aws.ToString(rec.EventVersion), EventSourceArn: arn, Change: change,
+		})
+	}
+	return e, nil
+}
+
+func streamImage(in map[string]streamtypes.AttributeValue) (map[string]events.DynamoDBAttributeValue, error) {
+	if in == nil {
+		return nil, nil
+	}
+	out := make(map[string]events.DynamoDBAttributeValue, len(in))
+	for k, v := range in {
+		a, err := streamAttribute(v)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %q: %w", k, err)
+		}
+		out[k] = a
+	}
+	return out, nil
+}
+
+func streamAttribute(v streamtypes.AttributeValue) (events.DynamoDBAttributeValue, error) {
+	switch v := v.(type) {
+	case *streamtypes.AttributeValueMemberS:
+		return events.NewStringAttribute(v.Value), nil
+	case *streamtypes.AttributeValueMemberN:
+		return events.NewNumberAttribute(v.Value), nil
+	case *streamtypes.AttributeValueMemberB:
+		return events.NewBinaryAttribute(v.Value), nil
+	case *streamtypes.AttributeValueMemberBOOL:
+		return events.NewBooleanAttribute(v.Value), nil
+	case *streamtypes.AttributeValueMemberNULL:
+		return events.NewNullAttribute(), nil
+	case *streamtypes.AttributeValueMemberSS:
+		return events.NewStringSetAttribute(v.Value), nil
+	case *streamtypes.AttributeValueMemberNS:
+		return events.NewNumberSetAttribute(v.Value), nil
+	case *streamtypes.AttributeValueMemberBS:
+		return events.NewBinarySetAttribute(v.Value), nil
+	case *streamtypes.AttributeValueMemberM:
+		m, err := streamImage(v.Value)
+		if err != nil {
+			return events.DynamoDBAttributeValue{}, err
+		}
+		return events.NewMapAttribute(m), nil
+	case *streamtypes.AttributeValueMemberL:
+		list := make([]events.DynamoDBAttributeValue, 0, len(v.Value))
+		for i, e := range v.Value {
+			a, err := streamAttribute(e)
+			if err != nil {
+				return events.DynamoDBAttributeValue{}, fmt.Errorf("element %d: %w", i, err)
+			}
+			list = append(list, a)
+		}
+		return events.NewListAttribute(list), nil
+	}
+	return events.DynamoDBAttributeValue{}, fmt.Errorf("unknown attribute type %T", v)
+}
+
+// UnrouteSlaveEvents removes what RouteSlaveEvents made for queue.
+func (l *Local) UnrouteSlaveEvents(ctx context.Context, queue, url string) error {
+	rules := eventBridgeClient(l.Moto.Endpoint)
+	bus := aws.String(LocalName(SlaveEventsBus))
+	_, err := rules.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(queue), EventBusName: bus, Ids: []string{queue}})
+	if err == nil {
+		_, err = rules.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(queue), EventBusName: bus})
+	}
+	if err == nil {
+		_, err = sqsClient(l.Moto.Endpoint).DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+	}
+	return err
+}
+
+// SQS is a client of the emulator's queues.
+func (l *Local) SQS() *sqs.Client { return sqsClient(l.Moto.Endpoint) }
