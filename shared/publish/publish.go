@@ -15,7 +15,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -132,13 +133,15 @@ func (p *Publisher) entry(r events.DynamoDBEventRecord) (ebtypes.PutEventsReques
 // sequence of the first record still unsent when it gives up.
 func (p *Publisher) send(ctx context.Context, chunk []pending) (string, error) {
 	left := map[string]pending{}
+	key := func(i int) string { return fmt.Sprintf("%02d", i) } // in the records' order when sorted
 	for i, q := range chunk {
-		left[strconv.Itoa(i)] = q
+		left[key(i)] = q
 	}
 	err := awsfault.Drain(ctx, "EventBridge", "publish changes", left, func(ctx context.Context, send map[string]pending) (map[string]pending, error) {
-		keys, entries := make([]string, 0, len(send)), make([]ebtypes.PutEventsRequestEntry, 0, len(send))
-		for k, q := range send {
-			keys, entries = append(keys, k), append(entries, q.entry)
+		keys := slices.Sorted(maps.Keys(send))
+		entries := make([]ebtypes.PutEventsRequestEntry, 0, len(send))
+		for _, k := range keys {
+			entries = append(entries, send[k].entry)
 		}
 		out, err := p.events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: entries})
 		if err != nil {
@@ -157,7 +160,7 @@ func (p *Publisher) send(ctx context.Context, chunk []pending) (string, error) {
 		return "", nil
 	}
 	for i, q := range chunk {
-		if _, ok := left[strconv.Itoa(i)]; ok {
+		if _, ok := left[key(i)]; ok {
 			return q.sequence, err
 		}
 	}
