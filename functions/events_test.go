@@ -52,6 +52,7 @@ var steps = []struct {
 	{"slaves-freeze-expiring.json", "SlavesFunction", 200, ""},
 	{"slaves-list-expiring.json", "SlavesFunction", 200, ""},
 	{"expiry-run.json", "ExpiryFunction", 0, ""},
+	{"publisher-stream-records.json", "PublisherFunction", 0, `{"batchItemFailures":[]}`},
 	{"expiry-scheduled-event.json", "ExpiryFunction", 0, ""},
 	{"slaves-delete-expiring.json", "SlavesFunction", 200, ""},
 	{"slaves-decommission.json", "SlavesFunction", 200, ""},
@@ -77,7 +78,7 @@ var steps = []struct {
 // LOG_KEY_FORMAT.
 const sampleLog = "web-api/2026/11/web-api-v42-1793491200000-0-node17-us_east_1a_0-1793494800000-stdout"
 
-var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer"}
+var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer", "PublisherFunction": "publisher"}
 
 func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	ctx := context.Background()
@@ -201,6 +202,8 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 		{"inventory-machine-report.json", "SlavesFunction", "not an API Gateway proxy event"},
 		{"expiry-run.json", "LogsFunction", "not an API Gateway proxy event"},
 		{"expiry-run.json", "ConsoleFunction", "not an API Gateway proxy event"},
+		{"slaves-list.json", "PublisherFunction", "not a DynamoDB stream event"},
+		{"indexer-object-created.json", "PublisherFunction", "not a DynamoDB stream event"},
 		{"expiry-run.json", "IndexerFunction", `neither a reconciliation step nor an S3 "Object Created" or "Object Deleted" event`},
 	}
 	for _, f := range foreign {

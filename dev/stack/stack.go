@@ -283,7 +283,7 @@ func UpWith(ctx context.Context, addr string, o Options) (*Local, error) {
 		_ = moto.Stop()
 		return nil, err
 	}
-	return &Local{
+	local := &Local{
 		Root:          root,
 		Template:      tpl,
 		Moto:          moto,
@@ -293,7 +293,12 @@ func UpWith(ctx context.Context, addr string, o Options) (*Local, error) {
 		ReportsBucket: LocalBucketName("ReportsBucket"),
 		Env:           env,
 		Ignored:       ignored,
-	}, nil
+	}
+	if err := local.CreateEventBuses(ctx); err != nil {
+		_ = moto.Stop()
+		return nil, fmt.Errorf("create event buses at %s: %w", moto.Endpoint, err)
+	}
+	return local, nil
 }
 
 // LogBuckets returns the buckets LogsFunction reads (its LOG_BUCKETS), which

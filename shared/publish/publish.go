@@ -13,6 +13,7 @@ package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -75,8 +76,14 @@ type pending struct {
 // again from it; one that cannot be decoded is logged and skipped, since
 // no retry would decode it.
 func (p *Publisher) Handle(ctx context.Context, e events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	if len(e.Records) == 0 {
+		return events.DynamoDBEventResponse{}, errors.New("not a DynamoDB stream event: no Records (PublisherFunction runs on the changes table's stream)")
+	}
 	var queue []pending
 	for _, r := range e.Records {
+		if r.EventSource != "aws:dynamodb" {
+			return events.DynamoDBEventResponse{}, fmt.Errorf("not a DynamoDB stream event: a record from %q (PublisherFunction runs on the changes table's stream)", r.EventSource)
+		}
 		entry, ok, err := p.entry(r)
 		if err != nil {
 			p.log.ErrorContext(ctx, "stream record not published", "event_id", r.EventID, "sequence", r.Change.SequenceNumber, "error", err.Error())
@@ -94,7 +101,7 @@ func (p *Publisher) Handle(ctx context.Context, e events.DynamoDBEvent) (events.
 		}
 	}
 	p.log.InfoContext(ctx, "events published", "records", len(e.Records), "events", len(queue))
-	return events.DynamoDBEventResponse{}, nil
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}, nil
 }
 
 // entry is the event of a stream record; ok is false for a record that is

@@ -58,7 +58,7 @@ func record(shard, seq int, id string) events.DynamoDBEventRecord {
 	} else {
 		image["head"] = events.NewNumberAttribute("7")
 	}
-	return events.DynamoDBEventRecord{EventName: "INSERT", EventID: fmt.Sprint("e", seq), Change: events.DynamoDBStreamRecord{
+	return events.DynamoDBEventRecord{EventSource: "aws:dynamodb", EventName: "INSERT", EventID: fmt.Sprint("e", seq), Change: events.DynamoDBStreamRecord{
 		NewImage: image, SequenceNumber: fmt.Sprintf("%05d", 100+seq),
 	}}
 }
