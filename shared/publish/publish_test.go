@@ -46,7 +46,7 @@ func record(shard, seq int, id string) events.DynamoDBEventRecord {
 	}
 	if seq > 0 {
 		image["slaveId"] = events.NewStringAttribute(id)
-		image["kind"] = events.NewStringAttribute("STATE_CHANGED")
+		image["kind"] = events.NewStringAttribute("stateChanged")
 		image["at"] = events.NewNumberAttribute("1764190000000")
 		image["writtenAt"] = events.NewNumberAttribute("1764190000000")
 		image["previous"] = events.NewStringAttribute("ACTIVE")
@@ -80,7 +80,7 @@ func TestABatchBecomesOneEventPerEntryInItsOrder(t *testing.T) {
 	if err := json.Unmarshal([]byte(b.sent[0]), &first); err != nil {
 		t.Fatal(err)
 	}
-	if first["slaveId"] != "S1" || first["sequence"] != float64(1) || first["type"] != "STATE_CHANGED" || first["previousState"] != "ACTIVE" {
+	if first["slaveId"] != "S1" || first["sequence"] != float64(1) || first["type"] != "stateChanged" || first["previousState"] != "ACTIVE" {
 		t.Errorf("got %v, want the feed's body of S1's change at sequence 1", first)
 	}
 }
