@@ -301,3 +301,29 @@ func TestAWaitWhoseCursorExpiredReadsTheStateAgain(t *testing.T) {
 		t.Errorf("got stdout %q, stderr\n%s\nwant the state, the 410 in one line, then FROZEN", res.stdout, res.stderr)
 	}
 }
+
+// A change between the feed's cursor and the read of a machine's details
+// comes again on the feed, older than the state read: it is passed over,
+// never taken for where the machine went.
+func TestAChangeBetweenTheCursorAndTheReadIsNotTakenAgain(t *testing.T) {
+	settleDrains(t)
+	id := unique("wrep")
+	machines(t, id)
+	g := newGateway(t, false)
+	g.once("feed now", func() {
+		change(t, id, client.Frozen, "on the way to the drain")
+		if err := api(t).DecommissionSlave(context.Background(), id, client.ChangeRequest{}, client.ChangeOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+	r := start(t, g.env(), "wait", id, "--for", "state=decommissioned")
+	eventually(t, "waiting", func() bool { return g.count("follow") > 0 })
+	// The feed has answered the two changes by now: a wait that took the
+	// FROZEN one for the machine's state has ended.
+	eventually(t, "the changes read", func() bool { return g.count("follow") > 1 })
+	report(t, id, 0)
+	res := r.result(t).want(t, 0)
+	if res.stdout != id+": DECOMMISSIONED\n" || strings.Contains(res.stderr, "FROZEN") {
+		t.Errorf("got stdout %q, stderr %q: want the drain followed from STARTING_DECOMMISSION, FROZEN never shown", res.stdout, res.stderr)
+	}
+}
