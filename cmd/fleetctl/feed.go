@@ -60,7 +60,7 @@ var errNoFeed = errors.New("the service has no change feed")
 // change between the read and the follow is missed; then it follows the
 // feed. However many machines are waited for, that is one read and then
 // one feed request per change batch or per feedWait, not a read of every
-// machine every --poll (docs/behaviour.md "Waiting for machines").
+// machine every --poll (docs/behaviour.md "The change feed").
 type stateFollower struct {
 	a    *app
 	c    *client.Client // reads the state, and polls without a feed

@@ -24,7 +24,7 @@ type waitFlags struct {
 func (w *waitFlags) register(cmd *cobra.Command) {
 	// --timeout is already the bound of one API call.
 	cmd.Flags().DurationVar(&w.timeout, "wait-timeout", 0, "give up waiting after this long (exit code 9); default never")
-	cmd.Flags().DurationVar(&w.poll, "poll", 2*time.Second, "how often to read the machine's state while waiting")
+	cmd.Flags().DurationVar(&w.poll, "poll", 2*time.Second, "how often to read each machine's state while waiting, when the service has no change feed")
 }
 
 func (w waitFlags) check() error {
@@ -266,9 +266,12 @@ func (a *app) waitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait ID...",
 		Short: "Wait until machines reach a state (a drain to DECOMMISSIONED)",
-		Long: `Reads each machine every --poll until it is in the state of --for, printing
-a line each time it changes state or, while it drains, its running-task
-count, and, on a terminal, a status line.
+		Long: `Waits until each machine is in the state of --for, printing a line each
+time it changes state or, while it drains, its running-task count, and, on
+a terminal, a status line. It reads the machines' state once (one list, or
+one machine's details) and then follows the service's change feed: however
+many machines, that is one request per change batch or per 20 s. Against a
+service without the feed it says so and reads each machine every --poll.
 
 With --for state=DECOMMISSIONED it follows a drain: STARTING_DECOMMISSION,
 DECOMMISSIONING while the machine's reports still count running tasks,
