@@ -278,9 +278,9 @@ func (f *stateFollower) ending() error {
 
 // waitFor waits until machine id is in target, deciding on each state the
 // follower gives as pollFor does (see reached). start, when not
-// nil, is run once the wait is registered (a drain's decommission): the
-// states before it are passed over, up to the first one draining, done or
-// deleted, which the decommission itself makes.
+// nil, is run once the wait is registered (a drain's decommission), and
+// the states from before it are passed over: the first one draining or
+// done is the decommission's own or later, and so is a deletion.
 func (f *stateFollower) waitFor(ctx context.Context, id string, target client.State, p *progress, start func(context.Context) error) error {
 	select {
 	case <-f.read:
@@ -295,6 +295,10 @@ func (f *stateFollower) waitFor(ctx context.Context, id string, target client.St
 		if err := start(ctx); err != nil {
 			return err
 		}
+		// The state known is from before the start, and the feed brings
+		// the change it made: a machine the list did not hold yet is no
+		// machine "never seen".
+		states = nil
 	}
 	passing := start != nil
 	for {
