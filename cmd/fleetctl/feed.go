@@ -23,14 +23,31 @@ func (a *app) feedClient(ctx context.Context) (*client.Client, error) {
 	return a.clientWith(ctx, client.Options{AttemptTimeout: feedWait + s.timeout/2, CallTimeout: feedWait + s.timeout, OnRetry: a.retrying})
 }
 
+// followPace is the least time between two reads of the feed by a wait:
+// the service answers as soon as any machine of the fleet changed, so a
+// busy fleet would otherwise be read back to back; paced, each answer holds
+// up to a second of the fleet's changes, and a drain's steps are still seen
+// sooner than the 2 s polling saw them.
+const followPace = time.Second
+
 // followFeed reads the change feed from cursor, each read held up to
-// feedWait, and hands each answer to apply, until ctx ends (with its
-// cause) or a read fails. A 410, a cursor older than the feed's
-// retention, is said in one line on stderr, again saying what is done
-// about it; reread then reads the state again and gives the cursor to go
-// on from. It returns the cursor after the last answer applied.
-func (a *app) followFeed(ctx context.Context, c *client.Client, cursor, again string, reread func(context.Context) (string, error), apply func(*client.Changes, []json.RawMessage)) (string, error) {
+// feedWait and started at least pace after the previous one, and hands
+// each answer to apply, until ctx ends (with its cause) or a read fails. A
+// 410, a cursor older than the feed's retention, is said in one line on
+// stderr, again saying what is done about it; reread then reads the state
+// again and gives the cursor to go on from. It returns the cursor after
+// the last answer applied.
+func (a *app) followFeed(ctx context.Context, c *client.Client, cursor string, pace time.Duration, again string, reread func(context.Context) (string, error), apply func(*client.Changes, []json.RawMessage)) (string, error) {
+	var last time.Time
 	for {
+		if d := pace - time.Since(last); d > 0 {
+			select {
+			case <-ctx.Done():
+				return cursor, context.Cause(ctx)
+			case <-time.After(d):
+			}
+		}
+		last = time.Now()
 		page, raw, err := c.FollowChangesRaw(ctx, cursor, feedWait)
 		if ctx.Err() != nil {
 			return cursor, context.Cause(ctx)
@@ -59,8 +76,9 @@ var errNoFeed = errors.New("the service has no change feed")
 // first, then reads the state (a list, or one machine's details), so no
 // change between the read and the follow is missed; then it follows the
 // feed. However many machines are waited for, that is one read and then
-// one feed request per change batch or per feedWait, not a read of every
-// machine every --poll (docs/behaviour.md "The change feed").
+// one feed request per change batch or per feedWait, at most one per
+// followPace, not a read of every machine every --poll (docs/behaviour.md
+// "The change feed").
 type stateFollower struct {
 	a    *app
 	c    *client.Client // reads the state, and polls without a feed
@@ -132,7 +150,7 @@ func (f *stateFollower) run(ctx context.Context, listed []client.Slave, cursor s
 	f.set(listed)
 	f.mu.Unlock()
 	close(f.read)
-	_, err := f.a.followFeed(ctx, f.fc, cursor, "reading the machines' state again and following from there", f.reread, f.apply)
+	_, err := f.a.followFeed(ctx, f.fc, cursor, followPace, "reading the machines' state again and following from there", f.reread, f.apply)
 	return err
 }
 

@@ -270,8 +270,9 @@ func (a *app) waitCommand() *cobra.Command {
 time it changes state or, while it drains, its running-task count, and, on
 a terminal, a status line. It reads the machines' state once (one list, or
 one machine's details) and then follows the service's change feed: however
-many machines, that is one request per change batch or per 20 s. Against a
-service without the feed it says so and reads each machine every --poll.
+many machines, one request a second at most, one per 20 s when nothing
+changes. Against a service without the feed it says so and reads each
+machine every --poll.
 
 With --for state=DECOMMISSIONED it follows a drain: STARTING_DECOMMISSION,
 DECOMMISSIONING while the machine's reports still count running tasks,

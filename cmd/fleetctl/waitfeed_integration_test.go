@@ -189,9 +189,9 @@ func TestAGuardedDrainOfFiftyMachinesReadsNoMachineDetails(t *testing.T) {
 	if n := strings.Count(res.stdout, ": DECOMMISSIONED\n"); n != len(ids) {
 		t.Errorf("got stdout\n%s\nwant %d machines DECOMMISSIONED", res.stdout, len(ids))
 	}
-	// 100 changes (a decommission and a drain's end each); a read of the
-	// feed answers at least one, or ends its 20 s wait.
-	most := 2*len(ids) + int(took/(19*time.Second)) + 1
+	// 100 changes (a decommission and a drain's end each), read at most
+	// one answer a second.
+	most := int(took/followPace) + 1
 	if g.count("list") != 1 || g.count("details") != 0 || g.count("feed now") != 0 || g.count("follow") > most || g.count("change") != len(ids) {
 		t.Errorf("got requests %v, want the one list of the selection, no details, at most %d reads of the feed and one decommission per machine", g, most)
 	}
