@@ -159,7 +159,7 @@ func (f *stateFollower) run(ctx context.Context, listed []client.Slave, cursor s
 // exact; a machine's details do not, and the feed's "now" is taken before
 // them (a change in between is then seen again, and passed over by apply).
 func (f *stateFollower) readState(ctx context.Context) (string, []client.Slave, error) {
-	if len(f.ids) > 1 {
+	if len(f.ids) != 1 {
 		all, cursor, err := f.c.ListSlavesAt(ctx, "")
 		if err = f.a.partial(err); err != nil {
 			return "", nil, err
@@ -175,7 +175,7 @@ func (f *stateFollower) readState(ctx context.Context) (string, []client.Slave, 
 	if err != nil {
 		return "", nil, err
 	}
-	if len(f.ids) > 1 {
+	if len(f.ids) != 1 {
 		all, _, err := f.c.ListSlavesAt(ctx, "")
 		return now.Cursor, all, f.a.partial(err)
 	}
@@ -321,8 +321,8 @@ func (f *stateFollower) waitFor(ctx context.Context, id string, target client.St
 	passing := start != nil
 	for {
 		if err := f.ending(); err != nil {
-			// Ended before the state was read, or the service has no
-			// feed: poll as before.
+			// The service has no feed: poll as before. Otherwise the
+			// follower failed (or ctx ended), and so does the wait.
 			if errors.Is(err, errNoFeed) {
 				return pollFor(ctx, f.c, id, target, f.poll, p)
 			}
