@@ -104,7 +104,7 @@ func (a *app) change(cmd *cobra.Command, name string, f changeFlags, ids []strin
 		return err
 	}
 	guarded := g != nil || f.wait
-	selected, err := a.selectMachines(ctx, c, ids, f.sel, guarded || f.dryRun)
+	selected, cursor, err := a.selectMachines(ctx, c, ids, f.sel, guarded || f.dryRun)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,13 @@ func (a *app) change(cmd *cobra.Command, name string, f changeFlags, ids []strin
 		ctx = wctx
 		p = newProgress(a.stderr, isTerminal(a.stderr), client.Decommissioned)
 		defer p.done()
-		do, done = drainStep(c, send, f.wf.poll, p), string(client.Decommissioned)
+		// The drains are followed on the change feed from the selection's
+		// list: its cursor is the state the plan was made on.
+		fl, err := a.followStates(ctx, c, slaveIDs(plan.start), f.wf.poll, plan.start, cursor)
+		if err != nil {
+			return err
+		}
+		do, done = drainStep(fl, send, p), string(client.Decommissioned)
 	}
 	err = a.apply(ctx, plan.start, plan.limit, do, done, p)
 	return a.held(name, plan, n, f.wait, g != nil || f.sel.given(), err)
@@ -230,14 +236,13 @@ func changeStep(target client.State, send func(context.Context, string, client.C
 // drainStep decommissions one machine and follows it to DECOMMISSIONED. A
 // drain under way or done is only waited for: running the same command
 // again resumes it.
-func drainStep(c *client.Client, send func(context.Context, string, client.ChangeOptions) error, poll time.Duration, p *progress) func(context.Context, client.Slave) error {
+func drainStep(f *stateFollower, send func(context.Context, string, client.ChangeOptions) error, p *progress) func(context.Context, client.Slave) error {
 	return func(ctx context.Context, s client.Slave) error {
+		var start func(context.Context) error
 		if st := s.CurrentState.State; !draining(st) && st != client.Decommissioned {
-			if err := send(ctx, s.ID, client.ChangeOptions{}); err != nil {
-				return err
-			}
+			start = func(ctx context.Context) error { return send(ctx, s.ID, client.ChangeOptions{}) }
 		}
-		return waitFor(ctx, c, s.ID, client.Decommissioned, poll, p)
+		return f.waitFor(ctx, s.ID, client.Decommissioned, p, start)
 	}
 }
 

@@ -86,7 +86,7 @@ for xargs).`,
 			if err != nil {
 				return err
 			}
-			slaves, err := a.listSelected(cmd.Context(), c, f)
+			slaves, _, err := a.listSelected(cmd.Context(), c, f)
 			if err != nil {
 				return err
 			}
@@ -283,25 +283,27 @@ var actions = map[string]struct {
 // selectMachines returns the machines a change names: those the selector
 // matches, sorted by id, or the ids given. The ids are read from the list
 // only when their states are needed (for the guard or a wait); an unknown
-// id stays in with no state, for the change to answer 404.
-func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string, sel selector, needStates bool) ([]client.Slave, error) {
+// id stays in with no state, for the change to answer 404. The cursor is
+// the list's X-Changes-Cursor, when a list was read: a wait follows the
+// change feed from it.
+func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string, sel selector, needStates bool) ([]client.Slave, string, error) {
 	f, err := sel.filter()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !sel.given() && !needStates {
 		out := make([]client.Slave, len(ids))
 		for i, id := range ids {
 			out[i].ID = id
 		}
-		return out, nil
+		return out, "", nil
 	}
 	if sel.given() {
 		return a.listSelected(ctx, c, f)
 	}
-	all, err := c.ListSlaves(ctx, "")
+	all, cursor, err := c.ListSlavesAt(ctx, "")
 	if err = a.partial(err); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]client.Slave, len(ids))
 	for i, id := range ids {
@@ -310,20 +312,21 @@ func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string
 			out[i] = all[j]
 		}
 	}
-	return out, nil
+	return out, cursor, nil
 }
 
-// listSelected returns the machines f selects, sorted by id: what list
-// shows and what a change by selector changes. The state is asked of the
-// service; globs and attributes are matched here.
-func (a *app) listSelected(ctx context.Context, c *client.Client, f machineFilter) ([]client.Slave, error) {
-	all, err := c.ListSlaves(ctx, string(f.state))
+// listSelected returns the machines f selects, sorted by id, and the
+// list's cursor: what list shows and what a change by selector changes.
+// The state is asked of the service; globs and attributes are matched
+// here.
+func (a *app) listSelected(ctx context.Context, c *client.Client, f machineFilter) ([]client.Slave, string, error) {
+	all, cursor, err := c.ListSlavesAt(ctx, string(f.state))
 	if err = a.partial(err); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	all = slices.DeleteFunc(all, func(s client.Slave) bool { return !f.matches(s) })
 	sortByID(all)
-	return all, nil
+	return all, cursor, nil
 }
 
 func slaveIDs(slaves []client.Slave) []string {

@@ -24,7 +24,7 @@ type waitFlags struct {
 func (w *waitFlags) register(cmd *cobra.Command) {
 	// --timeout is already the bound of one API call.
 	cmd.Flags().DurationVar(&w.timeout, "wait-timeout", 0, "give up waiting after this long (exit code 9); default never")
-	cmd.Flags().DurationVar(&w.poll, "poll", 2*time.Second, "how often to read the machine's state while waiting")
+	cmd.Flags().DurationVar(&w.poll, "poll", 2*time.Second, "how often to read each machine's state while waiting, when the service has no change feed")
 }
 
 func (w waitFlags) check() error {
@@ -189,13 +189,13 @@ func (p *progress) done() {
 	p.clear()
 }
 
-// waitFor reads the machine every poll until it is in target. It only
-// reads, so a client that stopped waiting can start again. A machine that
-// leaves the way to target (activated, DEAD, deleted) ends the wait with
-// exit code 10, one that never existed with 4; ctx ending by
-// errWaitTimeout, with 9; ctx ending otherwise (an interrupt), with its
-// cause and no further read.
-func waitFor(ctx context.Context, c *client.Client, id string, target client.State, poll time.Duration, p *progress) error {
+// pollFor reads the machine every poll until it is in target: the wait of
+// a service without the change feed. It only reads, so a client that
+// stopped waiting can start again. A machine that leaves the way to target
+// (activated, DEAD, deleted) ends the wait with exit code 10, one that
+// never existed with 4; ctx ending by errWaitTimeout, with 9; ctx ending
+// otherwise (an interrupt), with its cause and no further read.
+func pollFor(ctx context.Context, c *client.Client, id string, target client.State, poll time.Duration, p *progress) error {
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	defer p.gone(id)
@@ -204,26 +204,14 @@ func waitFor(ctx context.Context, c *client.Client, id string, target client.Sta
 		if ctx.Err() != nil {
 			return waitEnded(ctx, id, target, p)
 		}
-		switch {
-		case client.IsNotFound(err):
-			if _, seen := p.last(id); !seen {
-				return exitError{code: exitNotFound, msg: fmt.Sprintf("no such machine (waiting for %s)", target)}
-			}
-			return exitError{code: exitElsewhere, msg: fmt.Sprintf("deleted while waiting for %s", target)}
-		case err != nil:
+		if client.IsNotFound(err) {
+			s, err = nil, nil
+		}
+		if err != nil {
 			return err
 		}
-		p.saw(id, *s)
-		cur := s.CurrentState.State
-		if cur == target {
-			return nil
-		}
-		if !onTheWay(cur, target) {
-			msg := fmt.Sprintf("went to %s%s, not %s", cur, by(s.CurrentState.User), target)
-			if s.CurrentState.Message != "" {
-				msg += ": " + s.CurrentState.Message
-			}
-			return exitError{code: exitElsewhere, msg: msg}
+		if done, err := reached(id, s, target, p); done {
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -231,6 +219,32 @@ func waitFor(ctx context.Context, c *client.Client, id string, target client.Sta
 		case <-tick.C:
 		}
 	}
+}
+
+// reached decides a wait on the machine's state s (nil: none such):
+// whether the wait is over, and the error it ends with. A machine in
+// target ends it well; one that left the way to target with exit code 10,
+// and so does one deleted after it was seen; one never seen, with 4.
+func reached(id string, s *client.Slave, target client.State, p *progress) (bool, error) {
+	if s == nil {
+		if _, seen := p.last(id); !seen {
+			return true, exitError{code: exitNotFound, msg: fmt.Sprintf("no such machine (waiting for %s)", target)}
+		}
+		return true, exitError{code: exitElsewhere, msg: fmt.Sprintf("deleted while waiting for %s", target)}
+	}
+	p.saw(id, *s)
+	cur := s.CurrentState.State
+	if cur == target {
+		return true, nil
+	}
+	if !onTheWay(cur, target) {
+		msg := fmt.Sprintf("went to %s%s, not %s", cur, by(s.CurrentState.User), target)
+		if s.CurrentState.Message != "" {
+			msg += ": " + s.CurrentState.Message
+		}
+		return true, exitError{code: exitElsewhere, msg: msg}
+	}
+	return false, nil
 }
 
 // waitEnded is why a wait stopped before its machine got there: the
@@ -252,9 +266,13 @@ func (a *app) waitCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "wait ID...",
 		Short: "Wait until machines reach a state (a drain to DECOMMISSIONED)",
-		Long: `Reads each machine every --poll until it is in the state of --for, printing
-a line each time it changes state or, while it drains, its running-task
-count, and, on a terminal, a status line.
+		Long: `Waits until each machine is in the state of --for, printing a line each
+time it changes state or, while it drains, its running-task count, and, on
+a terminal, a status line. It reads the machines' state once (one list, or
+one machine's details) and then follows the service's change feed: however
+many machines, one request a second at most, one per 20 s when nothing
+changes. Against a service without the feed it says so and reads each
+machine every --poll.
 
 With --for state=DECOMMISSIONED it follows a drain: STARTING_DECOMMISSION,
 DECOMMISSIONING while the machine's reports still count running tasks,
@@ -287,12 +305,16 @@ restart, run it again.`,
 			defer cancel()
 			p := newProgress(a.stderr, isTerminal(a.stderr), target)
 			defer p.done()
+			f, err := a.followStates(ctx, c, ids, wf.poll, nil, "")
+			if err != nil {
+				return err
+			}
 			slaves := make([]client.Slave, len(ids))
 			for i, id := range ids {
 				slaves[i].ID = id
 			}
 			return a.apply(ctx, slaves, len(ids), func(ctx context.Context, s client.Slave) error {
-				return waitFor(ctx, c, s.ID, target, wf.poll, p)
+				return f.waitFor(ctx, s.ID, target, p, nil)
 			}, string(target), p)
 		},
 	}

@@ -6,17 +6,12 @@ import (
 	"fmt"
 	"path"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetops/fleet/client"
 )
-
-// feedWait is how long one read of the change feed waits for a change,
-// the most the service holds a request.
-const feedWait = 20 * time.Second
 
 // watcher follows the change feed and prints the changes of the selected
 // machines.
@@ -118,28 +113,14 @@ func (w *watcher) print(ch client.SlaveChange, raw json.RawMessage) {
 // printing what concerns the selection. It returns the cursor to resume
 // from: every change before it was printed (or was not to be), none after.
 func (w *watcher) follow(ctx context.Context, cursor string) (string, error) {
-	for {
-		page, raw, err := w.c.FollowChangesRaw(ctx, cursor, feedWait)
-		if ctx.Err() != nil {
-			return cursor, context.Cause(ctx)
-		}
-		if client.StatusOf(err) == 410 {
-			fmt.Fprintf(w.a.stderr, "fleetctl: %s: the feed no longer holds its changes; listing the machines again and following from there (changes in between are not shown)\n", message(err))
-			if cursor, err = w.list(ctx); err != nil {
-				return "", err
+	return w.a.followFeed(ctx, w.c, cursor, 0, "listing the machines again and following from there (changes in between are not shown)", w.list,
+		func(page *client.Changes, raw []json.RawMessage) {
+			for i, ch := range page.Changes {
+				if w.concerns(ch) {
+					w.print(ch, raw[i])
+				}
 			}
-			continue
-		}
-		if err != nil {
-			return cursor, err
-		}
-		for i, ch := range page.Changes {
-			if w.concerns(ch) {
-				w.print(ch, raw[i])
-			}
-		}
-		cursor = page.Cursor
-	}
+		})
 }
 
 func (a *app) watchCommand() *cobra.Command {
@@ -184,10 +165,7 @@ exits with code 2.`,
 			if cmd.Flags().Changed("since") && since == "" {
 				return usageError("--since: empty; give the cursor a watch printed")
 			}
-			// A read of the feed is held up to feedWait: each attempt
-			// has that on top of the usual time.
-			s := a.settings
-			c, err := a.clientWith(cmd.Context(), client.Options{AttemptTimeout: feedWait + s.timeout/2, CallTimeout: feedWait + s.timeout, OnRetry: a.retrying})
+			c, err := a.feedClient(cmd.Context())
 			if err != nil {
 				return err
 			}
