@@ -172,6 +172,7 @@ def main():
         "functions": {},
         "tables": {},
         "rules": {},
+        "buses": [],
     }
     if desc["StackStatus"] != "CREATE_COMPLETE":
         json.dump(out, sys.stdout, indent=1)
@@ -225,6 +226,7 @@ def main():
                 "state": rule.get("State", ""),
                 "targets": [t["Arn"] for t in targets],
             }
+    out["buses"] = [b["Name"] for b in events.list_event_buses()["EventBuses"]]
     json.dump(out, sys.stdout, indent=1)
 
 

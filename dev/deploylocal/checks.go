@@ -37,7 +37,7 @@ func bucketRef(tpl *stack.Template, v string) string {
 
 // checkWiring compares what CloudFormation made of the template with the
 // template: each function's environment (a table reference is the name of
-// this stack's table, every other value the template's with the stack's
+// this stack's table, a bus's name one of this stack's buses, every other value the template's with the stack's
 // parameters), memory, timeout, runtime and handler; each table's keys and
 // indexes; the outputs naming tables.
 func checkWiring(tpl *stack.Template, s *Stack) []error {
@@ -59,6 +59,15 @@ func checkWiring(tpl *stack.Template, s *Stack) []error {
 		for k, v := range want {
 			if id, ok := strings.CutPrefix(v, tableRef); ok {
 				table, ok := s.Tables[id]
+				if bus := s.Resources[id]; !ok && bus.Type == "AWS::Events::EventBus" {
+					// A bus of the account named for this stack, not the
+					// default bus another stack shares.
+					name := got.Environment[k]
+					if !slices.Contains(s.Buses, name) || !strings.HasPrefix(name, s.Name+"-") {
+						problems = append(problems, fmt.Errorf("%s: %s is %q, want the stack's %s, one of the buses %v named for stack %s", fn, k, name, id, s.Buses, s.Name))
+					}
+					continue
+				}
 				if !ok {
 					problems = append(problems, fmt.Errorf("%s: %s refers to %s, which the stack did not create", fn, k, id))
 				} else if got.Environment[k] != table.Name {

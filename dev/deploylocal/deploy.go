@@ -33,6 +33,10 @@ type Stack struct {
 	Functions map[string]Function `json:"functions"`
 	Tables    map[string]Table    `json:"tables"`
 	Rules     map[string]Rule     `json:"rules"`
+	// Buses are the names of the account's event buses after the stack
+	// was created (moto's CloudFormation names a bus, but leaves its
+	// physical id empty).
+	Buses []string `json:"buses"`
 }
 
 // Resource is one resource the stack created.

@@ -328,7 +328,7 @@ var noValue = &struct{ name string }{"AWS::NoValue"}
 
 // resolve replaces the intrinsics a local run can answer: a !Ref of a parameter
 // (its Default), of a DynamoDB table (name(logicalID), when name is not nil)
-// and of AWS::NoValue (noValue, whose key is then dropped), and an !If on one
+// or an event bus, an event bus's Name, and of AWS::NoValue (noValue, whose key is then dropped), and an !If on one
 // of the template's conditions. Anything else is an error.
 func (t *Template) resolve(v any, name func(string) string) (any, error) {
 	switch v := v.(type) {
@@ -342,6 +342,9 @@ func (t *Template) resolve(v any, name func(string) string) (any, error) {
 			}
 			if arg, ok := v["Fn::Split"]; ok {
 				return t.resolveSplit(arg, name)
+			}
+			if arg, ok := v["Fn::GetAtt"]; ok {
+				return t.resolveGetAtt(arg, name)
 			}
 			return nil, fmt.Errorf("%s cannot be resolved locally", sortedKeys(v)[0])
 		}
@@ -397,6 +400,20 @@ func (t *Template) resolveRef(ref any, name func(string) string) (any, error) {
 		return name(id), nil
 	}
 	return nil, fmt.Errorf("a Ref of %s cannot be resolved locally (only parameters, DynamoDB tables, S3 buckets and event buses can)", id)
+}
+
+// resolveGetAtt resolves [resource, attribute] for the one attribute a
+// local run names: an event bus's Name (name(logicalID)).
+func (t *Template) resolveGetAtt(arg any, name func(string) string) (any, error) {
+	a, ok := arg.([]any)
+	if !ok || len(a) != 2 {
+		return nil, fmt.Errorf("Fn::GetAtt %v is not [resource, attribute]", arg)
+	}
+	id, _ := a[0].(string)
+	if r, ok := t.Resources[id]; ok && r.Type == eventBus && a[1] == "Name" && name != nil {
+		return name(id), nil
+	}
+	return nil, fmt.Errorf("Fn::GetAtt %v cannot be resolved locally (only an event bus's Name can)", arg)
 }
 
 // resolveIf resolves [condition, then, else].
