@@ -74,7 +74,10 @@ type Function struct {
 type Result struct {
 	RequestID string
 	// Response is the payload the function returned (nil on a function error).
+	// A response the function streamed (StreamedContentType) is given as
+	// the proxy response API Gateway makes of it, and Streamed is true.
 	Response []byte
+	Streamed bool
 	// Init is the time to the function's first request for an event: the cold start.
 	Init time.Duration
 	// Total is the time until the function posted its response or error.
@@ -230,7 +233,7 @@ func (f Function) await(ctx context.Context, api *runtimeAPI, exited chan error,
 			if o.err != nil {
 				return res, o.err
 			}
-			res.Response = o.response
+			res.Response, res.Streamed = o.response, o.streamed
 			return res, nil
 		case <-delivered:
 			delivered = nil // closed: receive from it once
@@ -330,6 +333,7 @@ type runtimeAPI struct {
 
 type outcome struct {
 	response []byte
+	streamed bool
 	err      error
 	at       time.Time
 }
@@ -430,7 +434,7 @@ func (a *runtimeAPI) response(w http.ResponseWriter, r *http.Request) {
 		}
 		a.answer(outcome{err: ferr})
 	default:
-		a.answer(outcome{response: body})
+		a.answer(outcome{response: body, streamed: streamed})
 	}
 	writeStatus(w, http.StatusAccepted, "OK")
 }
