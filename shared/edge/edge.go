@@ -1,7 +1,8 @@
 // Package edge owns the boundary between API Gateway and net/http: it turns
 // Lambda proxy events (REST API payload 1.0 and HTTP API payload 2.0) into
 // *http.Request values carrying the caller's identity and request ids, and
-// turns the recorded response back into the proxy response. It is the only
+// turns the response back into the proxy response (Handler) or into API
+// Gateway's response streaming format (StreamHandler). It is the only
 // package that imports the aws-lambda-go events types, so the same
 // http.Handler serves Lambda, the local server and httptest.
 package edge

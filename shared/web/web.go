@@ -2,7 +2,8 @@
 // conventions of docs/behaviour.md "Wire conventions" (JSON bodies, tolerant
 // optional bodies, the error body), the one mapping from fault kinds to HTTP
 // status, and the middleware that gives every request an id, a log line and
-// panic safety and keeps every answer within what Lambda can return (Budget).
+// panic safety and either streams every answer whole (Options.Stream) or
+// keeps it within what Lambda can return buffered (Budget).
 //
 // The log line of a request says what an operator asks first: which route,
 // what answer, how long, for whom (the caller's identity id, never a token),
