@@ -68,7 +68,7 @@ func TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole(t *testing.T
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 
-	t.Run("a fleet of 1,500 slaves of 5 KB each", func(t *testing.T) {
+	t.Run("a fleet of 1,500 slaves of 24 KB each", func(t *testing.T) {
 		const n = 1500
 		attrs := map[string]string{"note": strings.Repeat("<", 4000)} // 24 KB as JSON escapes it
 		var machines []apitest.Machine
