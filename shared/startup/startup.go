@@ -35,12 +35,13 @@ func API(build func(ctx context.Context, s Setup) (http.Handler, error)) {
 	lambda.Start(tracing.Lambda(edge.Handler(web.Wrap(tracing.HTTP(h), web.Options{Logger: s.Log, RequestID: edge.RequestID, Metrics: s.Metrics}))))
 }
 
-// StreamedAPI is API for a function whose routes API Gateway invokes with
-// response streaming (ResponseTransferMode RESPONSE_STREAM on every one of
-// its Api events in template.yaml): every answer is sent whole, written as
-// it is encoded, in the streaming format (edge.StreamHandler), rather than
-// held and bounded to Lambda's 6 MB (docs/behaviour.md "Answers of any
-// size"). Such a function answers only streaming invocations.
+// StreamedAPI is API for a function that API Gateway invokes with response
+// streaming (responseTransferMode STREAM on every integration of FleetApi
+// that reaches it in template.yaml, which functions/streamed_test.go
+// checks): every answer is sent whole, written as it is encoded, in the
+// streaming format (edge.StreamHandler), rather than held and bounded to
+// Lambda's 6 MB (docs/behaviour.md "Answers of any size"). Such a function
+// answers only streaming invocations.
 func StreamedAPI(build func(ctx context.Context, s Setup) (http.Handler, error)) {
 	ctx, s := setup()
 	h, err := build(ctx, s)
