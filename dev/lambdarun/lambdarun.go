@@ -412,9 +412,6 @@ func (a *runtimeAPI) response(w http.ResponseWriter, r *http.Request) {
 		limit = MaxStreamedResponseSize
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
-	if err == nil && streamed && len(body) <= limit && r.Trailer.Get("Lambda-Runtime-Function-Error-Type") == "" {
-		body, err = proxyResponse(body)
-	}
 	switch {
 	case err != nil:
 		a.answer(outcome{err: fmt.Errorf("read the function's response: %w", err)})
@@ -433,8 +430,14 @@ func (a *runtimeAPI) response(w http.ResponseWriter, r *http.Request) {
 			_ = json.Unmarshal(raw, ferr)
 		}
 		a.answer(outcome{err: ferr})
+	case streamed:
+		if body, err = proxyResponse(body); err != nil {
+			a.answer(outcome{err: fmt.Errorf("read the function's streamed response: %w", err)})
+			break
+		}
+		a.answer(outcome{response: body, streamed: true})
 	default:
-		a.answer(outcome{response: body, streamed: streamed})
+		a.answer(outcome{response: body})
 	}
 	writeStatus(w, http.StatusAccepted, "OK")
 }
