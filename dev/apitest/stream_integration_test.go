@@ -89,8 +89,8 @@ func TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole(t *testing.T
 		}
 	})
 
-	t.Run("a task's 700 logs with long names", func(t *testing.T) {
-		const n, taskID = 700, "stream-api-v7-1793491200000-0-node3-us_east_1a"
+	t.Run("a task's 1,700 logs with long names, 20 MB of listing", func(t *testing.T) {
+		const n, taskID = 1700, "stream-api-v7-1793491200000-0-node3-us_east_1a"
 		format, _ := logkey.ParseFormat(logkey.DefaultFormat)
 		task, err := logkey.ParseTaskID(taskID)
 		if err != nil {
@@ -118,6 +118,9 @@ func TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole(t *testing.T
 			}
 		}
 		_, body := getWhole(t, srv, "/api/logs/task/"+taskID+"?excludeMetadata=true")
+		if len(body) < 20<<20 {
+			t.Errorf("got %d bytes of listing, want 20 MB at least", len(body))
+		}
 		var got []json.RawMessage
 		if err := json.Unmarshal(body, &got); err != nil || len(got) != n {
 			t.Fatalf("got %d logs (%v), want all %d", len(got), err, n)
