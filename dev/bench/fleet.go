@@ -26,8 +26,20 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
-// lambdaResponseLimit is Lambda's limit on a synchronous response payload.
-const lambdaResponseLimit = 6 << 20
+// Lambda streams the first streamFastBytes of an answer at full speed, and
+// the rest at streamRate bytes a second; API Gateway's own cap, the same
+// rate, starts later, past 10 MB (docs/behaviour.md "Answers of any size").
+const (
+	streamFastBytes = 6 << 20
+	streamRate      = 2 << 20
+)
+
+// streamedTime is how long API Gateway takes to stream n bytes that the
+// function writes in took: the function's time, and what the bandwidth
+// cap adds past the first streamFastBytes.
+func streamedTime(took time.Duration, n int) time.Duration {
+	return took + time.Duration(float64(max(0, n-streamFastBytes))/streamRate*float64(time.Second))
+}
 
 // scanLatency is the latency the full-list and state query figures give
 // every Scan and Query page: a 1 MB DynamoDB page takes tens of
@@ -201,6 +213,7 @@ func fullList(ctx context.Context, e *env, items []map[string]types.AttributeVal
 	type answer struct {
 		res        lambdarun.Result
 		body       []byte // as the client reads it
+		wire       int    // the body's bytes as streamed, before gzip is undone
 		count      string // X-Result-Count of a cut answer
 		compressed bool
 	}
@@ -224,6 +237,7 @@ func fullList(ctx context.Context, e *env, items []map[string]types.AttributeVal
 				return answer{}, err
 			}
 		}
+		a.wire = len(a.body)
 		if a.compressed {
 			zr, err := gzip.NewReader(bytes.NewReader(a.body))
 			if err == nil {
@@ -271,11 +285,16 @@ func fullList(ctx context.Context, e *env, items []map[string]types.AttributeVal
 	costBefore := cost(lists, before, beforeListMemorySize) + cost(others, otherRequest, beforeListMemorySize)
 	costAfter := cost(lists, est, fn.MemorySize) + cost(others, otherRequest, fn.MemorySize)
 	qTook, qEst := query.res.Handler(), duration(query.res.CPU, query.res.Handler(), fn.MemorySize)
+	plainEst := duration(plain.res.CPU, plain.res.Handler(), fn.MemorySize)
 	return []row{
-		{figure: fmt.Sprintf("GET /api/slaves of %d slaves, gzip: Lambda response", size), value: fmt.Sprintf("%.2f MB (%.1f MB of JSON, all %d slaves)", mb(len(zipped.res.Response)), mb(len(zipped.body)), size),
-			target: "≤ 6 MB", met: verdict(len(zipped.res.Response) <= lambdaResponseLimit && zipped.compressed && zipped.count == "")},
-		{figure: fmt.Sprintf("GET /api/slaves of %d slaves, no gzip: Lambda response", size), value: fmt.Sprintf("%.2f MB (the first %s slaves, cut to fit)", mb(len(plain.res.Response)), plain.count),
-			target: "≤ 6 MB", met: verdict(len(plain.res.Response) <= lambdaResponseLimit)},
+		{figure: fmt.Sprintf("GET /api/slaves of %d slaves, gzip, streamed: answer, function's time, through API Gateway", size),
+			value: fmt.Sprintf("%.2f MB (%.1f MB of JSON, %s), %s; %.1f s streamed", mb(zipped.wire), mb(len(zipped.body)), whole(zipped.body, size),
+				ms(zipped.res.Handler()), streamedTime(est, zipped.wire).Seconds()),
+			target: fmt.Sprintf("all, within the function's %v", cfg.Timeout), met: verdict(zipped.compressed && zipped.count == "" && isWhole(zipped.body, size) && streamedTime(est, zipped.wire) < cfg.Timeout)},
+		{figure: fmt.Sprintf("GET /api/slaves of %d slaves, no gzip, streamed: answer, function's time, through API Gateway", size),
+			value: fmt.Sprintf("%.2f MB (%s), %s; %.1f s streamed (2 MB/s past 6 MB)", mb(plain.wire), whole(plain.body, size),
+				ms(plain.res.Handler()), streamedTime(plainEst, plain.wire).Seconds()),
+			target: fmt.Sprintf("all, within the function's %v", cfg.Timeout), met: verdict(plain.count == "" && isWhole(plain.body, size) && streamedTime(plainEst, plain.wire) < cfg.Timeout)},
 		{figure: fmt.Sprintf("GET /api/slaves: peak memory (Lambda's Max Memory Used) at MemorySize %d MB, before → after", fn.MemorySize),
 			value:  fmt.Sprintf("%d MB → %d MB (before: peak heap in the bench process, at %d MB; %d MB without gzip now)", beforePeakMB, peak>>20, beforeMemorySize, plain.res.MaxMemory>>20),
 			target: fmt.Sprintf("≤ %d MB", fn.MemorySize), met: verdict(peak <= int64(fn.MemorySize)<<20)},
@@ -331,6 +350,20 @@ func proxyBody(response []byte) (int, []byte, error) {
 }
 
 func mb(n int) float64 { return float64(n) / (1 << 20) }
+
+// isWhole reports whether body is a JSON array of n elements.
+func isWhole(body []byte, n int) bool {
+	var elems []json.RawMessage
+	return json.Unmarshal(body, &elems) == nil && len(elems) == n
+}
+
+// whole says whether body holds all n slaves.
+func whole(body []byte, n int) string {
+	if isWhole(body, n) {
+		return fmt.Sprintf("all %d slaves", n)
+	}
+	return fmt.Sprintf("not all %d slaves", n)
+}
 
 // proxyGet is an API Gateway REST proxy event for a GET.
 func proxyGet(path, acceptEncoding string) json.RawMessage {

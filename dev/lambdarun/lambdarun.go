@@ -15,6 +15,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fleetops/fleet/shared/payload"
 )
 
 // Limits Lambda applies, applied here too so that a local run fails where a
@@ -37,6 +40,9 @@ const (
 	// message quotes 100 bytes more; a local run holds to the documented
 	// figure, so what passes here passes there.
 	MaxResponseSize = 6 << 20
+	// MaxStreamedResponseSize is the most a function answering in the
+	// response streaming format (StreamedContentType) may stream: 200 MiB.
+	MaxStreamedResponseSize = 200 << 20
 	// InitTimeout bounds the time from start to the first request for an event.
 	InitTimeout = 10 * time.Second
 )
@@ -68,7 +74,10 @@ type Function struct {
 type Result struct {
 	RequestID string
 	// Response is the payload the function returned (nil on a function error).
+	// A response the function streamed (StreamedContentType) is given as
+	// the proxy response API Gateway makes of it, and Streamed is true.
 	Response []byte
+	Streamed bool
 	// Init is the time to the function's first request for an event: the cold start.
 	Init time.Duration
 	// Total is the time until the function posted its response or error.
@@ -224,7 +233,7 @@ func (f Function) await(ctx context.Context, api *runtimeAPI, exited chan error,
 			if o.err != nil {
 				return res, o.err
 			}
-			res.Response = o.response
+			res.Response, res.Streamed = o.response, o.streamed
 			return res, nil
 		case <-delivered:
 			delivered = nil // closed: receive from it once
@@ -324,6 +333,7 @@ type runtimeAPI struct {
 
 type outcome struct {
 	response []byte
+	streamed bool
 	err      error
 	at       time.Time
 }
@@ -386,18 +396,29 @@ func (a *runtimeAPI) next(w http.ResponseWriter, r *http.Request) {
 	close(a.delivered)
 }
 
+// StreamedContentType is the Content-Type of a response in API Gateway's
+// response streaming format: a JSON prelude with the status and headers,
+// eight NUL bytes, then the body (aws-lambda-go's
+// events.LambdaFunctionURLStreamingResponse).
+const StreamedContentType = "application/vnd.awslambda.http-integration-response"
+
 func (a *runtimeAPI) response(w http.ResponseWriter, r *http.Request) {
 	if !a.checkID(w, r) {
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxResponseSize+1))
+	limit := MaxResponseSize
+	streamed := r.Header.Get("Content-Type") == StreamedContentType
+	if streamed {
+		limit = MaxStreamedResponseSize
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, int64(limit)+1))
 	switch {
 	case err != nil:
 		a.answer(outcome{err: fmt.Errorf("read the function's response: %w", err)})
-	case len(body) > MaxResponseSize:
+	case len(body) > limit:
 		a.answer(outcome{err: &FunctionError{
 			Type:    "Function.ResponseSizeTooLarge",
-			Message: fmt.Sprintf("Response payload size exceeded maximum allowed payload size (%d bytes).", MaxResponseSize),
+			Message: fmt.Sprintf("Response payload size exceeded maximum allowed payload size (%d bytes).", limit),
 		}})
 		writeStatus(w, http.StatusRequestEntityTooLarge, "response too large")
 		return
@@ -409,10 +430,52 @@ func (a *runtimeAPI) response(w http.ResponseWriter, r *http.Request) {
 			_ = json.Unmarshal(raw, ferr)
 		}
 		a.answer(outcome{err: ferr})
+	case streamed:
+		if body, err = proxyResponse(body); err != nil {
+			a.answer(outcome{err: fmt.Errorf("read the function's streamed response: %w", err)})
+			break
+		}
+		a.answer(outcome{response: body, streamed: true})
 	default:
 		a.answer(outcome{response: body})
 	}
 	writeStatus(w, http.StatusAccepted, "OK")
+}
+
+// proxyResponse turns a response in the streaming format into the proxy
+// response API Gateway would have made of it had it buffered it, so that
+// what reads a function's answer reads one form: the body as text, or as
+// base64 when it is binary or encoded (payload.Base64).
+func proxyResponse(streamed []byte) ([]byte, error) {
+	prelude, body, ok := bytes.Cut(streamed, make([]byte, 8))
+	if !ok {
+		return nil, errors.New("a streamed response without the eight NUL bytes that end its prelude")
+	}
+	var p struct {
+		StatusCode int               `json:"statusCode"`
+		Headers    map[string]string `json:"headers"`
+		Cookies    []string          `json:"cookies"`
+	}
+	if err := json.Unmarshal(prelude, &p); err != nil {
+		return nil, fmt.Errorf("a streamed response's prelude: %w", err)
+	}
+	h := http.Header{}
+	for k, v := range p.Headers {
+		h.Set(k, v)
+	}
+	text, encoded := string(body), payload.Base64(h, body)
+	if encoded {
+		text = base64.StdEncoding.EncodeToString(body)
+	}
+	multi := map[string][]string{}
+	for k, v := range p.Headers {
+		multi[k] = []string{v}
+	}
+	if len(p.Cookies) > 0 {
+		multi["Set-Cookie"] = p.Cookies
+	}
+	return json.Marshal(map[string]any{"statusCode": p.StatusCode, "headers": p.Headers, "multiValueHeaders": multi,
+		"body": text, "isBase64Encoded": encoded})
 }
 
 func (a *runtimeAPI) invocationError(w http.ResponseWriter, r *http.Request) {

@@ -166,6 +166,35 @@ func TestInvokeCountsTheWholeResponseAgainstLambdasLimit(t *testing.T) {
 	}
 }
 
+func TestAStreamedResponseIsDeliveredPastTheBufferedLimitAsAGatewayResponse(t *testing.T) {
+	const n = MaxResponseSize + 1<<20
+	res, err := Function{Binary: hello(t)}.Invoke(context.Background(), []byte(fmt.Sprintf(`{"streamBytes": %d}`, n)))
+	if err != nil {
+		t.Fatalf("got %v, want a streamed answer of %d bytes delivered", err, n)
+	}
+	var got struct {
+		StatusCode int               `json:"statusCode"`
+		Headers    map[string]string `json:"headers"`
+		Body       string            `json:"body"`
+		Base64     bool              `json:"isBase64Encoded"`
+	}
+	if err := json.Unmarshal(res.Response, &got); err != nil {
+		t.Fatalf("got %.200s, want a proxy response: %v", res.Response, err)
+	}
+	if !res.Streamed || got.StatusCode != 200 || got.Headers["Content-Type"] != "text/plain" || got.Base64 || len(got.Body) != n {
+		t.Errorf("got streamed %v, %d %v, base64 %v, %d bytes; want streamed, 200 text/plain, %d bytes of text", res.Streamed,
+			got.StatusCode, got.Headers, got.Base64, len(got.Body), n)
+	}
+}
+
+func TestAStreamedResponseWhoseBodyFailsIsAFunctionError(t *testing.T) {
+	_, err := Function{Binary: hello(t)}.Invoke(context.Background(), []byte(`{"streamFail": true}`))
+	var ferr *FunctionError
+	if !errors.As(err, &ferr) || !strings.Contains(ferr.Message, "asked to fail half way") {
+		t.Fatalf("got %v, want the function's error from the stream's trailers", err)
+	}
+}
+
 func TestInvokeHelper(t *testing.T) {
 	resp, err := Invoke(context.Background(), hello(t), nil, []byte(`{"name": "again"}`))
 	if err != nil {

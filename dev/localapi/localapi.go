@@ -99,7 +99,9 @@ func New(ctx context.Context, opts Options) (http.Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return web.Wrap(mux, web.Options{Logger: log}), nil
+	// Streamed, as API Gateway streams the answers of SlavesFunction and
+	// LogsFunction (startup.StreamedAPI): whole, whatever their size.
+	return web.Wrap(mux, web.Options{Logger: log, Stream: true}), nil
 }
 
 // document serves the API's OpenAPI description, for tools such as

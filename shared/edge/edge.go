@@ -1,7 +1,8 @@
 // Package edge owns the boundary between API Gateway and net/http: it turns
 // Lambda proxy events (REST API payload 1.0 and HTTP API payload 2.0) into
 // *http.Request values carrying the caller's identity and request ids, and
-// turns the recorded response back into the proxy response. It is the only
+// turns the response back into the proxy response (Handler) or into API
+// Gateway's response streaming format (StreamHandler). It is the only
 // package that imports the aws-lambda-go events types, so the same
 // http.Handler serves Lambda, the local server and httptest.
 package edge
@@ -18,6 +19,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -333,4 +335,113 @@ func writeError(w http.ResponseWriter, status int, message string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// StreamHandler returns a Lambda handler function serving h in API
+// Gateway's response streaming format, for an integration whose
+// ResponseTransferMode is STREAM (template.yaml): Lambda is invoked with
+// InvokeWithResponseStream, and the function answers a JSON prelude with
+// the status and headers, eight NUL bytes, then the body as h writes it
+// (events.LambdaFunctionURLStreamingResponse writes exactly that; REST
+// APIs read the format of function URLs). The answer is then not bounded
+// by Lambda's 6 MB buffered response (docs/behaviour.md "Answers of any
+// size").
+//
+// The handler returns once h has written its status, and h goes on
+// writing the body while Lambda reads it. An answer that h aborts
+// (http.ErrAbortHandler, as web.Wrap does when an answer fails after its
+// first byte) ends the body with an error, which Lambda reports as a
+// failed stream: the client's body ends early. Malformed events are
+// answered as Handler answers them.
+func StreamHandler(h http.Handler) func(ctx context.Context, event json.RawMessage) (*events.LambdaFunctionURLStreamingResponse, error) {
+	return func(ctx context.Context, event json.RawMessage) (*events.LambdaFunctionURLStreamingResponse, error) {
+		r, _, err := Request(ctx, event)
+		if errors.Is(err, ErrNotProxyEvent) {
+			return nil, err
+		}
+		if err != nil {
+			rec := httptest.NewRecorder()
+			writeError(rec, http.StatusBadRequest, err.Error())
+			return streamed(rec.Code, rec.Header(), rec.Body), nil
+		}
+		w := newStreamWriter()
+		cancel := context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			ctx, cancel = context.WithDeadline(r.Context(), deadline.Add(-AnswerMargin))
+			r = r.WithContext(ctx)
+		}
+		go func() {
+			defer cancel()
+			defer func() {
+				p := recover()
+				w.WriteHeader(http.StatusOK) // for a handler that wrote nothing
+				if p == nil {
+					w.pipe.Close()
+					return
+				}
+				w.pipe.CloseWithError(errStreamAborted)
+				if p != http.ErrAbortHandler {
+					panic(p)
+				}
+			}()
+			h.ServeHTTP(w, r)
+		}()
+		<-w.started
+		return w.response(), nil
+	}
+}
+
+// errStreamAborted ends the body of an answer its handler aborted.
+var errStreamAborted = errors.New("the answer was aborted after its first byte")
+
+// streamWriter is the http.ResponseWriter of StreamHandler: the status and
+// headers are taken when the handler writes its status, and the body goes
+// through a pipe that Lambda's runtime reads, so that nothing is held.
+type streamWriter struct {
+	header  http.Header
+	sent    http.Header // the headers when the status was written
+	status  int
+	once    sync.Once
+	started chan struct{}
+	body    *io.PipeReader
+	pipe    *io.PipeWriter
+}
+
+func newStreamWriter() *streamWriter {
+	pr, pw := io.Pipe()
+	return &streamWriter{header: http.Header{}, started: make(chan struct{}), body: pr, pipe: pw}
+}
+
+func (w *streamWriter) Header() http.Header { return w.header }
+
+func (w *streamWriter) WriteHeader(status int) {
+	w.once.Do(func() {
+		w.status, w.sent = status, w.header.Clone()
+		close(w.started)
+	})
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.pipe.Write(p)
+}
+
+// response is the prelude of the answer with its body to come.
+func (w *streamWriter) response() *events.LambdaFunctionURLStreamingResponse {
+	w.WriteHeader(http.StatusOK)
+	return streamed(w.status, w.sent, w.body)
+}
+
+// streamed is an answer in the streaming format. Repeated headers are
+// joined with commas, which HTTP allows, except Set-Cookie, which the
+// prelude carries as cookies.
+func streamed(status int, h http.Header, body io.Reader) *events.LambdaFunctionURLStreamingResponse {
+	out := &events.LambdaFunctionURLStreamingResponse{StatusCode: status, Headers: map[string]string{},
+		Cookies: h.Values("Set-Cookie"), Body: body}
+	for k, vs := range h {
+		if k != "Set-Cookie" {
+			out.Headers[k] = strings.Join(vs, ", ")
+		}
+	}
+	return out
 }

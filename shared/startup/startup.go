@@ -35,6 +35,20 @@ func API(build func(ctx context.Context, s Setup) (http.Handler, error)) {
 	lambda.Start(tracing.Lambda(edge.Handler(web.Wrap(tracing.HTTP(h), web.Options{Logger: s.Log, RequestID: edge.RequestID, Metrics: s.Metrics}))))
 }
 
+// StreamedAPI is API for a function that API Gateway invokes with response
+// streaming (responseTransferMode STREAM on every integration of FleetApi
+// that reaches it in template.yaml, which functions/streamed_test.go
+// checks): every answer is sent whole, written as it is encoded, in the
+// streaming format (edge.StreamHandler), rather than held and bounded to
+// Lambda's 6 MB (docs/behaviour.md "Answers of any size"). Such a function
+// answers only streaming invocations.
+func StreamedAPI(build func(ctx context.Context, s Setup) (http.Handler, error)) {
+	ctx, s := setup()
+	h, err := build(ctx, s)
+	exitOn(s.Log, err)
+	lambda.Start(tracing.Lambda(edge.StreamHandler(web.Wrap(tracing.HTTP(h), web.Options{Logger: s.Log, RequestID: edge.RequestID, Metrics: s.Metrics, Stream: true}))))
+}
+
 // Events starts a function that handles events (a scheduled run, a
 // report): each invocation of the handler build returns is one span named
 // name.

@@ -2,7 +2,8 @@
 // conventions of docs/behaviour.md "Wire conventions" (JSON bodies, tolerant
 // optional bodies, the error body), the one mapping from fault kinds to HTTP
 // status, and the middleware that gives every request an id, a log line and
-// panic safety and keeps every answer within what Lambda can return (Budget).
+// panic safety and either streams every answer whole (Options.Stream) or
+// keeps it within what Lambda can return buffered (Budget).
 //
 // The log line of a request says what an operator asks first: which route,
 // what answer, how long, for whom (the caller's identity id, never a token),
@@ -249,6 +250,12 @@ type Options struct {
 	// backend calls were throttled; handlers reach it with Metrics. Nil
 	// means no metrics.
 	Metrics *metrics.Emitter
+	// Stream sends every answer whole, written as it is encoded, instead
+	// of holding it and bounding it to Budget: for a transport with no
+	// size limit of its own, the local server's and API Gateway's response
+	// streaming (edge.StreamHandler). See docs/behaviour.md "Answers of any
+	// size".
+	Stream bool
 }
 
 // request is what Wrap keeps of one request, in its context: one value
@@ -335,12 +342,13 @@ func logger(r *http.Request) *slog.Logger {
 // query string that does not parse, and gzip for large bodies when the
 // client accepts it.
 //
-// The answer is held until h returns, and sent only within Budget: a JSON
-// array that would not fit is cut to its longest prefix that does (the
-// routes order their arrays so that the first elements matter most), with
-// TruncatedHeader, CountHeader and TotalHeader saying so; any other body
-// that would not fit becomes a JSON 500. Lambda (through edge) and the
-// local server get the same answer.
+// The answer is held until h returns. With Options.Stream it is then sent
+// whole, encoded as it is written (see stream), whatever its size. Without,
+// it is sent only within Budget: a JSON array that would not fit is cut to
+// its longest prefix that does (the routes order their arrays so that the
+// first elements matter most), with TruncatedHeader, CountHeader and
+// TotalHeader saying so; any other body that would not fit becomes a JSON
+// 500. Lambda (through edge) and the local server get the same answer.
 //
 // The log line ("request") holds request_id, method, route, path, status,
 // latency_ms, what handlers added with Note, and backend_calls: the AWS SDK
@@ -375,8 +383,25 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 				buf.reset()
 				Error(buf, r, fmt.Errorf("panic: %v", p))
 			}
-			status := buf.send(w, r, gz)
+			if !opts.Stream {
+				status := buf.send(w, r, gz)
+				s.finish(r, status, time.Since(start), calls)
+				return
+			}
+			status, err := buf.stream(w, r, gz)
+			if err != nil {
+				Note(r, "aborted", err.Error())
+			}
 			s.finish(r, status, time.Since(start), calls)
+			if err != nil {
+				// The status is sent: only ending the response early
+				// tells the client that the body is not whole.
+				if r.Context().Err() == nil {
+					logger(r).ErrorContext(r.Context(), "answer aborted", "request_id", id, "status", status, "error", err.Error())
+					opts.Metrics.Emit(nil, metrics.Metric{Name: metrics.ServerErrors, Value: 1, Unit: metrics.Count})
+				}
+				panic(http.ErrAbortHandler)
+			}
 		}()
 		// A route reads its parameters with URL.Query, which drops a pair
 		// it cannot decode: GET /api/slaves?state=FROZEN% would list every

@@ -2,7 +2,9 @@
 // {"name": ...} with a greeting and what the runtime told it, and misbehaves
 // on request ({"fail": true}, {"panic": true}, {"sleep": "5s"}, {"exit": 3},
 // {"big": true}, {"allocateMB": 200}). {"bytes": n} answers a JSON string of
-// exactly n bytes.
+// exactly n bytes. {"streamBytes": n} streams, in the response streaming
+// format, a 200 whose body is n bytes of 'x'; {"streamFail": true} streams
+// one whose body fails after its first bytes.
 package main
 
 import (
@@ -10,11 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
@@ -27,6 +31,9 @@ type event struct {
 	Exit  int    `json:"exit"`
 	Big   bool   `json:"big"`
 	Bytes int    `json:"bytes"`
+	// StreamBytes and StreamFail answer in the response streaming format.
+	StreamBytes int  `json:"streamBytes"`
+	StreamFail  bool `json:"streamFail"`
 	// AllocateMB holds that much memory, touched, while it answers.
 	AllocateMB int `json:"allocateMB"`
 }
@@ -52,6 +59,11 @@ func handle(ctx context.Context, e event) (any, error) {
 	case e.Sleep != "":
 		d, _ := time.ParseDuration(e.Sleep)
 		time.Sleep(d)
+	case e.StreamBytes > 0:
+		return &events.LambdaFunctionURLStreamingResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain"},
+			Body: strings.NewReader(strings.Repeat("x", e.StreamBytes))}, nil
+	case e.StreamFail:
+		return &events.LambdaFunctionURLStreamingResponse{StatusCode: 200, Body: io.MultiReader(strings.NewReader("[1,2,"), failing{})}, nil
 	case e.Bytes >= 2:
 		// aws-lambda-go posts a raw message as it is, without a newline.
 		return json.RawMessage(`"` + strings.Repeat("x", e.Bytes-2) + `"`), nil
@@ -88,3 +100,8 @@ func main() {
 	}
 	lambda.Start(handle)
 }
+
+// failing is a body that fails when read.
+type failing struct{}
+
+func (failing) Read([]byte) (int, error) { return 0, errors.New("asked to fail half way") }

@@ -1,0 +1,129 @@
+//go:build integration
+
+package apitest_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/fleetops/fleet/dev/apitest"
+	"github.com/fleetops/fleet/shared/logkey"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// getWhole GETs target from the API as a client that does not accept gzip
+// (the old scheduler's logfetch) and returns the body, failing on a read
+// that does not end cleanly.
+func getWhole(t *testing.T, srv *httptest.Server, target string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+target, nil)
+	client := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read %d bytes, then %v", target, len(body), err)
+	}
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Encoding") != "" {
+		t.Fatalf("GET %s: got %d %q %.200s, want a plain 200", target, res.StatusCode, res.Header.Get("Content-Encoding"), body)
+	}
+	if res.Header.Get(web.TruncatedHeader) != "" {
+		t.Errorf("GET %s: got %s on an answer of the streamed API", target, web.TruncatedHeader)
+	}
+	if len(body) <= 6<<20 {
+		t.Errorf("GET %s: got %d bytes, want more than Lambda's buffered 6 MB for this test to mean anything", target, len(body))
+	}
+	return res, body
+}
+
+// TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole serves
+// the API as make run does (localapi, streamed) over moto and MinIO, and
+// asks, without gzip, for a fleet and a task's logs that each take more
+// than Lambda's 6 MB buffered response: every slave and every log arrives.
+func TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole(t *testing.T) {
+	ctx := context.Background()
+	s, err := apitest.Up(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	api, err := s.Handler(apitest.None, apitest.Options{Env: map[string]string{"LOG_INDEX": "false"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+
+	t.Run("a fleet of 1,500 slaves of 24 KB each", func(t *testing.T) {
+		const n = 1500
+		attrs := map[string]string{"note": strings.Repeat("<", 4000)} // 24 KB as JSON escapes it
+		var machines []apitest.Machine
+		for i := range n {
+			machines = append(machines, apitest.Machine{ID: fmt.Sprintf("stream-%04d", i), Host: fmt.Sprintf("h%04d", i), Rack: "r1", Attributes: attrs})
+		}
+		for i := 0; i < n; i += 250 {
+			if err := s.Report(ctx, time.Time{}, machines[i:min(i+250, n)]...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, body := getWhole(t, srv, "/api/slaves")
+		var got []struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil || len(got) != n {
+			t.Fatalf("got %d slaves (%v), want all %d", len(got), err, n)
+		}
+	})
+
+	t.Run("a task's 1,700 logs with long names, 20 MB of listing", func(t *testing.T) {
+		const n, taskID = 1700, "stream-api-v7-1793491200000-0-node3-us_east_1a"
+		format, _ := logkey.ParseFormat(logkey.DefaultFormat)
+		task, err := logkey.ParseTaskID(taskID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// MinIO keeps a key's segments as file names, of at most 255 bytes.
+		long := strings.Repeat(strings.Repeat("<", 150)+"/", 5) + strings.Repeat("<", 150) + ".log"
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		sem := make(chan struct{}, 16)
+		for i := range n {
+			key := format.Key(logkey.File{Task: task, Filename: "/", Index: i, Modified: time.UnixMilli(task.StartedAt).Add(time.Duration(i) * time.Minute)}) + long
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				_, err := s.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(apitest.LogBucket), Key: aws.String(key), Body: strings.NewReader("log\n")})
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, body := getWhole(t, srv, "/api/logs/task/"+taskID+"?excludeMetadata=true")
+		if len(body) < 20<<20 {
+			t.Errorf("got %d bytes of listing, want 20 MB at least", len(body))
+		}
+		var got []json.RawMessage
+		if err := json.Unmarshal(body, &got); err != nil || len(got) != n {
+			t.Fatalf("got %d logs (%v), want all %d", len(got), err, n)
+		}
+	})
+}

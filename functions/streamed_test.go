@@ -1,0 +1,78 @@
+package functions_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fleetops/fleet/dev/stack"
+)
+
+// TestEveryRouteOfAStreamedFunctionStreams holds template.yaml to the
+// functions' mains: a function that answers in the response streaming
+// format (startup.StreamedAPI) must be invoked with response streaming by
+// every route of FleetApi that reaches it, and one that answers buffered
+// (startup.API) by none, since either answer in the other transport is a
+// gateway error (docs/behaviour.md "Answers of any size").
+func TestEveryRouteOfAStreamedFunctionStreams(t *testing.T) {
+	root := filepath.Join("..")
+	tmpl, err := stack.LoadTemplate(filepath.Join(root, "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// build-<LogicalId>: then $(call lambda_build,<dir>): where each main is.
+	dirs := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^build-(\w+):\n\t\$\(call lambda_build,(\w+)\)`).FindAllSubmatch(makefile, -1) {
+		dirs[string(m[1])] = string(m[2])
+	}
+	api := tmpl.Resources["FleetApi"].Properties
+	paths, _ := api["DefinitionBody"].(map[string]any)["paths"].(map[string]any)
+	if len(paths) == 0 {
+		t.Fatal("FleetApi has no paths in its DefinitionBody")
+	}
+	routes := map[string]int{}
+	for path, methods := range paths {
+		for method, op := range methods.(map[string]any) {
+			integration, _ := op.(map[string]any)["x-amazon-apigateway-integration"].(map[string]any)
+			uri := fmt.Sprint(integration["uri"])
+			fn := regexp.MustCompile(`\$\{(\w+)\.Arn\}`).FindStringSubmatch(uri)
+			if fn == nil {
+				t.Fatalf("%s %s: got integration uri %s, want one naming a function's Arn", method, path, uri)
+			}
+			dir, ok := dirs[fn[1]]
+			if !ok {
+				t.Fatalf("%s %s: no build-%s target in the Makefile", method, path, fn[1])
+			}
+			main, err := os.ReadFile(filepath.Join(root, "functions", dir, "main.go"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			streamedMain := strings.Contains(string(main), "startup.StreamedAPI(")
+			streams := integration["responseTransferMode"] == "STREAM" && strings.Contains(uri, "/2021-11-15/functions/") && strings.Contains(uri, "/response-streaming-invocations")
+			buffered := integration["responseTransferMode"] == nil && strings.Contains(uri, "/2015-03-31/functions/") && strings.Contains(uri, "}/invocations")
+			switch {
+			case streamedMain && !streams:
+				t.Errorf("%s %s: %s answers streamed, but its integration is %v %s: want responseTransferMode STREAM and the response-streaming-invocations uri",
+					method, path, fn[1], integration["responseTransferMode"], uri)
+			case !streamedMain && !buffered:
+				t.Errorf("%s %s: %s answers buffered, but its integration is %v %s: want no responseTransferMode and the invocations uri",
+					method, path, fn[1], integration["responseTransferMode"], uri)
+			}
+			if streamedMain {
+				routes[fn[1]]++
+			}
+		}
+	}
+	for _, fn := range []string{"SlavesFunction", "LogsFunction"} {
+		if routes[fn] == 0 {
+			t.Errorf("no streamed route reaches %s, want its lists streamed", fn)
+		}
+	}
+}
