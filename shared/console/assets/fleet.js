@@ -15,6 +15,7 @@ import { badge } from "./badge.js";
 import { problem, info } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
 import { bulkPanel } from "./bulk.js";
+import { follow } from "./follow.js";
 
 export const STATES = ["ACTIVE", "FROZEN", "STARTING_DECOMMISSION", "DECOMMISSIONING", "DECOMMISSIONED", "DEAD", "MISSING_ON_STARTUP"];
 
@@ -45,17 +46,95 @@ const tasks = (r) => (typeof r.s.runningTasks === "number" ? r.s.runningTasks : 
 const due = (x) => x.startMillis + x.expiringAPIRequestObject.durationMillis;
 export const pending = (x) => h("span", { class: "pending" }, "→ ", x.revertToState, " ", time(due(x), "until"));
 
-// The fleet as last fetched, shared by visits to the page.
+// The fleet as last fetched and since kept current from the change feed,
+// shared by visits to the page: rows in id order, byId, the feed's cursor
+// (absent when the API answered none: then the page reloads every minute),
+// the last sequence applied per machine, and when each machine last changed
+// (the rows marked for a moment).
 let fleet = null;
+
+// MARK is how long a changed row stays marked (style.css fades it).
+const MARK = 3000;
+// EXPIRING_EVERY bounds how often state changes read the pending changes
+// again (ms): the feed carries no expiring records.
+const EXPIRING_EVERY = 5000;
 
 async function load() {
   const [list, exp] = await Promise.all([api.slaves(), api.expiring()]);
   const byId = new Map(exp.map((x) => [x.machineId, x]));
   const rows = list.map((s) => ({ s, x: byId.get(s.id) }));
-  fleet = { rows, at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map(), truncated: list.truncated };
+  fleet = {
+    rows, byId: new Map(rows.map((r) => [r.s.id, r])), at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map(),
+    truncated: list.truncated, cursor: list.cursor, seqs: new Map(), marks: new Map(),
+  };
   // The search index is built when the browser is idle after the first
   // paint, not before it.
   (window.requestIdleCallback || setTimeout)(() => index(rows));
+}
+
+const TYPES = new Set(["added", "stateChanged", "descriptionChanged", "deleted"]);
+
+// usable tells a change the page can apply from one it cannot: the feed is
+// read as untrusted as the list, and a slave that would break the table is
+// left out rather than shown.
+function usable(c) {
+  if (!c || typeof c.slaveId !== "string" || !TYPES.has(c.type) || !Number.isFinite(c.sequence)) return false;
+  if (c.type === "deleted") return true;
+  const s = c.slave;
+  return !!s && s.id === c.slaveId && typeof s.host === "string" && typeof s.rackId === "string" &&
+    !!s.currentState && STATES.includes(s.currentState.state) && Number.isFinite(s.currentState.timestamp);
+}
+
+// apply applies the feed's changes to the fleet held: each replaces its
+// machine's row with the slave as the change left it, adds it, or removes
+// it. A change whose sequence is not above the last applied to its machine
+// was applied already. It returns whether a state changed (the pending
+// changes may have too).
+function apply(changes) {
+  const now = Date.now();
+  const gone = new Set();
+  const added = [];
+  let states = false;
+  for (const c of changes) {
+    if (!usable(c)) continue;
+    const id = c.slaveId;
+    if (c.sequence <= (fleet.seqs.get(id) ?? -Infinity)) continue;
+    fleet.seqs.set(id, c.sequence);
+    const row = fleet.byId.get(id);
+    if (c.type === "deleted") {
+      if (row) { fleet.byId.delete(id); gone.add(row); fleet.marks.delete(id); }
+      continue;
+    }
+    if (c.type === "stateChanged") states = true;
+    if (row) row.s = c.slave;
+    else if (!fleet.truncated) { // a list cut short shows only its first machines
+      const r = { s: c.slave, x: undefined };
+      fleet.byId.set(id, r);
+      added.push(r);
+    } else continue;
+    fleet.marks.set(id, now);
+  }
+  let rows = fleet.rows;
+  if (gone.size) rows = rows.filter((r) => !gone.has(r));
+  if (added.length) rows = rows.concat(added).sort((a, b) => (a.s.id < b.s.id ? -1 : a.s.id > b.s.id ? 1 : 0));
+  // The id order holds while ids stay; every other order and the search
+  // index are computed again when next asked for.
+  fleet.rows = rows;
+  fleet.sorted = new Map([["id:asc", rows]]);
+  fleet.indexes = new Map();
+  fleet.at = now;
+  return states;
+}
+
+// pendingAgain reads the pending changes again and puts each on its row.
+async function pendingAgain() {
+  const held = fleet;
+  const exp = await api.expiring();
+  if (fleet !== held) return false;
+  const byId = new Map(exp.map((x) => [x.machineId, x]));
+  for (const r of held.rows) r.x = byId.get(r.s.id);
+  held.sorted = new Map([["id:asc", held.rows]]);
+  return true;
 }
 
 function sorted(key, dir) {
@@ -144,6 +223,9 @@ export function render(root, route) {
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const errors = h("div");
   const refresh = h("button", { type: "button", onclick: () => reload() }, "Refresh");
+  // live says whether the list follows the change feed, in words (the dot
+  // only repeats them in colour).
+  const live = h("span", { class: "live", role: "status" });
   // The selection is machine ids, kept across filters and pages; bulk.js
   // changes them.
   const selected = new Set();
@@ -154,8 +236,15 @@ export function render(root, route) {
   const bulk = bulkPanel({
     ids: () => [...selected],
     select: (ids) => { selected.clear(); for (const i of ids) selected.add(i); draw(); },
-    states: async () => { await load(); return new Map(fleet.rows.map((r) => [r.s.id, r.s.currentState.state])); },
-    changed: () => reload(),
+    // The guard decides on the states as they are now: the feed up to now
+    // is applied first (or, without a feed, the fleet is listed again).
+    states: async () => {
+      if (feed) { await feed.catchUp(); draw(); } else await load();
+      return new Map(fleet.rows.map((r) => [r.s.id, r.s.currentState.state]));
+    },
+    // The feed brings the changes a run made; without it the fleet is
+    // listed again.
+    changed: () => { if (!feed) reload(); },
   });
 
   const chooser = h("details", { class: "columns" }, h("summary", {}, "Columns"),
@@ -173,7 +262,7 @@ export function render(root, route) {
     SIZES.map((n) => h("option", { value: n, selected: n === v.size }, n + " rows")));
 
   root.replaceChildren(
-    h("div", { class: "title" }, h("h1", {}, "Fleet"), status, refresh),
+    h("div", { class: "title" }, h("h1", {}, "Fleet"), live, status, refresh),
     errors, counts,
     h("div", { class: "toolbar" },
       field("Search", search),
@@ -204,6 +293,10 @@ export function render(root, route) {
 
   function draw() {
     if (!fleet) return;
+    clearTimeout(redraw);
+    redraw = 0;
+    drawn = Date.now();
+    const focus = focused();
     const q = v.q.trim().toLowerCase().replaceAll("\u0001", "");
     const perState = Object.fromEntries(STATES.map((s) => [s, 0]));
     const found = matching(sorted(v.sort, v.dir), q);
@@ -229,20 +322,49 @@ export function render(root, route) {
         h("button", { type: "button", class: "sort", "data-col": c.key, onclick: () => sortBy(c.key) }, c.label,
           h("span", { "aria-hidden": "true" }, c.key === v.sort ? (v.dir === "asc" ? " ▲" : " ▼") : "")))))),
       h("tbody", {}, page.length
-        ? page.map((r) => h("tr", { class: selected.has(r.s.id) ? "selected" : null, onclick: (e) => toggle(e, r.s.id) },
-          h("td", { "data-col": "sel" }, h("input", { type: "checkbox", checked: selected.has(r.s.id), "aria-label": "Select " + r.s.id })),
-          cols.map((c) => h("td", { "data-col": c.key, "data-label": c.key === "id" ? null : c.label, title: CUT.has(c.key) ? c.value(r) : null }, (c.cell ? c.cell(r) : c.value(r)) || null))))
+        ? page.map((r) => row(r, cols))
         : h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))));
     picked.textContent = `${number(selected.size)} selected`;
     selectAll.textContent = `Select all ${number(shown.length)} ${v.q || v.state ? "matching" : "machines"}`;
     selectAll.disabled = !shown.length;
     selectNone.disabled = !selected.size;
     bulk.update();
+    refocus(focus);
     pager.replaceChildren(
       h("span", {}, shown.length ? `${number(first + 1)}–${number(first + page.length)} of ${number(shown.length)}` : "0 machines"),
       h("button", { type: "button", disabled: v.p <= 1, onclick: () => { v.p--; update(); } }, "Previous"),
       h("span", {}, `Page ${v.p} of ${pages}`),
       h("button", { type: "button", disabled: v.p >= pages, onclick: () => { v.p++; update(); } }, "Next"));
+  }
+
+  // row is a machine's row; one the feed changed a moment ago is marked,
+  // its highlight fading from where it was at the last draw.
+  function row(r, cols) {
+    const id = r.s.id;
+    const since = Date.now() - (fleet.marks.get(id) ?? -Infinity);
+    const marked = since < MARK;
+    const tr = h("tr", { class: [selected.has(id) ? "selected" : "", marked ? "changed" : ""].join(" ").trim() || null, onclick: (e) => toggle(e, id) },
+      h("td", { "data-col": "sel" }, h("input", { type: "checkbox", checked: selected.has(id), "aria-label": "Select " + id })),
+      cols.map((c) => h("td", { "data-col": c.key, "data-label": c.key === "id" ? null : c.label, title: CUT.has(c.key) ? c.value(r) : null },
+        (c.cell ? c.cell(r) : c.value(r)) || null, c.key === "id" && marked ? h("span", { class: "sr-only" }, " (just changed)") : null)));
+    tr.dataset.id = id;
+    if (marked) tr.style.animationDelay = `-${since}ms`;
+    return tr;
+  }
+
+  // focused names the control of the table that has the focus, so that a
+  // draw the feed causes does not take it from the keyboard's user.
+  function focused() {
+    const el = document.activeElement;
+    const tr = el && table.contains(el) ? el.closest("tr[data-id]") : null;
+    if (!tr) return null;
+    return { id: tr.dataset.id, col: el.closest("td")?.dataset.col, tag: el.tagName };
+  }
+  function refocus(f) {
+    if (!f) return;
+    const tr = [...table.querySelectorAll("tr[data-id]")].find((t) => t.dataset.id === f.id);
+    const td = tr && [...tr.children].find((t) => t.dataset.col === f.col);
+    td?.querySelector(f.tag)?.focus({ preventScroll: true });
   }
 
   // toggle selects or unselects a row clicked anywhere but on a link or control.
@@ -268,28 +390,116 @@ export function render(root, route) {
     table.querySelector(`button[data-col="${key}"]`)?.focus();
   }
 
+  // reload lists the fleet again and follows the feed from the new list:
+  // the first visit, the Refresh button.
   async function reload() {
+    try {
+      await listAgain(false);
+      followFleet();
+    } catch { /* listAgain shows why */ }
+  }
+
+  // listAgain lists the fleet; refused says the feed refused the list's
+  // cursor (the follower lists again so, and follows on by itself).
+  async function listAgain(refused) {
     status.textContent = "Loading…";
     refresh.disabled = true;
     try {
       await load();
+      relisted = refused;
+      // The page says so for a moment.
+      if (refused) setTimeout(() => { relisted = false; if (fleet) updated(); }, 10000);
       const cut = fleet.truncated;
       errors.replaceChildren(cut ? info(`The API answered the first ${number(cut.count)} of ${number(cut.total)} machines by id: the whole list did not fit in one answer.`) : "");
-      status.replaceChildren("Updated ", time(fleet.at));
+      updated();
       draw();
     } catch (e) {
       errors.replaceChildren(problem(e, reload));
       status.textContent = "";
+      throw e;
     } finally {
       refresh.disabled = false;
     }
   }
 
+  let relisted = false;
+  function updated() {
+    status.replaceChildren(relisted ? "Listed again (the change feed no longer held this list's changes); updated " : "Updated ", time(fleet.at));
+  }
+
+  // While the feed answers, the page holds the list it listed once and
+  // applies the changes; a draw that changes bring waits until a second
+  // after the last, so a busy feed repaints at most once a second.
+  let feed = null;
+  let timer = 0;
+  let redraw = 0;
+  let unmark = 0;
+  let drawn = 0;
+  let lastExpiring = 0;
+  let expiringDue = 0;
+  function followFleet() {
+    if (feed) { feed.restart(); return; }
+    if (!fleet.cursor) { // an API without the feed: list every minute, as before
+      showLive("offline", "none");
+      clearInterval(timer);
+      timer = setInterval(() => { if (!document.hidden) reload(); }, 60000);
+      return;
+    }
+    feed = follow({
+      list: () => fleet,
+      apply: (changes) => {
+        if (apply(changes)) expiringSoon();
+        updated();
+        drawSoon();
+        // and once more when the marks are over, to take them off
+        clearTimeout(unmark);
+        unmark = setTimeout(drawSoon, MARK);
+      },
+      relist: () => listAgain(true),
+      show: showLive,
+    });
+  }
+
+  function drawSoon() {
+    if (!redraw) redraw = setTimeout(draw, Math.max(0, drawn + 1000 - Date.now()));
+  }
+
+  // expiringSoon reads the pending changes again after state changes, at
+  // most once every EXPIRING_EVERY.
+  function expiringSoon() {
+    if (expiringDue) return;
+    expiringDue = setTimeout(async () => {
+      lastExpiring = Date.now();
+      try { if (await pendingAgain()) drawSoon(); } catch { /* the next state change reads them again */ }
+      expiringDue = 0;
+    }, Math.max(0, lastExpiring + EXPIRING_EVERY - Date.now()));
+  }
+
+  function showLive(state, detail) {
+    const words = {
+      live: "Live",
+      reloading: "Listing again…",
+      reconnecting: `Reconnecting… (next try in ${detail} s)`,
+      offline: detail === "none" ? "Not live: this API has no change feed; refreshed every minute" : detail === "browser" ? "Offline: no network" : "Offline",
+    }[state];
+    if (live.dataset.state !== state || live.textContent !== words) { // a live region says each change once
+      live.dataset.state = state;
+      live.replaceChildren(h("span", { class: "dot", "aria-hidden": "true" }), words);
+    }
+    if (state === "offline" && detail instanceof api.ApiError) errors.replaceChildren(problem(detail, () => { errors.replaceChildren(); feed?.restart(); }));
+  }
+
   update();
-  if (fleet && Date.now() - fleet.at < 60000) status.replaceChildren("Updated ", time(fleet.at));
-  else reload();
-  const timer = setInterval(() => { if (!document.hidden) reload(); }, 60000);
-  return () => { clearInterval(timer); bulk.stop(); if (pendingAddress) { clearTimeout(pendingAddress); } };
+  if (fleet) { updated(); followFleet(); } else reload();
+  return () => {
+    feed?.stop();
+    clearInterval(timer);
+    clearTimeout(redraw);
+    clearTimeout(unmark);
+    clearTimeout(expiringDue);
+    bulk.stop();
+    if (pendingAddress) { clearTimeout(pendingAddress); }
+  };
 }
 
 // forget drops the cached fleet after a change, so the next visit fetches it.
