@@ -89,7 +89,7 @@ function usable(c) {
 // machine's row with the slave as the change left it, adds it, or removes
 // it. A change whose sequence is not above the last applied to its machine
 // was applied already. It returns whether a state changed (the pending
-// changes may have too).
+// changes may have too) and the ids of the machines deleted.
 function apply(changes) {
   const now = Date.now();
   const gone = new Set();
@@ -123,7 +123,7 @@ function apply(changes) {
   fleet.sorted = new Map([["id:asc", rows]]);
   fleet.indexes = new Map();
   fleet.at = now;
-  return states;
+  return { states, deleted: [...gone].map((r) => r.s.id).filter((id) => !fleet.byId.has(id)) };
 }
 
 // pendingAgain reads the pending changes again and puts each on its row.
@@ -448,7 +448,9 @@ export function render(root, route) {
     feed = follow({
       list: () => fleet,
       apply: (changes) => {
-        if (apply(changes)) expiringSoon();
+        const { states, deleted } = apply(changes);
+        if (states) expiringSoon();
+        for (const id of deleted) selected.delete(id);
         updated();
         drawSoon();
         // and once more when the marks are over, to take them off

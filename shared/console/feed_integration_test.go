@@ -1,0 +1,278 @@
+//go:build integration
+
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/fleetops/fleet/shared/slaves"
+)
+
+// The fleet page lists the fleet once and then follows the change feed
+// (docs/behaviour.md "The change feed"): these tests count the requests it
+// makes on a server of their own in front of the real handlers, so that a
+// page that lists the fleet again instead of applying the changes is seen.
+
+// counted serves the API and the console as site does, counting the
+// requests by route; gone, when set, is the cursor the first list answers
+// instead of its own (a real cursor of the service, too old to follow).
+type counted struct {
+	*httptest.Server
+	mu     sync.Mutex
+	counts map[string]int
+	gone   string
+	hidden int // feed requests made while the test had hidden the tab
+	hide   bool
+}
+
+func countedSite(t *testing.T, gone string) *counted {
+	t.Helper()
+	c := &counted{counts: map[string]int{}, gone: gone}
+	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
+	route := ""
+	switch {
+	case r.Method == http.MethodGet && (r.URL.Path == "/api/slaves" || r.URL.Path == "/api/slaves/"):
+		route = "list"
+	case r.Method == http.MethodGet && r.URL.Path == "/api/slaves/changes":
+		route = "changes"
+	}
+	c.mu.Lock()
+	c.counts[route]++
+	first := route == "list" && c.counts[route] == 1
+	if route == "changes" && c.hide {
+		c.hidden++
+	}
+	c.mu.Unlock()
+	if !(first && c.gone != "") {
+		siteAPI.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	siteAPI.ServeHTTP(rec, r)
+	maps.Copy(w.Header(), rec.Header())
+	w.Header().Set(slaves.CursorHeader, c.gone)
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+func (c *counted) count(route string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[route]
+}
+
+// openFleet opens the fleet page on prefix's machines and waits until it
+// shows n of them and follows the feed.
+func openFleet(t *testing.T, ctx context.Context, base, prefix string, n int) {
+	t.Helper()
+	open(t, ctx, base, "#/fleet?q="+prefix, "table.fleet tbody tr[data-id]")
+	eventually(t, ctx, fmt.Sprintf("%d rows", n), fmt.Sprintf(`document.querySelectorAll("table.fleet tbody tr[data-id]").length === %d`, n))
+	eventually(t, ctx, "the live indicator", `document.querySelector(".live")?.dataset.state === "live" && document.querySelector(".live").innerText.includes("Live")`)
+}
+
+// rowText is a JavaScript expression: the text of the row of machine id
+// (never a selector built from the id).
+func rowText(id string) string {
+	x, _ := json.Marshal(id)
+	return fmt.Sprintf(`([...document.querySelectorAll("table.fleet tbody tr[data-id]")].find(r => r.dataset.id === %s)?.innerText ?? "")`, x)
+}
+
+// row is a JavaScript expression: the row of machine id, or undefined.
+func row(id string) string {
+	x, _ := json.Marshal(id)
+	return fmt.Sprintf(`[...document.querySelectorAll("table.fleet tbody tr[data-id]")].find(r => r.dataset.id === %s)`, x)
+}
+
+// within waits until the JavaScript expression is true and says how long
+// that took; it fails after 20 s.
+func within(t *testing.T, ctx context.Context, what, expr string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	eventually(t, ctx, what, expr)
+	return time.Since(start)
+}
+
+func TestAChangeMadeThroughTheAPIAppearsInAnOpenConsoleWithoutListingAgain(t *testing.T) {
+	p := fmt.Sprintf("feed-change-%d", time.Now().UnixNano())
+	ids := seed(t, p, 3, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 3)
+	// A selection made before the change stays made.
+	do(t, ctx, chromedp.Evaluate(row(ids[2])+`.querySelector("input[type=checkbox]").click()`, nil))
+	eventually(t, ctx, "one machine selected", has(".selectbar", "1 selected"))
+
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"kernel upgrade, ticket OPS-7"}`, http.StatusOK)
+	took := within(t, ctx, "the frozen machine shown FROZEN with its message",
+		rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("kernel upgrade, ticket OPS-7")`)
+	if took > 2*time.Second {
+		t.Errorf("the change took %v to show, want at most 2s", took)
+	}
+	shot(t, ctx, "fleet-live-change")
+	var marked, others bool
+	do(t, ctx, chromedp.Evaluate(row(ids[1])+`.classList.contains("changed")`, &marked),
+		chromedp.Evaluate(fmt.Sprintf(`[%s, %s].every(r => r.innerText.includes("ACTIVE") && !r.classList.contains("changed"))`, row(ids[0]), row(ids[2])), &others))
+	if !marked {
+		t.Error("the changed row is not marked")
+	}
+	if !others {
+		t.Error("the machines that did not change are not shown ACTIVE and unmarked")
+	}
+	eventually(t, ctx, "the counts after the change", has(".counts", "1 FROZEN")+" && "+has(".counts", "2 ACTIVE")+" && "+has(".counts", "3 all"))
+	eventually(t, ctx, "the selection kept", has(".selectbar", "1 selected")+" && "+row(ids[2])+`.querySelector("input[type=checkbox]").checked`)
+	// The filters apply to the changed list: FROZEN shows the one machine.
+	do(t, ctx, chromedp.Click(`.counts a.s-frozen`))
+	eventually(t, ctx, "only the frozen machine", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 1 && `+rowText(ids[1])+` !== ""`)
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+	if n := site.count("changes"); n < 1 {
+		t.Errorf("the page asked the feed %d times, want at least once", n)
+	}
+}
+
+func TestAMachineAddedAndOneDeletedAppearAndDisappear(t *testing.T) {
+	p := fmt.Sprintf("feed-add-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	do(t, ctx, chromedp.Evaluate(row(ids[0])+`.querySelector("input[type=checkbox]").click()`, nil))
+	eventually(t, ctx, "one machine selected", has(".selectbar", "1 selected"))
+
+	ids = seed(t, p, 3, false) // the scheduler reports a third machine
+	took := within(t, ctx, "the added machine", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 3 && `+rowText(ids[2])+`.includes("ACTIVE")`)
+	if took > 2*time.Second {
+		t.Errorf("the added machine took %v to show, want at most 2s", took)
+	}
+	var order []string
+	do(t, ctx, chromedp.Evaluate(`[...document.querySelectorAll("table.fleet tbody tr[data-id]")].map(r => r.dataset.id)`, &order))
+	if strings.Join(order, " ") != strings.Join(ids, " ") {
+		t.Errorf("got rows %v, want %v in id order", order, ids)
+	}
+	shot(t, ctx, "fleet-live-added")
+
+	api(t, "DELETE", "/api/slaves/slave/"+ids[0], "", http.StatusOK)
+	took = within(t, ctx, "the deleted machine gone", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 2 && `+rowText(ids[0])+` === ""`)
+	if took > 2*time.Second {
+		t.Errorf("the deletion took %v to show, want at most 2s", took)
+	}
+	// A machine that is gone is no longer selected: a bulk change would act on it.
+	eventually(t, ctx, "the counts and the selection after the deletion", has(".counts", "2 all")+" && "+has(".selectbar", "0 selected"))
+	shot(t, ctx, "fleet-live-deleted")
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
+
+func TestHostileTextInAChangeRendersAsText(t *testing.T) {
+	p := fmt.Sprintf("feed-text-%d", time.Now().UnixNano())
+	ids := seed(t, p, 1, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 1)
+	const hostile = "<img src=x onerror=\"window.pwned=1\"><b>bold</b>\u0007\u202eend"
+	body, _ := json.Marshal(map[string]string{"message": hostile})
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", string(body), http.StatusOK)
+	eventually(t, ctx, "the message as text", rowText(ids[0])+`.includes("<img src=x onerror=")`)
+	var got struct {
+		Text   string `json:"text"`
+		Markup int    `json:"markup"`
+		Pwned  bool   `json:"pwned"`
+	}
+	do(t, ctx, chromedp.Evaluate(`(() => { const r = `+row(ids[0])+`;
+		return { text: r.querySelector("td[data-col=message]").textContent, markup: r.querySelectorAll("img, b").length, pwned: !!window.pwned } })()`, &got))
+	if got.Text != hostile || got.Markup != 0 || got.Pwned {
+		t.Errorf("got message cell %q with %d elements of markup (script ran: %v), want %q as text", got.Text, got.Markup, got.Pwned, hostile)
+	}
+	shot(t, ctx, "fleet-live-hostile")
+}
+
+func TestACursorTheFeedNoLongerKeepsListsOnceAndFollowsOn(t *testing.T) {
+	p := fmt.Sprintf("feed-gone-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	// A cursor the service itself issued a day and an hour ago: the feed
+	// answers it with its 410, as it would a console left open that long.
+	store.SetClock(func() time.Time { return time.Now().Add(-25 * time.Hour) })
+	page, err := store.Changes(context.Background(), "", 0)
+	store.SetClock(time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := countedSite(t, page.Cursor)
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	eventually(t, ctx, "the page saying it listed again", has("main", "Listed again (the change feed no longer held this list's changes)"))
+	shot(t, ctx, "fleet-live-relisted")
+	if n := site.count("list"); n != 2 {
+		t.Errorf("the page listed the fleet %d times, want twice (once more after the 410)", n)
+	}
+
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"after the 410"}`, http.StatusOK)
+	took := within(t, ctx, "the change after the new list", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("after the 410")`)
+	if took > 2*time.Second {
+		t.Errorf("the change took %v to show, want at most 2s", took)
+	}
+	if n := site.count("list"); n != 2 {
+		t.Errorf("the page listed the fleet %d times, want twice", n)
+	}
+}
+
+func TestAHiddenTabStopsFollowingAndCatchesUpWhenShown(t *testing.T) {
+	p := fmt.Sprintf("feed-hidden-%d", time.Now().UnixNano())
+	ids := seed(t, p, 1, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 1)
+	// The browser hides a tab in the background; headless Chromium never
+	// does, so the page is told as the browser tells it.
+	visibility := func(hidden bool) chromedp.Action {
+		return chromedp.Evaluate(fmt.Sprintf(`(() => {
+			Object.defineProperty(document, "hidden", { configurable: true, get: () => %v });
+			Object.defineProperty(document, "visibilityState", { configurable: true, get: () => %q });
+			document.dispatchEvent(new Event("visibilitychange"));
+			return true })()`, hidden, map[bool]string{true: "hidden", false: "visible"}[hidden]), nil)
+	}
+	do(t, ctx, visibility(true))
+	site.mu.Lock()
+	site.hide = true
+	site.mu.Unlock()
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"while hidden"}`, http.StatusOK)
+	time.Sleep(2 * time.Second)
+	var text string
+	do(t, ctx, chromedp.Evaluate(rowText(ids[0]), &text))
+	if strings.Contains(text, "FROZEN") {
+		t.Errorf("a hidden tab applied a change: row %q", text)
+	}
+	site.mu.Lock()
+	site.hide = false
+	hidden := site.hidden
+	site.mu.Unlock()
+	if hidden != 0 {
+		t.Errorf("a hidden tab asked the feed %d times, want none", hidden)
+	}
+	do(t, ctx, visibility(false))
+	took := within(t, ctx, "the change caught up", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("while hidden")`)
+	if took > 2*time.Second {
+		t.Errorf("catching up took %v, want at most 2s", took)
+	}
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
