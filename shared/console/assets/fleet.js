@@ -57,7 +57,7 @@ let fleet = null;
 const MARK = 3000;
 // EXPIRING_EVERY bounds how often state changes read the pending changes
 // again (ms): the feed carries no expiring records.
-const EXPIRING_EVERY = 5000;
+const EXPIRING_EVERY = 10000;
 
 async function load() {
   const [list, exp] = await Promise.all([api.slaves(), api.expiring()]);
