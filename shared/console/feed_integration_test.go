@@ -36,6 +36,10 @@ type counted struct {
 	gone   string
 	hidden int // feed requests made while the test had hidden the tab
 	hide   bool
+	// failing is how many feed requests to come answer 503, and failed
+	// when those came.
+	failing int
+	failed  []time.Time
 }
 
 func countedSite(t *testing.T, gone string) *counted {
@@ -60,7 +64,18 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 	if route == "changes" && c.hide {
 		c.hidden++
 	}
+	fail := route == "changes" && c.failing > 0
+	if fail {
+		c.failing--
+		c.failed = append(c.failed, time.Now())
+	}
 	c.mu.Unlock()
+	if fail {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"code":503,"message":"internal error (request test)"}`))
+		return
+	}
 	if !(first && c.gone != "") {
 		siteAPI.ServeHTTP(w, r)
 		return
@@ -291,6 +306,43 @@ func TestAHiddenTabStopsFollowingAndCatchesUpWhenShown(t *testing.T) {
 	t.Logf("caught up after %v", took)
 	if took > 2*time.Second {
 		t.Errorf("catching up took %v, want at most 2s", took)
+	}
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
+
+func TestAFeedThatFailsIsRetriedLaterAndLessOften(t *testing.T) {
+	p := fmt.Sprintf("feed-retry-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	const failures = 4
+	site.mu.Lock()
+	site.failing = failures
+	site.mu.Unlock()
+	// The request open now answers this change; the next ones fail.
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"before the outage"}`, http.StatusOK)
+	eventually(t, ctx, "the indicator saying it reconnects", `document.querySelector(".live")?.dataset.state === "reconnecting" && document.querySelector(".live").innerText.includes("Reconnecting")`)
+	shot(t, ctx, "fleet-live-reconnecting")
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"during the outage"}`, http.StatusOK)
+	// Retried after 0.5-1 s, 1-2 s, 2-4 s and 4-8 s: the change shows
+	// once the feed answers again, within 15 s.
+	eventually(t, ctx, "the changes made before and during the outage", rowText(ids[0])+`.includes("before the outage") && `+
+		rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("during the outage")`)
+	eventually(t, ctx, "the live indicator again", `document.querySelector(".live")?.dataset.state === "live"`)
+	site.mu.Lock()
+	failed := append([]time.Time(nil), site.failed...)
+	site.mu.Unlock()
+	if len(failed) != failures {
+		t.Fatalf("got %d failed feed requests, want %d", len(failed), failures)
+	}
+	for i := 1; i < len(failed); i++ {
+		// The delay before retry i is at least half of 1 s doubled i-1 times.
+		if gap, least := failed[i].Sub(failed[i-1]), time.Duration(500<<(i-1))*time.Millisecond; gap < least {
+			t.Errorf("retry %d came %v after the failure before it, want at least %v", i, gap, least)
+		}
 	}
 	if n := site.count("list"); n != 1 {
 		t.Errorf("the page listed the fleet %d times, want once", n)
