@@ -143,9 +143,12 @@ func TestAChangeMadeThroughTheAPIAppearsInAnOpenConsoleWithoutListingAgain(t *te
 	site := countedSite(t, "")
 	ctx := tab(t)
 	openFleet(t, ctx, site.URL, p, 3)
-	// A selection made before the change stays made.
+	// A selection made before the change stays made, and the table
+	// sorted by state before it is sorted by the new states after it.
 	do(t, ctx, chromedp.Evaluate(row(ids[2])+`.querySelector("input[type=checkbox]").click()`, nil))
 	eventually(t, ctx, "one machine selected", has(".selectbar", "1 selected"))
+	do(t, ctx, chromedp.Click(`button.sort[data-col=state]`))
+	eventually(t, ctx, "the table sorted by state", `document.querySelector("th[data-col=state]").getAttribute("aria-sort") === "ascending"`)
 
 	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"kernel upgrade, ticket OPS-7"}`, http.StatusOK)
 	took := within(t, ctx, "the frozen machine shown FROZEN with its message",
@@ -166,6 +169,15 @@ func TestAChangeMadeThroughTheAPIAppearsInAnOpenConsoleWithoutListingAgain(t *te
 	}
 	eventually(t, ctx, "the counts after the change", has(".counts", "1 FROZEN")+" && "+has(".counts", "2 ACTIVE")+" && "+has(".counts", "3 all"))
 	eventually(t, ctx, "the selection kept", has(".selectbar", "1 selected")+" && "+row(ids[2])+`.querySelector("input[type=checkbox]").checked`)
+	var order []string
+	do(t, ctx, chromedp.Evaluate(`[...document.querySelectorAll("table.fleet tbody tr[data-id]")].map(r => r.dataset.id)`, &order))
+	if want := []string{ids[0], ids[2], ids[1]}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("sorted by state after the change, got rows %v, want %v", order, want)
+	}
+	// The search finds the machine by its new message.
+	do(t, ctx, clear("input[type=search]"), chromedp.SendKeys("input[type=search]", "ticket ops-7"))
+	eventually(t, ctx, "the machine found by its new message", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 1 && `+rowText(ids[1])+` !== ""`)
+	do(t, ctx, clear("input[type=search]"), chromedp.SendKeys("input[type=search]", p))
 	// The filters apply to the changed list: FROZEN shows the one machine.
 	do(t, ctx, chromedp.Click(`.counts a.s-frozen`))
 	eventually(t, ctx, "only the frozen machine", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 1 && `+rowText(ids[1])+` !== ""`)

@@ -93,7 +93,7 @@ function usable(c) {
 function apply(changes) {
   const now = Date.now();
   const gone = new Set();
-  const added = [];
+  const moved = new Set(); // rows changed or added
   let states = false;
   for (const c of changes) {
     if (!usable(c)) continue;
@@ -106,24 +106,59 @@ function apply(changes) {
       continue;
     }
     if (c.type === "stateChanged") states = true;
-    if (row) row.s = c.slave;
-    else if (!fleet.truncated) { // a list cut short shows only its first machines
-      const r = { s: c.slave, x: undefined };
+    let r = row;
+    if (r) {
+      r.s = c.slave;
+      r.text = undefined;
+    } else if (!fleet.truncated) { // a list cut short shows only its first machines
+      r = { s: c.slave, x: undefined };
       fleet.byId.set(id, r);
-      added.push(r);
     } else continue;
+    moved.add(r);
     fleet.marks.set(id, now);
   }
-  let rows = fleet.rows;
-  if (gone.size) rows = rows.filter((r) => !gone.has(r));
-  if (added.length) rows = rows.concat(added).sort((a, b) => (a.s.id < b.s.id ? -1 : a.s.id > b.s.id ? 1 : 0));
-  // The id order holds while ids stay; every other order and the search
-  // index are computed again when next asked for.
-  fleet.rows = rows;
-  fleet.sorted = new Map([["id:asc", rows]]);
-  fleet.indexes = new Map();
+  resort(moved, gone);
+  fleet.rows = fleet.sorted.get("id:asc");
+  fleet.indexes = new Map(); // joined again from the rows' texts when next searched
   fleet.at = now;
   return { states, deleted: [...gone].map((r) => r.s.id).filter((id) => !fleet.byId.has(id)) };
+}
+
+// RESORT_MAX is the most rows a batch moves within the orders computed so
+// far; a larger batch drops the orders (but the id order), computed again
+// when next asked for.
+const RESORT_MAX = 200;
+
+// resort keeps the orders computed so far true to a batch of changes: the
+// rows gone and the rows moved are taken out, and each moved row is put
+// back where its new values sort it, a few comparisons a row instead of
+// sorting the fleet again.
+function resort(moved, gone) {
+  for (const [name, order] of fleet.sorted) {
+    if (!moved.size && !gone.size) return;
+    if (moved.size > RESORT_MAX && name !== "id:asc") { fleet.sorted.delete(name); continue; }
+    const [key, dir] = name.split(":");
+    const col = column(key);
+    const cmp = compare(dir);
+    const out = order.filter((r) => !gone.has(r) && !moved.has(r));
+    const back = [...moved].filter((r) => !gone.has(r));
+    if (back.length > RESORT_MAX) { // the id order, after a large batch
+      out.push(...back);
+      out.sort((a, b) => cmp(col.value(a), a, col.value(b), b));
+      fleet.sorted.set(name, out);
+      continue;
+    }
+    for (const r of back) {
+      const v = col.value(r);
+      let lo = 0, hi = out.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (cmp(col.value(out[mid]), out[mid], v, r) < 0) lo = mid + 1; else hi = mid;
+      }
+      out.splice(lo, 0, r);
+    }
+    fleet.sorted.set(name, out);
+  }
 }
 
 // pendingAgain reads the pending changes again and puts each on its row.
@@ -133,18 +168,26 @@ async function pendingAgain() {
   if (fleet !== held) return false;
   const byId = new Map(exp.map((x) => [x.machineId, x]));
   for (const r of held.rows) r.x = byId.get(r.s.id);
-  held.sorted = new Map([["id:asc", held.rows]]);
+  held.sorted.delete("pending:asc");
+  held.sorted.delete("pending:desc");
   return true;
 }
+
+const column = (key) => COLUMNS.find((c) => c.key === key) || COLUMNS[0];
+// compare orders two rows by their values of a column, then by id.
+const compare = (dir) => {
+  const sign = dir === "desc" ? -1 : 1;
+  return (x, a, y, b) => (x < y ? -sign : x > y ? sign : a.s.id < b.s.id ? -1 : 1);
+};
 
 function sorted(key, dir) {
   const name = key + ":" + dir;
   let out = fleet.sorted.get(name);
   if (out) return out;
-  const col = COLUMNS.find((c) => c.key === key) || COLUMNS[0];
+  const col = column(key);
   const keyed = fleet.rows.map((r) => [col.value(r), r]);
-  const sign = dir === "desc" ? -1 : 1;
-  keyed.sort((a, b) => (a[0] < b[0] ? -sign : a[0] > b[0] ? sign : a[1].s.id < b[1].s.id ? -1 : 1));
+  const cmp = compare(dir);
+  keyed.sort((a, b) => cmp(a[0], a[1], b[0], b[1]));
   out = keyed.map((k) => k[1]);
   fleet.sorted.set(name, out);
   return out;
@@ -161,10 +204,10 @@ function index(order) {
   const parts = new Array(order.length);
   let pos = 0;
   for (let i = 0; i < order.length; i++) {
-    const s = order[i].s;
-    let text = s.id + "\n" + s.host + "\n" + s.rackId + "\n" + (s.currentState.message || "") + "\n" + (s.currentState.user || "");
-    for (const k in s.attributes) text += "\n" + k + "=" + s.attributes[k];
-    parts[i] = text.toLowerCase().replaceAll("\u0001", ""); // the separator is never in a row
+    // Each row keeps its text until the feed changes it: a change costs
+    // the join again, not the text of every row.
+    const r = order[i];
+    parts[i] = r.text ??= searchText(r.s);
     starts[i] = pos;
     pos += parts[i].length + 1;
   }
@@ -172,6 +215,12 @@ function index(order) {
   ix = { text: parts.join("\u0001"), starts };
   fleet.indexes.set(order, ix);
   return ix;
+}
+
+function searchText(s) {
+  let text = s.id + "\n" + s.host + "\n" + s.rackId + "\n" + (s.currentState.message || "") + "\n" + (s.currentState.user || "");
+  for (const k in s.attributes) text += "\n" + k + "=" + s.attributes[k];
+  return text.toLowerCase().replaceAll("\u0001", ""); // the separator is never in a row
 }
 
 // matching returns the rows of order whose search text holds q.
