@@ -487,6 +487,7 @@ export function render(root, route) {
   let lastExpiring = 0;
   let expiringDue = 0;
   function followFleet() {
+    if (left) return;
     if (feed) { feed.restart(); return; }
     if (!fleet.cursor) { // an API without the feed: list every minute, as before
       showLive("offline", "none");
@@ -541,8 +542,14 @@ export function render(root, route) {
   }
 
   update();
-  if (fleet) { updated(); followFleet(); } else reload();
+  let left = false;
+  if (fleet) {
+    updated();
+    followFleet();
+    if (fleet.stale) { fleet.stale = false; expiringSoon(); }
+  } else reload();
   return () => {
+    left = true;
     feed?.stop();
     clearInterval(timer);
     clearTimeout(redraw);
@@ -553,5 +560,11 @@ export function render(root, route) {
   };
 }
 
-// forget drops the cached fleet after a change, so the next visit fetches it.
-export function forget() { fleet = null; }
+// forget says the fleet held is out of date after a change made on another
+// page: one that follows the feed catches up from its cursor at the next
+// visit and reads the pending changes again (the feed carries none); one
+// without a feed is dropped, so the next visit lists it.
+export function forget() {
+  if (fleet?.cursor) fleet.stale = true;
+  else fleet = null;
+}
