@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleetops/fleet/shared/inventory"
@@ -231,11 +232,20 @@ func TestHostileTextInAChangeRendersAsText(t *testing.T) {
 	ids := seed(t, p, 1, false)
 	site := countedSite(t, "")
 	ctx := tab(t)
+	// In the dark, for a reader who asked for less motion: the changed row
+	// is marked without a fade.
+	do(t, ctx, emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{
+		{Name: "prefers-color-scheme", Value: "dark"}, {Name: "prefers-reduced-motion", Value: "reduce"}}))
 	openFleet(t, ctx, site.URL, p, 1)
 	const hostile = "<img src=x onerror=\"window.pwned=1\"><b>bold</b>\u0007\u202eend"
 	body, _ := json.Marshal(map[string]string{"message": hostile})
 	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", string(body), http.StatusOK)
 	eventually(t, ctx, "the message as text", rowText(ids[0])+`.includes("<img src=x onerror=")`)
+	var timing string
+	do(t, ctx, chromedp.Evaluate(`getComputedStyle(`+row(ids[0])+`).animationTimingFunction`, &timing))
+	if !strings.HasPrefix(timing, "steps(1") {
+		t.Errorf("the changed row's mark under reduced motion: got timing %q, want steps(1) (no fade)", timing)
+	}
 	var got struct {
 		Text   string `json:"text"`
 		Markup int    `json:"markup"`
@@ -246,7 +256,7 @@ func TestHostileTextInAChangeRendersAsText(t *testing.T) {
 	if got.Text != hostile || got.Markup != 0 || got.Pwned {
 		t.Errorf("got message cell %q with %d elements of markup (script ran: %v), want %q as text", got.Text, got.Markup, got.Pwned, hostile)
 	}
-	shot(t, ctx, "fleet-live-hostile")
+	shot(t, ctx, "fleet-live-hostile-dark")
 }
 
 func TestACursorTheFeedNoLongerKeepsListsOnceAndFollowsOn(t *testing.T) {

@@ -106,7 +106,7 @@ export function follow({ list, apply, relist, show }) {
     wake?.();
   }
 
-  const visibility = () => { if (document.hidden) halt(); else start(); };
+  const visibility = () => { halt(); start(); }; // start follows only a visible tab
   const online = () => wake?.();
   document.addEventListener("visibilitychange", visibility);
   window.addEventListener("online", online);
