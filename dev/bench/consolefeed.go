@@ -52,7 +52,8 @@ func syntheticChanges(first, n int, state string) []byte {
 
 // feedBytes is what the feed answers a follower in a minute of
 // feedChangesPerMinute changes: the JSON, and what goes on the wire (the
-// API compresses answers of minGzip and more when the browser accepts gzip).
+// API compresses answers of 4 KB and more, web's minGzip, when the browser
+// accepts gzip).
 func feedBytes() (raw, wire int) {
 	for a := range feedAnswersPerMinute {
 		n := feedChangesPerMinute / feedAnswersPerMinute
@@ -115,9 +116,12 @@ func consoleFeedFigures(b *browser.Browser, ui http.Handler, n, runs int) ([]row
 		if err := chromedp.Run(ctx, chromedp.Sleep(3500*time.Millisecond), chromedp.Evaluate(feedPainted, nil)); err != nil {
 			return nil, err
 		}
-		// The first machines of the table sorted by state are ACTIVE ones;
-		// each answer sends some of them to DEAD.
-		answers <- syntheticChanges(i*10*perAnswer, perAnswer, "DEAD")
+		// Each answer sends perAnswer ACTIVE machines to DEAD.
+		select {
+		case answers <- syntheticChanges(i*10*perAnswer, perAnswer, "DEAD"):
+		case <-time.After(30 * time.Second):
+			return nil, fmt.Errorf("the page asked the feed nothing for 30 s")
+		}
 		var took float64
 		if err := chromedp.Run(ctx, chromedp.Poll(`window.__feedPaint`, &took, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 			return nil, err
