@@ -3,6 +3,7 @@
 package console_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,9 +38,10 @@ type counted struct {
 	gone   string
 	hidden int // feed requests made while the test had hidden the tab
 	hide   bool
-	// failing is how many feed requests to come answer 503, and failed
-	// when those came.
+	// failing is how many feed requests to come answer status (503 when
+	// 0), and failed when those came.
 	failing int
+	status  int
 	failed  []time.Time
 }
 
@@ -66,15 +68,17 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		c.hidden++
 	}
 	fail := route == "changes" && c.failing > 0
+	status := cmp.Or(c.status, http.StatusServiceUnavailable)
 	if fail {
 		c.failing--
 		c.failed = append(c.failed, time.Now())
 	}
 	c.mu.Unlock()
 	if fail {
+		message := map[int]string{http.StatusServiceUnavailable: "internal error (request test)", http.StatusForbidden: "alice may not read the fleet"}[status]
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		w.Write([]byte(`{"code":503,"message":"internal error (request test)"}`))
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"code":%d,"message":%q}`, status, message)
 		return
 	}
 	if !(first && c.gone != "") {
@@ -366,6 +370,34 @@ func TestAFeedThatFailsIsRetriedLaterAndLessOften(t *testing.T) {
 			t.Errorf("retry %d came %v after the failure before it, want at least %v", i, gap, least)
 		}
 	}
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
+
+func TestARefusedFeedStopsFollowingUntilAskedAgain(t *testing.T) {
+	p := fmt.Sprintf("feed-refused-%d", time.Now().UnixNano())
+	ids := seed(t, p, 1, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 1)
+	site.mu.Lock()
+	site.failing, site.status = 1, http.StatusForbidden
+	site.mu.Unlock()
+	// The request open now answers this change; the next one is refused.
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"before the refusal"}`, http.StatusOK)
+	eventually(t, ctx, "the indicator saying offline and the refusal in the API's words",
+		`document.querySelector(".live")?.dataset.state === "offline" && `+has(".live", "Offline")+` && `+has(`.problem[role=alert]`, "Refused (403): alice may not read the fleet"))
+	shot(t, ctx, "fleet-live-refused")
+	asked := site.count("changes")
+	time.Sleep(3 * time.Second) // a retry would come within 1 s
+	if n := site.count("changes"); n != asked {
+		t.Errorf("after a 403 the page asked the feed %d more times, want none until asked", n-asked)
+	}
+	do(t, ctx, chromedp.Click(`.problem button.link`))
+	eventually(t, ctx, "the live indicator again", `document.querySelector(".live")?.dataset.state === "live" && !document.querySelector(".problem")`)
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/activate", `{"message":"after the refusal"}`, http.StatusOK)
+	eventually(t, ctx, "the change after the refusal", rowText(ids[0])+`.includes("ACTIVE") && `+rowText(ids[0])+`.includes("after the refusal")`)
 	if n := site.count("list"); n != 1 {
 		t.Errorf("the page listed the fleet %d times, want once", n)
 	}
