@@ -388,6 +388,7 @@ func TestARefusedFeedStopsFollowingUntilAskedAgain(t *testing.T) {
 	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"before the refusal"}`, http.StatusOK)
 	eventually(t, ctx, "the indicator saying offline and the refusal in the API's words",
 		`document.querySelector(".live")?.dataset.state === "offline" && `+has(".live", "Offline")+` && `+has(`.problem[role=alert]`, "Refused (403): alice may not read the fleet"))
+	eventually(t, ctx, "the change the last answer brought", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("before the refusal")`)
 	shot(t, ctx, "fleet-live-refused")
 	asked := site.count("changes")
 	time.Sleep(3 * time.Second) // a retry would come within 1 s
