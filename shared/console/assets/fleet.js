@@ -513,7 +513,7 @@ export function render(root, route) {
   }
 
   function drawSoon() {
-    if (!redraw) redraw = setTimeout(draw, Math.max(0, drawn + 1000 - Date.now()));
+    if (!redraw && !left) redraw = setTimeout(draw, Math.max(0, drawn + 1000 - Date.now()));
   }
 
   // expiringSoon reads the pending changes again after state changes, at
@@ -543,7 +543,9 @@ export function render(root, route) {
 
   update();
   let left = false;
-  if (fleet) {
+  // A fleet that follows the feed catches up; one without a feed is listed
+  // again once a minute old.
+  if (fleet && (fleet.cursor || Date.now() - fleet.at < 60000)) {
     updated();
     followFleet();
     if (fleet.stale) { fleet.stale = false; expiringSoon(); }
