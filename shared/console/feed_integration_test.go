@@ -43,6 +43,9 @@ type counted struct {
 	failing int
 	status  int
 	failed  []time.Time
+	// tamper, when set, rewrites the changes of the next feed answer that
+	// has some.
+	tamper func(changes []json.RawMessage) []json.RawMessage
 }
 
 func countedSite(t *testing.T, gone string) *counted {
@@ -81,6 +84,13 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"code":%d,"message":%q}`, status, message)
 		return
 	}
+	c.mu.Lock()
+	tamper := c.tamper
+	c.mu.Unlock()
+	if route == "changes" && tamper != nil {
+		c.tampered(w, r, tamper)
+		return
+	}
 	if !(first && c.gone != "") {
 		siteAPI.ServeHTTP(w, r)
 		return
@@ -89,6 +99,30 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 	siteAPI.ServeHTTP(rec, r)
 	maps.Copy(w.Header(), rec.Header())
 	w.Header().Set(slaves.CursorHeader, c.gone)
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+// tampered answers a feed request with the service's answer, its changes
+// rewritten by tamper when it has some.
+func (c *counted) tampered(w http.ResponseWriter, r *http.Request, tamper func([]json.RawMessage) []json.RawMessage) {
+	rec := httptest.NewRecorder()
+	siteAPI.ServeHTTP(rec, r)
+	var page struct {
+		Changes []json.RawMessage `json:"changes"`
+		Cursor  string            `json:"cursor"`
+	}
+	if rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &page) == nil && len(page.Changes) > 0 {
+		c.mu.Lock()
+		c.tamper = nil
+		c.mu.Unlock()
+		page.Changes = tamper(page.Changes)
+		body, _ := json.Marshal(page)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+		return
+	}
+	maps.Copy(w.Header(), rec.Header())
 	w.WriteHeader(rec.Code)
 	w.Write(rec.Body.Bytes())
 }
@@ -403,3 +437,62 @@ func TestARefusedFeedStopsFollowingUntilAskedAgain(t *testing.T) {
 		t.Errorf("the page listed the fleet %d times, want once", n)
 	}
 }
+
+func TestMalformedAndRepeatedChangesAreLeftOut(t *testing.T) {
+	p := fmt.Sprintf("feed-bad-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	// The answer that carries the freeze also carries changes the page
+	// cannot apply, and the freeze again, older, as DEAD: an answer read
+	// twice or out of order.
+	site.mu.Lock()
+	site.tamper = func(changes []json.RawMessage) []json.RawMessage {
+		var real map[string]any
+		if err := json.Unmarshal(changes[0], &real); err != nil {
+			t.Error(err)
+			return changes
+		}
+		older := maps.Clone(real)
+		older["sequence"] = real["sequence"].(float64) - 1
+		slave := maps.Clone(real["slave"].(map[string]any))
+		state := maps.Clone(slave["currentState"].(map[string]any))
+		state["state"], state["message"] = "DEAD", "an older change"
+		slave["currentState"] = state
+		older["slave"] = slave
+		bad := []string{
+			`null`, `"freeze"`, `{"slaveId":` + jsonString(ids[1]) + `,"type":"stateChanged","sequence":1}`,
+			`{"slaveId":` + jsonString(ids[1]) + `,"type":"stateChanged","sequence":1,"slave":{"id":` + jsonString(ids[1]) + `,"host":"h","rackId":"r","currentState":{"state":"<b>NOPE</b>","timestamp":1}}}`,
+			`{"slaveId":` + jsonString(ids[1]) + `,"type":"stateChanged","sequence":1,"slave":{"id":"someone-else","host":"h","rackId":"r","currentState":{"state":"DEAD","timestamp":1}}}`,
+			`{"slaveId":` + jsonString(ids[1]) + `,"type":"exploded","sequence":1}`,
+		}
+		var out []json.RawMessage
+		for _, b := range bad {
+			out = append(out, json.RawMessage(b))
+		}
+		again, _ := json.Marshal(older)
+		return append(append(out, changes...), again)
+	}
+	site.mu.Unlock()
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"the real change"}`, http.StatusOK)
+	eventually(t, ctx, "the real change", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("the real change")`)
+	time.Sleep(1500 * time.Millisecond) // a draw of what came after it
+	var got struct {
+		First, Second string
+		Rows          int
+	}
+	do(t, ctx, chromedp.Evaluate(`({first: `+rowText(ids[0])+`, second: `+rowText(ids[1])+`, rows: document.querySelectorAll("table.fleet tbody tr[data-id]").length})`, &got))
+	if !strings.Contains(got.First, "FROZEN") || strings.Contains(got.First, "an older change") {
+		t.Errorf("the repeated older change was applied: row %q", got.First)
+	}
+	if !strings.Contains(got.Second, "ACTIVE") || got.Rows != 2 {
+		t.Errorf("a malformed change was applied: row %q, %d rows", got.Second, got.Rows)
+	}
+	// The page still follows: the next change shows.
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"after the bad answer"}`, http.StatusOK)
+	eventually(t, ctx, "the next change", rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("after the bad answer")`)
+}
+
+// jsonString is s as a JSON string.
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
