@@ -84,11 +84,8 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"code":%d,"message":%q}`, status, message)
 		return
 	}
-	c.mu.Lock()
-	tamper := c.tamper
-	c.mu.Unlock()
-	if route == "changes" && tamper != nil {
-		c.tampered(w, r, tamper)
+	if route == "changes" {
+		c.answer(w, r)
 		return
 	}
 	if !(first && c.gone != "") {
@@ -103,16 +100,19 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 	w.Write(rec.Body.Bytes())
 }
 
-// tampered answers a feed request with the service's answer, its changes
-// rewritten by tamper when it has some.
-func (c *counted) tampered(w http.ResponseWriter, r *http.Request, tamper func([]json.RawMessage) []json.RawMessage) {
+// answer answers a feed request with the service's answer, its changes
+// rewritten by tamper if one is set when the answer has some.
+func (c *counted) answer(w http.ResponseWriter, r *http.Request) {
 	rec := httptest.NewRecorder()
 	siteAPI.ServeHTTP(rec, r)
 	var page struct {
 		Changes []json.RawMessage `json:"changes"`
 		Cursor  string            `json:"cursor"`
 	}
-	if rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &page) == nil && len(page.Changes) > 0 {
+	c.mu.Lock()
+	tamper := c.tamper
+	c.mu.Unlock()
+	if tamper != nil && rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &page) == nil && len(page.Changes) > 0 {
 		c.mu.Lock()
 		c.tamper = nil
 		c.mu.Unlock()
@@ -450,8 +450,8 @@ func TestMalformedAndRepeatedChangesAreLeftOut(t *testing.T) {
 	site.mu.Lock()
 	site.tamper = func(changes []json.RawMessage) []json.RawMessage {
 		var real map[string]any
-		if err := json.Unmarshal(changes[0], &real); err != nil {
-			t.Error(err)
+		if err := json.Unmarshal(changes[0], &real); err != nil || real["slaveId"] != ids[0] {
+			t.Errorf("the answer to tamper with: got %s (%v), want the freeze of %s", changes, err, ids[0])
 			return changes
 		}
 		older := maps.Clone(real)
@@ -477,6 +477,12 @@ func TestMalformedAndRepeatedChangesAreLeftOut(t *testing.T) {
 	site.mu.Unlock()
 	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"the real change"}`, http.StatusOK)
 	eventually(t, ctx, "the real change", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("the real change")`)
+	site.mu.Lock()
+	tampered := site.tamper == nil
+	site.mu.Unlock()
+	if !tampered {
+		t.Fatal("the answer of the freeze came without the changes added to it")
+	}
 	time.Sleep(1500 * time.Millisecond) // a draw of what came after it
 	var got struct {
 		First, Second string
