@@ -23,8 +23,9 @@ export class ApiError extends Error {
   }
 }
 
-// call sends one request; key is the Idempotency-Key of a change.
-export async function call(method, path, { body, query, key } = {}) {
+// call sends one request; key is the Idempotency-Key of a change, and
+// signal aborts it (a follow of the change feed that the page stops).
+export async function call(method, path, { body, query, key, signal } = {}) {
   const url = new URL(path, document.baseURI);
   for (const [k, v] of Object.entries(query || {})) if (v != null && v !== "") url.searchParams.set(k, v);
   const headers = { Accept: "application/json" };
@@ -34,7 +35,7 @@ export async function call(method, path, { body, query, key } = {}) {
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let res;
   try {
-    res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store" });
+    res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store", signal });
   } catch {
     throw new ApiError(0, "network error");
   }
@@ -48,6 +49,11 @@ export async function call(method, path, { body, query, key } = {}) {
     if (res.headers.get("X-Result-Truncated") === "true") {
       Object.defineProperty(out, "truncated", { value: { count: Number(res.headers.get("X-Result-Count")), total: Number(res.headers.get("X-Total-Count")) } });
     }
+    // A list carries the change feed's cursor of the state it answered
+    // (docs/behaviour.md "The change feed"): following from it misses and
+    // repeats nothing.
+    const cursor = res.headers.get("X-Changes-Cursor");
+    if (cursor) Object.defineProperty(out, "cursor", { value: cursor });
     return out;
   }
   const text = await res.text();
@@ -67,6 +73,9 @@ export const deadSlaves = () => call("GET", "api/slaves", { query: { state: "DEA
 export const details = (id) => call("GET", slave(id) + "/details");
 export const history = (id) => call("GET", slave(id));
 export const expiring = () => call("GET", "api/slaves/expiring");
+// changes answers the feed after the cursor since, holding the request up
+// to wait seconds while there is none: {changes, cursor}.
+export const changes = (since, wait, signal) => call("GET", "api/slaves/changes", { query: { since, wait }, signal });
 
 // The changes take the Idempotency-Key the caller keeps for the request
 // (see Change), so a retry is answered once.

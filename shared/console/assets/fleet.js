@@ -15,6 +15,7 @@ import { badge } from "./badge.js";
 import { problem, info } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
 import { bulkPanel } from "./bulk.js";
+import { follow } from "./follow.js";
 
 export const STATES = ["ACTIVE", "FROZEN", "STARTING_DECOMMISSION", "DECOMMISSIONING", "DECOMMISSIONED", "DEAD", "MISSING_ON_STARTUP"];
 
@@ -45,27 +46,148 @@ const tasks = (r) => (typeof r.s.runningTasks === "number" ? r.s.runningTasks : 
 const due = (x) => x.startMillis + x.expiringAPIRequestObject.durationMillis;
 export const pending = (x) => h("span", { class: "pending" }, "→ ", x.revertToState, " ", time(due(x), "until"));
 
-// The fleet as last fetched, shared by visits to the page.
+// The fleet as last fetched and since kept current from the change feed,
+// shared by visits to the page: rows in id order, byId, the feed's cursor
+// (absent when the API answered none: then the page reloads every minute),
+// the last sequence applied per machine, and when each machine last changed
+// (the rows marked for a moment).
 let fleet = null;
+
+// MARK is how long a changed row stays marked (style.css fades it).
+const MARK = 3000;
+// EXPIRING_EVERY bounds how often state changes read the pending changes
+// again (ms): the feed carries no expiring records.
+const EXPIRING_EVERY = 10000;
 
 async function load() {
   const [list, exp] = await Promise.all([api.slaves(), api.expiring()]);
   const byId = new Map(exp.map((x) => [x.machineId, x]));
   const rows = list.map((s) => ({ s, x: byId.get(s.id) }));
-  fleet = { rows, at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map(), truncated: list.truncated };
+  fleet = {
+    rows, byId: new Map(rows.map((r) => [r.s.id, r])), at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map(),
+    truncated: list.truncated, cursor: list.cursor, seqs: new Map(), marks: new Map(),
+  };
   // The search index is built when the browser is idle after the first
   // paint, not before it.
   (window.requestIdleCallback || setTimeout)(() => index(rows));
 }
 
+const TYPES = new Set(["added", "stateChanged", "descriptionChanged", "deleted"]);
+
+// usable tells a change the page can apply from one it cannot: the feed is
+// read as untrusted as the list, and a slave that would break the table is
+// left out rather than shown.
+function usable(c) {
+  if (!c || typeof c.slaveId !== "string" || !TYPES.has(c.type) || !Number.isFinite(c.sequence)) return false;
+  if (c.type === "deleted") return true;
+  const s = c.slave;
+  return !!s && s.id === c.slaveId && typeof s.host === "string" && typeof s.rackId === "string" &&
+    !!s.currentState && STATES.includes(s.currentState.state) && Number.isFinite(s.currentState.timestamp);
+}
+
+// apply applies the feed's changes to the fleet held: each replaces its
+// machine's row with the slave as the change left it, adds it, or removes
+// it. A change whose sequence is not above the last applied to its machine
+// was applied already. It returns whether a state changed (the pending
+// changes may have too) and the ids of the machines deleted.
+function apply(changes) {
+  const now = Date.now();
+  const gone = new Set();
+  const moved = new Set(); // rows changed or added
+  let states = false;
+  for (const c of changes) {
+    if (!usable(c)) continue;
+    const id = c.slaveId;
+    if (c.sequence <= (fleet.seqs.get(id) ?? -Infinity)) continue;
+    fleet.seqs.set(id, c.sequence);
+    const row = fleet.byId.get(id);
+    if (c.type === "deleted") {
+      if (row) { fleet.byId.delete(id); gone.add(row); fleet.marks.delete(id); }
+      continue;
+    }
+    if (c.type === "stateChanged") states = true;
+    let r = row;
+    if (r) {
+      r.s = c.slave;
+      r.text = undefined;
+    } else if (!fleet.truncated) { // a list cut short shows only its first machines
+      r = { s: c.slave, x: undefined };
+      fleet.byId.set(id, r);
+    } else continue;
+    moved.add(r);
+    fleet.marks.set(id, now);
+  }
+  resort(moved, gone);
+  fleet.rows = fleet.sorted.get("id:asc");
+  fleet.indexes = new Map(); // joined again from the rows' texts when next searched
+  fleet.at = now;
+  return { states, deleted: [...gone].map((r) => r.s.id).filter((id) => !fleet.byId.has(id)) };
+}
+
+// RESORT_MAX is the most rows a batch moves within the orders computed so
+// far; a larger batch drops the orders (but the id order), computed again
+// when next asked for.
+const RESORT_MAX = 200;
+
+// resort keeps the orders computed so far true to a batch of changes: the
+// rows gone and the rows moved are taken out, and each moved row is put
+// back where its new values sort it, a few comparisons a row instead of
+// sorting the fleet again.
+function resort(moved, gone) {
+  for (const [name, order] of fleet.sorted) {
+    if (!moved.size && !gone.size) return;
+    if (moved.size > RESORT_MAX && name !== "id:asc") { fleet.sorted.delete(name); continue; }
+    const [key, dir] = name.split(":");
+    const col = column(key);
+    const cmp = compare(dir);
+    const out = order.filter((r) => !gone.has(r) && !moved.has(r));
+    const back = [...moved].filter((r) => !gone.has(r));
+    if (back.length > RESORT_MAX) { // the id order, after a large batch
+      out.push(...back);
+      out.sort((a, b) => cmp(col.value(a), a, col.value(b), b));
+      fleet.sorted.set(name, out);
+      continue;
+    }
+    for (const r of back) {
+      const v = col.value(r);
+      let lo = 0, hi = out.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (cmp(col.value(out[mid]), out[mid], v, r) < 0) lo = mid + 1; else hi = mid;
+      }
+      out.splice(lo, 0, r);
+    }
+    fleet.sorted.set(name, out);
+  }
+}
+
+// pendingAgain reads the pending changes again and puts each on its row.
+async function pendingAgain() {
+  const held = fleet;
+  const exp = await api.expiring();
+  if (fleet !== held) return false;
+  const byId = new Map(exp.map((x) => [x.machineId, x]));
+  for (const r of held.rows) r.x = byId.get(r.s.id);
+  held.sorted.delete("pending:asc");
+  held.sorted.delete("pending:desc");
+  return true;
+}
+
+const column = (key) => COLUMNS.find((c) => c.key === key) || COLUMNS[0];
+// compare orders two rows by their values of a column, then by id.
+const compare = (dir) => {
+  const sign = dir === "desc" ? -1 : 1;
+  return (x, a, y, b) => (x < y ? -sign : x > y ? sign : a.s.id < b.s.id ? -1 : 1);
+};
+
 function sorted(key, dir) {
   const name = key + ":" + dir;
   let out = fleet.sorted.get(name);
   if (out) return out;
-  const col = COLUMNS.find((c) => c.key === key) || COLUMNS[0];
+  const col = column(key);
   const keyed = fleet.rows.map((r) => [col.value(r), r]);
-  const sign = dir === "desc" ? -1 : 1;
-  keyed.sort((a, b) => (a[0] < b[0] ? -sign : a[0] > b[0] ? sign : a[1].s.id < b[1].s.id ? -1 : 1));
+  const cmp = compare(dir);
+  keyed.sort((a, b) => cmp(a[0], a[1], b[0], b[1]));
   out = keyed.map((k) => k[1]);
   fleet.sorted.set(name, out);
   return out;
@@ -82,10 +204,10 @@ function index(order) {
   const parts = new Array(order.length);
   let pos = 0;
   for (let i = 0; i < order.length; i++) {
-    const s = order[i].s;
-    let text = s.id + "\n" + s.host + "\n" + s.rackId + "\n" + (s.currentState.message || "") + "\n" + (s.currentState.user || "");
-    for (const k in s.attributes) text += "\n" + k + "=" + s.attributes[k];
-    parts[i] = text.toLowerCase().replaceAll("\u0001", ""); // the separator is never in a row
+    // Each row keeps its text until the feed changes it: a change costs
+    // the join again, not the text of every row.
+    const r = order[i];
+    parts[i] = r.text ??= searchText(r.s);
     starts[i] = pos;
     pos += parts[i].length + 1;
   }
@@ -93,6 +215,12 @@ function index(order) {
   ix = { text: parts.join("\u0001"), starts };
   fleet.indexes.set(order, ix);
   return ix;
+}
+
+function searchText(s) {
+  let text = s.id + "\n" + s.host + "\n" + s.rackId + "\n" + (s.currentState.message || "") + "\n" + (s.currentState.user || "");
+  for (const k in s.attributes) text += "\n" + k + "=" + s.attributes[k];
+  return text.toLowerCase().replaceAll("\u0001", ""); // the separator is never in a row
 }
 
 // matching returns the rows of order whose search text holds q.
@@ -144,6 +272,9 @@ export function render(root, route) {
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const errors = h("div");
   const refresh = h("button", { type: "button", onclick: () => reload() }, "Refresh");
+  // live says whether the list follows the change feed, in words (the dot
+  // only repeats them in colour).
+  const live = h("span", { class: "live", role: "status" });
   // The selection is machine ids, kept across filters and pages; bulk.js
   // changes them.
   const selected = new Set();
@@ -154,8 +285,15 @@ export function render(root, route) {
   const bulk = bulkPanel({
     ids: () => [...selected],
     select: (ids) => { selected.clear(); for (const i of ids) selected.add(i); draw(); },
-    states: async () => { await load(); return new Map(fleet.rows.map((r) => [r.s.id, r.s.currentState.state])); },
-    changed: () => reload(),
+    // The guard decides on the states as they are now: the feed up to now
+    // is applied first (or, without a feed, the fleet is listed again).
+    states: async () => {
+      if (feed) { await feed.catchUp(); draw(); } else await load();
+      return new Map(fleet.rows.map((r) => [r.s.id, r.s.currentState.state]));
+    },
+    // The feed brings the changes a run made; without it the fleet is
+    // listed again.
+    changed: () => { if (!feed) reload(); },
   });
 
   const chooser = h("details", { class: "columns" }, h("summary", {}, "Columns"),
@@ -173,7 +311,7 @@ export function render(root, route) {
     SIZES.map((n) => h("option", { value: n, selected: n === v.size }, n + " rows")));
 
   root.replaceChildren(
-    h("div", { class: "title" }, h("h1", {}, "Fleet"), status, refresh),
+    h("div", { class: "title" }, h("h1", {}, "Fleet"), live, status, refresh),
     errors, counts,
     h("div", { class: "toolbar" },
       field("Search", search),
@@ -204,6 +342,10 @@ export function render(root, route) {
 
   function draw() {
     if (!fleet) return;
+    clearTimeout(redraw);
+    redraw = 0;
+    drawn = Date.now();
+    const focus = focused();
     const q = v.q.trim().toLowerCase().replaceAll("\u0001", "");
     const perState = Object.fromEntries(STATES.map((s) => [s, 0]));
     const found = matching(sorted(v.sort, v.dir), q);
@@ -229,20 +371,49 @@ export function render(root, route) {
         h("button", { type: "button", class: "sort", "data-col": c.key, onclick: () => sortBy(c.key) }, c.label,
           h("span", { "aria-hidden": "true" }, c.key === v.sort ? (v.dir === "asc" ? " ▲" : " ▼") : "")))))),
       h("tbody", {}, page.length
-        ? page.map((r) => h("tr", { class: selected.has(r.s.id) ? "selected" : null, onclick: (e) => toggle(e, r.s.id) },
-          h("td", { "data-col": "sel" }, h("input", { type: "checkbox", checked: selected.has(r.s.id), "aria-label": "Select " + r.s.id })),
-          cols.map((c) => h("td", { "data-col": c.key, "data-label": c.key === "id" ? null : c.label, title: CUT.has(c.key) ? c.value(r) : null }, (c.cell ? c.cell(r) : c.value(r)) || null))))
+        ? page.map((r) => row(r, cols))
         : h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))));
     picked.textContent = `${number(selected.size)} selected`;
     selectAll.textContent = `Select all ${number(shown.length)} ${v.q || v.state ? "matching" : "machines"}`;
     selectAll.disabled = !shown.length;
     selectNone.disabled = !selected.size;
     bulk.update();
+    refocus(focus);
     pager.replaceChildren(
       h("span", {}, shown.length ? `${number(first + 1)}–${number(first + page.length)} of ${number(shown.length)}` : "0 machines"),
       h("button", { type: "button", disabled: v.p <= 1, onclick: () => { v.p--; update(); } }, "Previous"),
       h("span", {}, `Page ${v.p} of ${pages}`),
       h("button", { type: "button", disabled: v.p >= pages, onclick: () => { v.p++; update(); } }, "Next"));
+  }
+
+  // row is a machine's row; one the feed changed a moment ago is marked,
+  // its highlight fading from where it was at the last draw.
+  function row(r, cols) {
+    const id = r.s.id;
+    const since = Date.now() - (fleet.marks.get(id) ?? -Infinity);
+    const marked = since < MARK;
+    const tr = h("tr", { class: [selected.has(id) ? "selected" : "", marked ? "changed" : ""].join(" ").trim() || null, onclick: (e) => toggle(e, id) },
+      h("td", { "data-col": "sel" }, h("input", { type: "checkbox", checked: selected.has(id), "aria-label": "Select " + id })),
+      cols.map((c) => h("td", { "data-col": c.key, "data-label": c.key === "id" ? null : c.label, title: CUT.has(c.key) ? c.value(r) : null },
+        (c.cell ? c.cell(r) : c.value(r)) || null, c.key === "id" && marked ? h("span", { class: "sr-only" }, " (just changed)") : null)));
+    tr.dataset.id = id;
+    if (marked) tr.style.animationDelay = `-${since}ms`;
+    return tr;
+  }
+
+  // focused names the control of the table that has the focus, so that a
+  // draw the feed causes does not take it from the keyboard's user.
+  function focused() {
+    const el = document.activeElement;
+    const tr = el && table.contains(el) ? el.closest("tr[data-id]") : null;
+    if (!tr) return null;
+    return { id: tr.dataset.id, col: el.closest("td")?.dataset.col, tag: el.tagName };
+  }
+  function refocus(f) {
+    if (!f) return;
+    const tr = [...table.querySelectorAll("tr[data-id]")].find((t) => t.dataset.id === f.id);
+    const td = tr && [...tr.children].find((t) => t.dataset.col === f.col);
+    td?.querySelector(f.tag)?.focus({ preventScroll: true });
   }
 
   // toggle selects or unselects a row clicked anywhere but on a link or control.
@@ -268,29 +439,134 @@ export function render(root, route) {
     table.querySelector(`button[data-col="${key}"]`)?.focus();
   }
 
+  // reload lists the fleet again and follows the feed from the new list:
+  // the first visit, the Refresh button.
   async function reload() {
+    try {
+      await listAgain(false);
+      followFleet();
+    } catch { /* listAgain shows why */ }
+  }
+
+  // listAgain lists the fleet; refused says the feed refused the list's
+  // cursor (the follower lists again so, and follows on by itself).
+  async function listAgain(refused) {
     status.textContent = "Loading…";
     refresh.disabled = true;
     try {
       await load();
+      relisted = refused;
+      // The page says so for a moment.
+      if (refused) setTimeout(() => { relisted = false; if (fleet) updated(); }, 10000);
       const cut = fleet.truncated;
       errors.replaceChildren(cut ? info(`The API answered the first ${number(cut.count)} of ${number(cut.total)} machines by id: the whole list did not fit in one answer.`) : "");
-      status.replaceChildren("Updated ", time(fleet.at));
+      updated();
       draw();
     } catch (e) {
       errors.replaceChildren(problem(e, reload));
       status.textContent = "";
+      throw e;
     } finally {
       refresh.disabled = false;
     }
   }
 
+  let relisted = false;
+  function updated() {
+    status.replaceChildren(relisted ? "Listed again (the change feed no longer held this list's changes); updated " : "Updated ", time(fleet.at));
+  }
+
+  // While the feed answers, the page holds the list it listed once and
+  // applies the changes; a draw that changes bring waits until a second
+  // after the last, so a busy feed repaints at most once a second.
+  let feed = null;
+  let timer = 0;
+  let redraw = 0;
+  let unmark = 0;
+  let drawn = 0;
+  let lastExpiring = 0;
+  let expiringDue = 0;
+  function followFleet() {
+    if (left) return;
+    if (feed) { feed.restart(); return; }
+    if (!fleet.cursor) { // an API without the feed: list every minute, as before
+      showLive("offline", "none");
+      clearInterval(timer);
+      timer = setInterval(() => { if (!document.hidden) reload(); }, 60000);
+      return;
+    }
+    feed = follow({
+      list: () => fleet,
+      apply: (changes) => {
+        const { states, deleted } = apply(changes);
+        if (states) expiringSoon();
+        for (const id of deleted) selected.delete(id);
+        updated();
+        drawSoon();
+        // and once more when the marks are over, to take them off
+        clearTimeout(unmark);
+        unmark = setTimeout(drawSoon, MARK);
+      },
+      relist: () => listAgain(true),
+      show: showLive,
+    });
+  }
+
+  function drawSoon() {
+    if (!redraw && !left) redraw = setTimeout(draw, Math.max(0, drawn + 1000 - Date.now()));
+  }
+
+  // expiringSoon reads the pending changes again after state changes, at
+  // most once every EXPIRING_EVERY.
+  function expiringSoon() {
+    if (expiringDue) return;
+    expiringDue = setTimeout(async () => {
+      lastExpiring = Date.now();
+      try { if (await pendingAgain()) drawSoon(); } catch { /* the next state change reads them again */ }
+      expiringDue = 0;
+    }, Math.max(0, lastExpiring + EXPIRING_EVERY - Date.now()));
+  }
+
+  function showLive(state, detail) {
+    const words = {
+      live: "Live",
+      reloading: "Listing again…",
+      reconnecting: `Reconnecting… (next try in ${detail} s)`,
+      offline: detail === "none" ? "Not live: this API has no change feed; refreshed every minute" : detail === "browser" ? "Offline: no network" : "Offline",
+    }[state];
+    if (live.dataset.state !== state || live.textContent !== words) { // a live region says each change once
+      live.dataset.state = state;
+      live.replaceChildren(h("span", { class: "dot", "aria-hidden": "true" }), words);
+    }
+    if (state === "offline" && detail instanceof api.ApiError) errors.replaceChildren(problem(detail, () => { errors.replaceChildren(); feed?.restart(); }));
+  }
+
   update();
-  if (fleet && Date.now() - fleet.at < 60000) status.replaceChildren("Updated ", time(fleet.at));
-  else reload();
-  const timer = setInterval(() => { if (!document.hidden) reload(); }, 60000);
-  return () => { clearInterval(timer); bulk.stop(); if (pendingAddress) { clearTimeout(pendingAddress); } };
+  let left = false;
+  // A fleet that follows the feed catches up; one without a feed is listed
+  // again once a minute old.
+  if (fleet && (fleet.cursor || Date.now() - fleet.at < 60000)) {
+    updated();
+    followFleet();
+    if (fleet.stale) { fleet.stale = false; expiringSoon(); }
+  } else reload();
+  return () => {
+    left = true;
+    feed?.stop();
+    clearInterval(timer);
+    clearTimeout(redraw);
+    clearTimeout(unmark);
+    clearTimeout(expiringDue);
+    bulk.stop();
+    if (pendingAddress) { clearTimeout(pendingAddress); }
+  };
 }
 
-// forget drops the cached fleet after a change, so the next visit fetches it.
-export function forget() { fleet = null; }
+// forget says the fleet held is out of date after a change made on another
+// page: one that follows the feed catches up from its cursor at the next
+// visit and reads the pending changes again (the feed carries none); one
+// without a feed is dropped, so the next visit lists it.
+export function forget() {
+  if (fleet?.cursor) fleet.stale = true;
+  else fleet = null;
+}

@@ -1,0 +1,504 @@
+//go:build integration
+
+package console_test
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/fleetops/fleet/shared/inventory"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/slaves"
+)
+
+// The fleet page lists the fleet once and then follows the change feed
+// (docs/behaviour.md "The change feed"): these tests count the requests it
+// makes on a server of their own in front of the real handlers, so that a
+// page that lists the fleet again instead of applying the changes is seen.
+
+// counted serves the API and the console as site does, counting the
+// requests by route; gone, when set, is the cursor the first list answers
+// instead of its own (a real cursor of the service, too old to follow).
+type counted struct {
+	*httptest.Server
+	mu     sync.Mutex
+	counts map[string]int
+	gone   string
+	hidden int // feed requests made while the test had hidden the tab
+	hide   bool
+	// failing is how many feed requests to come answer status (503 when
+	// 0), and failed when those came.
+	failing int
+	status  int
+	failed  []time.Time
+	// tamper, when set, rewrites the changes of the next feed answer that
+	// has some.
+	tamper func(changes []json.RawMessage) []json.RawMessage
+}
+
+func countedSite(t *testing.T, gone string) *counted {
+	t.Helper()
+	c := &counted{counts: map[string]int{}, gone: gone}
+	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
+	route := ""
+	switch {
+	case r.Method == http.MethodGet && (r.URL.Path == "/api/slaves" || r.URL.Path == "/api/slaves/"):
+		route = "list"
+	case r.Method == http.MethodGet && r.URL.Path == "/api/slaves/changes":
+		route = "changes"
+	}
+	c.mu.Lock()
+	c.counts[route]++
+	first := route == "list" && c.counts[route] == 1
+	if route == "changes" && c.hide {
+		c.hidden++
+	}
+	fail := route == "changes" && c.failing > 0
+	status := cmp.Or(c.status, http.StatusServiceUnavailable)
+	if fail {
+		c.failing--
+		c.failed = append(c.failed, time.Now())
+	}
+	c.mu.Unlock()
+	if fail {
+		message := map[int]string{http.StatusServiceUnavailable: "internal error (request test)", http.StatusForbidden: "alice may not read the fleet"}[status]
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"code":%d,"message":%q}`, status, message)
+		return
+	}
+	if route == "changes" {
+		c.answer(w, r)
+		return
+	}
+	if !(first && c.gone != "") {
+		siteAPI.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	siteAPI.ServeHTTP(rec, r)
+	maps.Copy(w.Header(), rec.Header())
+	w.Header().Set(slaves.CursorHeader, c.gone)
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+// answer answers a feed request with the service's answer, its changes
+// rewritten by tamper if one is set when the answer has some.
+func (c *counted) answer(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	siteAPI.ServeHTTP(rec, r)
+	var page struct {
+		Changes []json.RawMessage `json:"changes"`
+		Cursor  string            `json:"cursor"`
+	}
+	c.mu.Lock()
+	tamper := c.tamper
+	c.mu.Unlock()
+	if tamper != nil && rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &page) == nil && len(page.Changes) > 0 {
+		c.mu.Lock()
+		c.tamper = nil
+		c.mu.Unlock()
+		page.Changes = tamper(page.Changes)
+		body, _ := json.Marshal(page)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+		return
+	}
+	maps.Copy(w.Header(), rec.Header())
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+func (c *counted) count(route string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[route]
+}
+
+// openFleet opens the fleet page on prefix's machines and waits until it
+// shows n of them and follows the feed.
+func openFleet(t *testing.T, ctx context.Context, base, prefix string, n int) {
+	t.Helper()
+	open(t, ctx, base, "#/fleet?q="+prefix, "table.fleet tbody tr[data-id]")
+	eventually(t, ctx, fmt.Sprintf("%d rows", n), fmt.Sprintf(`document.querySelectorAll("table.fleet tbody tr[data-id]").length === %d`, n))
+	eventually(t, ctx, "the live indicator", `document.querySelector(".live")?.dataset.state === "live" && document.querySelector(".live").innerText.includes("Live")`)
+}
+
+// rowText is a JavaScript expression: the text of the row of machine id
+// (never a selector built from the id).
+func rowText(id string) string {
+	x, _ := json.Marshal(id)
+	return fmt.Sprintf(`([...document.querySelectorAll("table.fleet tbody tr[data-id]")].find(r => r.dataset.id === %s)?.innerText ?? "")`, x)
+}
+
+// row is a JavaScript expression: the row of machine id, or undefined.
+func row(id string) string {
+	x, _ := json.Marshal(id)
+	return fmt.Sprintf(`[...document.querySelectorAll("table.fleet tbody tr[data-id]")].find(r => r.dataset.id === %s)`, x)
+}
+
+// within waits until the JavaScript expression is true and says how long
+// that took; it fails after 20 s.
+func within(t *testing.T, ctx context.Context, what, expr string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	eventually(t, ctx, what, expr)
+	return time.Since(start)
+}
+
+// report reports the machines up, as the scheduler does.
+func report(t *testing.T, ids ...string) {
+	t.Helper()
+	var machines []string
+	for _, id := range ids {
+		machines = append(machines, fmt.Sprintf(`{"id":%q,"host":"%s.example.com","rackId":"us-east-1a","resources":{"cpus":8,"mem":31000}}`, id, strings.ToLower(id)))
+	}
+	if _, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(`{"machines":[`+strings.Join(machines, ",")+`]}`)); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+}
+
+func TestAChangeMadeThroughTheAPIAppearsInAnOpenConsoleWithoutListingAgain(t *testing.T) {
+	p := fmt.Sprintf("feed-change-%d", time.Now().UnixNano())
+	ids := seed(t, p, 3, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 3)
+	// A selection made before the change stays made, and the table
+	// sorted by state before it is sorted by the new states after it.
+	do(t, ctx, chromedp.Evaluate(row(ids[2])+`.querySelector("input[type=checkbox]").click()`, nil))
+	eventually(t, ctx, "one machine selected", has(".selectbar", "1 selected"))
+	do(t, ctx, chromedp.Click(`button.sort[data-col=state]`))
+	eventually(t, ctx, "the table sorted by state", `document.querySelector("th[data-col=state]").getAttribute("aria-sort") === "ascending"`)
+
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"kernel upgrade, ticket OPS-7"}`, http.StatusOK)
+	took := within(t, ctx, "the frozen machine shown FROZEN with its message",
+		rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("kernel upgrade, ticket OPS-7")`)
+	t.Logf("state change: shown after %v", took)
+	if took > 2*time.Second {
+		t.Errorf("the change took %v to show, want at most 2s", took)
+	}
+	shot(t, ctx, "fleet-live-change")
+	var marked, others bool
+	do(t, ctx, chromedp.Evaluate(row(ids[1])+`.classList.contains("changed")`, &marked),
+		chromedp.Evaluate(fmt.Sprintf(`[%s, %s].every(r => r.innerText.includes("ACTIVE") && !r.classList.contains("changed"))`, row(ids[0]), row(ids[2])), &others))
+	if !marked {
+		t.Error("the changed row is not marked")
+	}
+	if !others {
+		t.Error("the machines that did not change are not shown ACTIVE and unmarked")
+	}
+	eventually(t, ctx, "the counts after the change", has(".counts", "1 FROZEN")+" && "+has(".counts", "2 ACTIVE")+" && "+has(".counts", "3 all"))
+	eventually(t, ctx, "the selection kept", has(".selectbar", "1 selected")+" && "+row(ids[2])+`.querySelector("input[type=checkbox]").checked`)
+	var order []string
+	do(t, ctx, chromedp.Evaluate(`[...document.querySelectorAll("table.fleet tbody tr[data-id]")].map(r => r.dataset.id)`, &order))
+	if want := []string{ids[0], ids[2], ids[1]}; strings.Join(order, " ") != strings.Join(want, " ") {
+		t.Errorf("sorted by state after the change, got rows %v, want %v", order, want)
+	}
+	// The search finds the machine by its new message.
+	do(t, ctx, clear("input[type=search]"), chromedp.SendKeys("input[type=search]", "ticket ops-7"))
+	eventually(t, ctx, "the machine found by its new message", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 1 && `+rowText(ids[1])+` !== ""`)
+	do(t, ctx, clear("input[type=search]"), chromedp.SendKeys("input[type=search]", p))
+	// The filters apply to the changed list: FROZEN shows the one machine.
+	do(t, ctx, chromedp.Click(`.counts a.s-frozen`))
+	eventually(t, ctx, "only the frozen machine", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 1 && `+rowText(ids[1])+` !== ""`)
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+	if n := site.count("changes"); n < 1 {
+		t.Errorf("the page asked the feed %d times, want at least once", n)
+	}
+}
+
+func TestAMachineAddedAndOneDeletedAppearAndDisappear(t *testing.T) {
+	p := fmt.Sprintf("feed-add-%d", time.Now().UnixNano())
+	ids := []string{p + "-S0", p + "-S1", p + "-S2"}
+	report(t, ids[0], ids[2])
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	do(t, ctx, chromedp.Evaluate(row(ids[0])+`.querySelector("input[type=checkbox]").click()`, nil))
+	eventually(t, ctx, "one machine selected", has(".selectbar", "1 selected"))
+
+	report(t, ids[1]) // the scheduler reports a machine that sorts between the two
+	took := within(t, ctx, "the added machine", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 3 && `+rowText(ids[1])+`.includes("ACTIVE")`)
+	t.Logf("added: shown after %v", took)
+	if took > 2*time.Second {
+		t.Errorf("the added machine took %v to show, want at most 2s", took)
+	}
+	var order []string
+	do(t, ctx, chromedp.Evaluate(`[...document.querySelectorAll("table.fleet tbody tr[data-id]")].map(r => r.dataset.id)`, &order))
+	if strings.Join(order, " ") != strings.Join(ids, " ") {
+		t.Errorf("got rows %v, want %v in id order", order, ids)
+	}
+	shot(t, ctx, "fleet-live-added")
+
+	api(t, "DELETE", "/api/slaves/slave/"+ids[0], "", http.StatusOK)
+	took = within(t, ctx, "the deleted machine gone", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 2 && `+rowText(ids[0])+` === ""`)
+	t.Logf("deleted: gone after %v", took)
+	if took > 2*time.Second {
+		t.Errorf("the deletion took %v to show, want at most 2s", took)
+	}
+	// A machine that is gone is no longer selected: a bulk change would act on it.
+	eventually(t, ctx, "the counts and the selection after the deletion", has(".counts", "2 all")+" && "+has(".selectbar", "0 selected"))
+	shot(t, ctx, "fleet-live-deleted")
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
+
+func TestHostileTextInAChangeRendersAsText(t *testing.T) {
+	p := fmt.Sprintf("feed-text-%d", time.Now().UnixNano())
+	ids := seed(t, p, 1, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	// In the dark, for a reader who asked for less motion: the changed row
+	// is marked without a fade.
+	do(t, ctx, emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{
+		{Name: "prefers-color-scheme", Value: "dark"}, {Name: "prefers-reduced-motion", Value: "reduce"}}))
+	openFleet(t, ctx, site.URL, p, 1)
+	const hostile = "<img src=x onerror=\"window.pwned=1\"><b>bold</b>\u0007\u202eend"
+	body, _ := json.Marshal(map[string]string{"message": hostile})
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", string(body), http.StatusOK)
+	eventually(t, ctx, "the message as text", rowText(ids[0])+`.includes("<img src=x onerror=")`)
+	var timing string
+	do(t, ctx, chromedp.Evaluate(`getComputedStyle(`+row(ids[0])+`).animationTimingFunction`, &timing))
+	if !strings.HasPrefix(timing, "steps(1") {
+		t.Errorf("the changed row's mark under reduced motion: got timing %q, want steps(1) (no fade)", timing)
+	}
+	var got struct {
+		Text   string `json:"text"`
+		Markup int    `json:"markup"`
+		Pwned  bool   `json:"pwned"`
+	}
+	do(t, ctx, chromedp.Evaluate(`(() => { const r = `+row(ids[0])+`;
+		return { text: r.querySelector("td[data-col=message]").textContent, markup: r.querySelectorAll("img, b").length, pwned: !!window.pwned } })()`, &got))
+	if got.Text != hostile || got.Markup != 0 || got.Pwned {
+		t.Errorf("got message cell %q with %d elements of markup (script ran: %v), want %q as text", got.Text, got.Markup, got.Pwned, hostile)
+	}
+	shot(t, ctx, "fleet-live-hostile-dark")
+}
+
+func TestACursorTheFeedNoLongerKeepsListsOnceAndFollowsOn(t *testing.T) {
+	p := fmt.Sprintf("feed-gone-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	// A cursor the service itself issued a day and an hour ago: the feed
+	// answers it with its 410, as it would a console left open that long.
+	store.SetClock(func() time.Time { return time.Now().Add(-25 * time.Hour) })
+	page, err := store.Changes(context.Background(), "", 0)
+	store.SetClock(time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := countedSite(t, page.Cursor)
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	eventually(t, ctx, "the page saying it listed again", has("main", "Listed again (the change feed no longer held this list's changes)"))
+	shot(t, ctx, "fleet-live-relisted")
+	if n := site.count("list"); n != 2 {
+		t.Errorf("the page listed the fleet %d times, want twice (once more after the 410)", n)
+	}
+
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"after the 410"}`, http.StatusOK)
+	took := within(t, ctx, "the change after the new list", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("after the 410")`)
+	t.Logf("after the 410: shown after %v", took)
+	if took > 2*time.Second {
+		t.Errorf("the change took %v to show, want at most 2s", took)
+	}
+	if n := site.count("list"); n != 2 {
+		t.Errorf("the page listed the fleet %d times, want twice", n)
+	}
+}
+
+func TestAHiddenTabStopsFollowingAndCatchesUpWhenShown(t *testing.T) {
+	p := fmt.Sprintf("feed-hidden-%d", time.Now().UnixNano())
+	ids := seed(t, p, 1, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 1)
+	// The browser hides a tab in the background; headless Chromium never
+	// does, so the page is told as the browser tells it.
+	visibility := func(hidden bool) chromedp.Action {
+		return chromedp.Evaluate(fmt.Sprintf(`(() => {
+			Object.defineProperty(document, "hidden", { configurable: true, get: () => %v });
+			Object.defineProperty(document, "visibilityState", { configurable: true, get: () => %q });
+			document.dispatchEvent(new Event("visibilitychange"));
+			return true })()`, hidden, map[bool]string{true: "hidden", false: "visible"}[hidden]), nil)
+	}
+	do(t, ctx, visibility(true))
+	site.mu.Lock()
+	site.hide = true
+	site.mu.Unlock()
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"while hidden"}`, http.StatusOK)
+	time.Sleep(2 * time.Second)
+	var text string
+	do(t, ctx, chromedp.Evaluate(rowText(ids[0]), &text))
+	if strings.Contains(text, "FROZEN") {
+		t.Errorf("a hidden tab applied a change: row %q", text)
+	}
+	site.mu.Lock()
+	site.hide = false
+	hidden := site.hidden
+	site.mu.Unlock()
+	if hidden != 0 {
+		t.Errorf("a hidden tab asked the feed %d times, want none", hidden)
+	}
+	do(t, ctx, visibility(false))
+	took := within(t, ctx, "the change caught up", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("while hidden")`)
+	t.Logf("caught up after %v", took)
+	if took > 2*time.Second {
+		t.Errorf("catching up took %v, want at most 2s", took)
+	}
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
+
+func TestAFeedThatFailsIsRetriedLaterAndLessOften(t *testing.T) {
+	p := fmt.Sprintf("feed-retry-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	const failures = 4
+	site.mu.Lock()
+	site.failing = failures
+	site.mu.Unlock()
+	// The request open now answers this change; the next ones fail.
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"before the outage"}`, http.StatusOK)
+	eventually(t, ctx, "the indicator saying it reconnects", `document.querySelector(".live")?.dataset.state === "reconnecting" && document.querySelector(".live").innerText.includes("Reconnecting")`)
+	shot(t, ctx, "fleet-live-reconnecting")
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"during the outage"}`, http.StatusOK)
+	// Retried after 0.5-1 s, 1-2 s, 2-4 s and 4-8 s: the change shows
+	// once the feed answers again, within 15 s.
+	eventually(t, ctx, "the changes made before and during the outage", rowText(ids[0])+`.includes("before the outage") && `+
+		rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("during the outage")`)
+	eventually(t, ctx, "the live indicator again", `document.querySelector(".live")?.dataset.state === "live"`)
+	site.mu.Lock()
+	failed := append([]time.Time(nil), site.failed...)
+	site.mu.Unlock()
+	if len(failed) != failures {
+		t.Fatalf("got %d failed feed requests, want %d", len(failed), failures)
+	}
+	for i := 1; i < len(failed); i++ {
+		// The delay before retry i is at least half of 1 s doubled i-1 times.
+		if gap, least := failed[i].Sub(failed[i-1]), time.Duration(500<<(i-1))*time.Millisecond; gap < least {
+			t.Errorf("retry %d came %v after the failure before it, want at least %v", i, gap, least)
+		}
+	}
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
+
+func TestARefusedFeedStopsFollowingUntilAskedAgain(t *testing.T) {
+	p := fmt.Sprintf("feed-refused-%d", time.Now().UnixNano())
+	ids := seed(t, p, 1, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 1)
+	site.mu.Lock()
+	site.failing, site.status = 1, http.StatusForbidden
+	site.mu.Unlock()
+	// The request open now answers this change; the next one is refused.
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"before the refusal"}`, http.StatusOK)
+	eventually(t, ctx, "the indicator saying offline and the refusal in the API's words",
+		`document.querySelector(".live")?.dataset.state === "offline" && `+has(".live", "Offline")+` && `+has(`.problem[role=alert]`, "Refused (403): alice may not read the fleet"))
+	eventually(t, ctx, "the change the last answer brought", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("before the refusal")`)
+	shot(t, ctx, "fleet-live-refused")
+	asked := site.count("changes")
+	time.Sleep(3 * time.Second) // a retry would come within 1 s
+	if n := site.count("changes"); n != asked {
+		t.Errorf("after a 403 the page asked the feed %d more times, want none until asked", n-asked)
+	}
+	do(t, ctx, chromedp.Click(`.problem button.link`))
+	eventually(t, ctx, "the live indicator again", `document.querySelector(".live")?.dataset.state === "live" && !document.querySelector(".problem")`)
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/activate", `{"message":"after the refusal"}`, http.StatusOK)
+	eventually(t, ctx, "the change after the refusal", rowText(ids[0])+`.includes("ACTIVE") && `+rowText(ids[0])+`.includes("after the refusal")`)
+	if n := site.count("list"); n != 1 {
+		t.Errorf("the page listed the fleet %d times, want once", n)
+	}
+}
+
+func TestMalformedAndRepeatedChangesAreLeftOut(t *testing.T) {
+	p := fmt.Sprintf("feed-bad-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	// The answer that carries the freeze also carries changes the page
+	// cannot apply, and the freeze again, older, as DEAD: an answer read
+	// twice or out of order.
+	site.mu.Lock()
+	site.tamper = func(changes []json.RawMessage) []json.RawMessage {
+		var real map[string]any
+		if err := json.Unmarshal(changes[0], &real); err != nil || real["slaveId"] != ids[0] {
+			t.Errorf("the answer to tamper with: got %s (%v), want the freeze of %s", changes, err, ids[0])
+			return changes
+		}
+		older := maps.Clone(real)
+		older["sequence"] = real["sequence"].(float64) - 1
+		slave := maps.Clone(real["slave"].(map[string]any))
+		state := maps.Clone(slave["currentState"].(map[string]any))
+		state["state"], state["message"] = "DEAD", "an older change"
+		slave["currentState"] = state
+		older["slave"] = slave
+		bad := []string{
+			`null`, `"freeze"`, `{"slaveId":` + jsonString(ids[1]) + `,"type":"stateChanged","sequence":1}`,
+			`{"slaveId":` + jsonString(ids[1]) + `,"type":"stateChanged","sequence":1,"slave":{"id":` + jsonString(ids[1]) + `,"host":"h","rackId":"r","currentState":{"state":"<b>NOPE</b>","timestamp":1}}}`,
+			`{"slaveId":` + jsonString(ids[1]) + `,"type":"stateChanged","sequence":1,"slave":{"id":"someone-else","host":"h","rackId":"r","currentState":{"state":"DEAD","timestamp":1}}}`,
+			`{"slaveId":` + jsonString(ids[1]) + `,"type":"exploded","sequence":1}`,
+		}
+		var out []json.RawMessage
+		for _, b := range bad {
+			out = append(out, json.RawMessage(b))
+		}
+		again, _ := json.Marshal(older)
+		return append(append(out, changes...), again)
+	}
+	site.mu.Unlock()
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"the real change"}`, http.StatusOK)
+	eventually(t, ctx, "the real change", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("the real change")`)
+	site.mu.Lock()
+	tampered := site.tamper == nil
+	site.mu.Unlock()
+	if !tampered {
+		t.Fatal("the answer of the freeze came without the changes added to it")
+	}
+	time.Sleep(1500 * time.Millisecond) // a draw of what came after it
+	var got struct {
+		First, Second string
+		Rows          int
+	}
+	do(t, ctx, chromedp.Evaluate(`({first: `+rowText(ids[0])+`, second: `+rowText(ids[1])+`, rows: document.querySelectorAll("table.fleet tbody tr[data-id]").length})`, &got))
+	if !strings.Contains(got.First, "FROZEN") || strings.Contains(got.First, "an older change") {
+		t.Errorf("the repeated older change was applied: row %q", got.First)
+	}
+	if !strings.Contains(got.Second, "ACTIVE") || got.Rows != 2 {
+		t.Errorf("a malformed change was applied: row %q, %d rows", got.Second, got.Rows)
+	}
+	// The page still follows: the next change shows.
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"after the bad answer"}`, http.StatusOK)
+	eventually(t, ctx, "the next change", rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("after the bad answer")`)
+}
+
+// jsonString is s as a JSON string.
+func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
