@@ -124,7 +124,6 @@ func TestEveryChangeBecomesOneEventWithASequenceThatNeverGoesBack(t *testing.T) 
 
 	// The events, until every change of the feed has come.
 	got := map[string]map[string]any{}
-	var order []string
 	duplicates := 0
 	deadline := time.Now().Add(60 * time.Second)
 	for len(got) < len(feed) && time.Now().Before(deadline) {
@@ -152,7 +151,6 @@ func TestEveryChangeBecomesOneEventWithASequenceThatNeverGoesBack(t *testing.T) 
 				}
 			} else {
 				got[key] = e.Detail
-				order = append(order, key)
 			}
 			local.SQS().DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(queue), ReceiptHandle: m.ReceiptHandle})
 		}

@@ -22,7 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // The names the template gives the publisher, its stream and its bus.
@@ -63,30 +62,7 @@ func (l *Local) RouteSlaveEvents(ctx context.Context, queue string) (string, err
 	if err := l.CreateEventBuses(ctx); err != nil {
 		return "", err
 	}
-	queues := sqsClient(l.Moto.Endpoint)
-	q, err := queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(queue)})
-	if err != nil {
-		return "", fmt.Errorf("queue %s: %w", queue, err)
-	}
-	attrs, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
-	})
-	if err != nil {
-		return "", fmt.Errorf("queue %s: %w", queue, err)
-	}
-	rules := eventBridgeClient(l.Moto.Endpoint)
-	bus := aws.String(LocalName(SlaveEventsBus))
-	if _, err := rules.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(queue), EventBusName: bus, EventPattern: aws.String(SlaveEventsPattern)}); err != nil {
-		return "", fmt.Errorf("rule %s: %w", queue, err)
-	}
-	_, err = rules.PutTargets(ctx, &eventbridge.PutTargetsInput{
-		Rule: aws.String(queue), EventBusName: bus,
-		Targets: []ebtypes.Target{{Id: aws.String(queue), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}},
-	})
-	if err != nil {
-		return "", fmt.Errorf("rule %s: target: %w", queue, err)
-	}
-	return aws.ToString(q.QueueUrl), nil
+	return l.routeToQueue(ctx, aws.String(LocalName(SlaveEventsBus)), queue, SlaveEventsPattern, queue, queue, nil)
 }
 
 // ChangeDelivery is the local equivalent of the stream's event source

@@ -94,32 +94,38 @@ func (l *Local) RouteLogEvents(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	queues := sqsClient(l.Moto.Endpoint)
 	// A message in flight stays invisible while the handler may still run
 	// (the function's timeout); a failed one is delivered again after that.
-	q, err := queues.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(LogEventsQueue),
-		Attributes: map[string]string{string(sqstypes.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(fn.Timeout.Seconds()))},
-	})
+	visibility := map[string]string{string(sqstypes.QueueAttributeNameVisibilityTimeout): strconv.Itoa(int(fn.Timeout.Seconds()))}
+	return l.routeToQueue(ctx, nil, LogEventsRule, pattern, IndexerFunction, LogEventsQueue, visibility)
+}
+
+// routeToQueue routes the events of bus (nil: the default bus) that match
+// pattern to the queue named queue, created with attributes if absent, by
+// the rule named rule with one target of id target, and returns the
+// queue's URL. It is idempotent.
+func (l *Local) routeToQueue(ctx context.Context, bus *string, rule, pattern, target, queue string, attributes map[string]string) (string, error) {
+	queues := sqsClient(l.Moto.Endpoint)
+	q, err := queues.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(queue), Attributes: attributes})
 	if err != nil {
-		return "", fmt.Errorf("queue %s: %w", LogEventsQueue, err)
+		return "", fmt.Errorf("queue %s: %w", queue, err)
 	}
 	attrs, err := queues.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
-		return "", fmt.Errorf("queue %s: %w", LogEventsQueue, err)
+		return "", fmt.Errorf("queue %s: %w", queue, err)
 	}
 	rules := eventBridgeClient(l.Moto.Endpoint)
-	if _, err := rules.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(LogEventsRule), EventPattern: aws.String(pattern)}); err != nil {
-		return "", fmt.Errorf("rule %s: %w", LogEventsRule, err)
+	if _, err := rules.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(rule), EventBusName: bus, EventPattern: aws.String(pattern)}); err != nil {
+		return "", fmt.Errorf("rule %s: %w", rule, err)
 	}
 	_, err = rules.PutTargets(ctx, &eventbridge.PutTargetsInput{
-		Rule:    aws.String(LogEventsRule),
-		Targets: []ebtypes.Target{{Id: aws.String(IndexerFunction), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}},
+		Rule: aws.String(rule), EventBusName: bus,
+		Targets: []ebtypes.Target{{Id: aws.String(target), Arn: aws.String(attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)])}},
 	})
 	if err != nil {
-		return "", fmt.Errorf("rule %s: target: %w", LogEventsRule, err)
+		return "", fmt.Errorf("rule %s: target: %w", rule, err)
 	}
 	return aws.ToString(q.QueueUrl), nil
 }
