@@ -40,7 +40,8 @@ import (
 //     writes into a temporary directory (mktemp -d) instead, which the test
 //     keeps in its own (TMPDIR).
 //   - A command whose first words are in skipped is not run: make run itself
-//     (the test started it already, and it would not return), the test
+//     (the test started it already, and it would not return), make events
+//     (it runs until Ctrl-C; dev/run's events test covers what it shows), the test
 //     suites, and what needs an AWS account, the SAM CLI, Docker or
 //     LocalStack. Each skip is logged. go install installs into a directory
 //     of the test's (GOBIN).
@@ -56,7 +57,7 @@ import (
 //     elements in order; "..." stands for whatever else there is. Any other
 //     comment is prose.
 var skipped = []string{
-	"make run", "make test", "make test-resilience", "make bench", "make lint", "make deploy", "make deploy-local",
+	"make run", "make events", "make test", "make test-resilience", "make bench", "make lint", "make deploy", "make deploy-local",
 	"sam", "samlocal", "aws", "awslocal", "docker", "localstack",
 }
 
