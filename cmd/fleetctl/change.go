@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // changeFlags are the flags of freeze, decommission and activate.
@@ -258,7 +259,7 @@ func (a *app) dryRun(ctx context.Context, name string, target client.State, req 
 		if err := send(ctx, id, client.ChangeOptions{DryRun: true}); err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stdout, "%s: would %s (%s → %s", visible(id), name, visible(orDash(string(states[id]))), target)
+		fmt.Fprintf(a.stdout, "%s: would %s (%s → %s", termtext.Visible(id), name, termtext.Visible(orDash(string(states[id]))), target)
 		if req.DurationMillis > 0 {
 			fmt.Fprintf(a.stdout, ", reverting to %s after %s", req.RevertToState, time.Duration(req.DurationMillis)*time.Millisecond)
 		}

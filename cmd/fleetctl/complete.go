@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // completionTimeout bounds the API call a completion makes: a shell waits
@@ -83,10 +84,10 @@ func (a *app) completeIDs(source idSource, most int) cobra.CompletionFunc {
 		for _, m := range found {
 			// An id the shell could not take back as typed (a control
 			// character, a space) is not offered.
-			if !strings.HasPrefix(m.id, toComplete) || slices.Contains(args, m.id) || visible(m.id) != m.id || strings.Contains(m.id, " ") {
+			if !strings.HasPrefix(m.id, toComplete) || slices.Contains(args, m.id) || termtext.Visible(m.id) != m.id || strings.Contains(m.id, " ") {
 				continue
 			}
-			out = append(out, m.id+"\t"+visible(m.about))
+			out = append(out, m.id+"\t"+termtext.Visible(m.about))
 		}
 		return out, directive
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // partSuffix marks a download in progress; it becomes the log's file once
@@ -112,7 +113,7 @@ func (c *cache) fetchAll(ctx context.Context, logs []client.Log, jobs int, w io.
 			var bar *mpb.Bar
 			if bars != nil {
 				bar = bars.New(l.Size, mpb.BarStyle(),
-					mpb.PrependDecorators(decor.Name(short(visible(path.Base(l.Key)), 40), decor.WC{W: 41, C: decor.DindentRight})),
+					mpb.PrependDecorators(decor.Name(short(termtext.Visible(path.Base(l.Key)), 40), decor.WC{W: 41, C: decor.DindentRight})),
 					mpb.AppendDecorators(counters()),
 					mpb.BarRemoveOnComplete())
 			}

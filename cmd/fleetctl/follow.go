@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // followOverlap is how far back each lookup of logs follow reaches before
@@ -139,7 +140,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup
 func (a *app) landed(ctx context.Context, cache *cache, logs []client.Log) error {
 	if cache == nil {
 		for _, l := range logs {
-			fmt.Fprintln(a.stdout, visible(l.Key))
+			fmt.Fprintln(a.stdout, termtext.Visible(l.Key))
 		}
 		return nil
 	}
@@ -149,10 +150,10 @@ func (a *app) landed(ctx context.Context, cache *cache, logs []client.Log) error
 	}
 	for _, l := range logs {
 		if i := slices.IndexFunc(failed, func(f fetchFailure) bool { return f.key == l.Key }); i >= 0 {
-			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(l.Key), message(failed[i].err))
+			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", termtext.Visible(l.Key), message(failed[i].err))
 			continue
 		}
-		fmt.Fprintln(a.stdout, visible(cache.path(l.Key)))
+		fmt.Fprintln(a.stdout, termtext.Visible(cache.path(l.Key)))
 	}
 	return nil
 }

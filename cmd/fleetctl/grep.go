@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 type grepOptions struct {
@@ -174,7 +175,7 @@ func grepOne(ctx context.Context, c *cache, l client.Log, m *matcher, o grepOpti
 	}
 	defer r.Close()
 	out := &bytes.Buffer{}
-	name := visible(l.Key)
+	name := termtext.Visible(l.Key)
 	if o.context() {
 		selected, err := grepContext(r, m, o, name, out)
 		if err != nil {

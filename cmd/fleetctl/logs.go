@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // selection is which logs a logs command works on.
@@ -247,7 +248,7 @@ others are still fetched; the exit code is then 8.`,
 				return err
 			}
 			if progress {
-				fmt.Fprintf(a.stderr, "%d logs in %s: %d fetched (%s), %d already there\n", len(logs), visible(displayPath(cache.dir)), stats.fetched, bytesHuman(stats.bytes), stats.cached)
+				fmt.Fprintf(a.stderr, "%d logs in %s: %d fetched (%s), %d already there\n", len(logs), termtext.Visible(displayPath(cache.dir)), stats.fetched, bytesHuman(stats.bytes), stats.cached)
 			}
 			if printPaths || print0 {
 				for _, l := range logs {
@@ -257,7 +258,7 @@ others are still fetched; the exit code is then 8.`,
 					if print0 {
 						fmt.Fprint(a.stdout, cache.path(l.Key)+"\x00")
 					} else {
-						fmt.Fprintln(a.stdout, visible(cache.path(l.Key)))
+						fmt.Fprintln(a.stdout, termtext.Visible(cache.path(l.Key)))
 					}
 				}
 			}
@@ -382,7 +383,7 @@ func (a *app) failed(done string, total int, failed []fetchFailure) error {
 		return nil
 	}
 	for _, f := range failed {
-		fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(f.key), message(f.err))
+		fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", termtext.Visible(f.key), message(f.err))
 	}
 	return exitError{code: exitSomeLogs, msg: fmt.Sprintf("%d of %d logs could not be %s", len(failed), total, done)}
 }

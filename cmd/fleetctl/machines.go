@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // parseState reads a state as the API's state query does: any case, "-"
@@ -143,7 +144,7 @@ func (a *app) printSlaves(slaves []client.Slave, output string) error {
 		return writeJSON(a.stdout, slaves)
 	case "name":
 		for _, s := range slaves {
-			fmt.Fprintln(a.stdout, visible(s.ID))
+			fmt.Fprintln(a.stdout, termtext.Visible(s.ID))
 		}
 		return nil
 	}
@@ -245,7 +246,7 @@ func (a *app) showCommand() *cobra.Command {
 					exp.RevertToState, when(exp.DueAt()), when(exp.StartMillis), by(exp.User))})
 			}
 			for _, d := range details {
-				fmt.Fprintf(a.stdout, "%-12s%s\n", d[0], visible(d[1]))
+				fmt.Fprintf(a.stdout, "%-12s%s\n", d[0], termtext.Visible(d[1]))
 			}
 			fmt.Fprintln(a.stdout)
 			rows := [][]string{{"TIME", "STATE", "USER", "MESSAGE"}}
@@ -353,7 +354,7 @@ func (a *app) printPlan(p guardPlan, target client.State) {
 // a failure's code wins over the guard's.
 func (a *app) held(name string, p guardPlan, budget int, wait, summary bool, err error) error {
 	for _, s := range p.held {
-		fmt.Fprintf(a.stderr, "fleetctl: %s: not started: --max-unavailable %d reached\n", visible(s.ID), budget)
+		fmt.Fprintf(a.stderr, "fleetctl: %s: not started: --max-unavailable %d reached\n", termtext.Visible(s.ID), budget)
 	}
 	if summary {
 		fmt.Fprintf(a.stderr, "%s: %d started, %d not started (%s), %d at once\n", name, len(p.start), len(p.held), p.describeGuard(budget, wait), p.limit)
@@ -378,14 +379,14 @@ func (a *app) each(ctx context.Context, ids []string, do func(id string) error, 
 			break // run says so once
 		}
 		if err != nil {
-			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(id), message(err))
+			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", termtext.Visible(id), message(err))
 			if first == 0 {
 				first = exitCode(err)
 			}
 			continue
 		}
 		if done != "" {
-			fmt.Fprintf(a.stdout, "%s: %s\n", visible(id), done)
+			fmt.Fprintf(a.stdout, "%s: %s\n", termtext.Visible(id), done)
 		}
 	}
 	if first != 0 {
@@ -474,7 +475,7 @@ code 4), so that a mistyped id does not pass for done.`,
 				if err := c.DeleteExpiring(ctx, id); err != nil {
 					return err
 				}
-				fmt.Fprintf(a.stdout, "%s: permanent, no longer reverts to %s\n", visible(id), expiring[i].RevertToState)
+				fmt.Fprintf(a.stdout, "%s: permanent, no longer reverts to %s\n", termtext.Visible(id), expiring[i].RevertToState)
 				return nil
 			}, "")
 		},

@@ -34,6 +34,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // Exit codes; the package comment lists them.
@@ -110,7 +111,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var ex exitError
 	if errors.As(err, &ex) {
 		if ex.msg != "" {
-			fmt.Fprintln(stderr, "fleetctl: "+visible(ex.msg))
+			fmt.Fprintln(stderr, "fleetctl: "+termtext.Visible(ex.msg))
 		}
 		return ex.code
 	}
@@ -155,7 +156,7 @@ func exitCode(err error) int {
 // message words an error as one line, rendered visible: an API error as
 // its status class and the service's message.
 func message(err error) string {
-	return visible(describe(err))
+	return termtext.Visible(describe(err))
 }
 
 func describe(err error) string {

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // isTerminal reports whether w is a terminal.
@@ -91,7 +92,7 @@ func when(ms int64) string {
 func visibleRows(rows [][]string) [][]string {
 	for _, r := range rows {
 		for i, cell := range r {
-			r[i] = visible(cell)
+			r[i] = termtext.Visible(cell)
 		}
 	}
 	return rows

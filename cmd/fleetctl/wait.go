@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // waitFlags bound a wait: how long in all, and how often to read.
@@ -122,7 +123,7 @@ func (p *progress) saw(id string, s client.Slave) {
 	}
 	p.states[id], p.notes[id] = cur, note
 	p.clear()
-	line := fmt.Sprintf("%s: %s since %s", visible(id), visible(string(cur)), when(s.CurrentState.Timestamp))
+	line := fmt.Sprintf("%s: %s since %s", termtext.Visible(id), termtext.Visible(string(cur)), when(s.CurrentState.Timestamp))
 	if note != "" {
 		line += " (" + note + ")"
 	}
@@ -355,18 +356,18 @@ func (a *app) apply(ctx context.Context, slaves []client.Slave, jobs int, do fun
 		}
 		var at alreadyError
 		if errors.As(err, &at) {
-			fmt.Fprintf(a.stdout, "%s: already %s\n", visible(s.ID), visible(string(at.state)))
+			fmt.Fprintf(a.stdout, "%s: already %s\n", termtext.Visible(s.ID), termtext.Visible(string(at.state)))
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", visible(s.ID), message(err))
+			fmt.Fprintf(a.stderr, "fleetctl: %s: %s\n", termtext.Visible(s.ID), message(err))
 			if first == 0 {
 				first = exitCode(err)
 			}
 			continue
 		}
 		if done != "" {
-			fmt.Fprintf(a.stdout, "%s: %s\n", visible(s.ID), done)
+			fmt.Fprintf(a.stdout, "%s: %s\n", termtext.Visible(s.ID), done)
 		}
 	}
 	if first != 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetops/fleet/client"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 // watcher follows the change feed and prints the changes of the selected
@@ -97,7 +98,7 @@ func (w *watcher) print(ch client.SlaveChange, raw json.RawMessage) {
 	}
 	var b strings.Builder
 	for i, cell := range cells {
-		cell = visible(cell)
+		cell = termtext.Visible(cell)
 		if i == len(cells)-1 {
 			b.WriteString(cell)
 			break
@@ -186,7 +187,7 @@ exits with code 2.`,
 				return exitError{code: exitUsage, msg: what + ": " + describe(err)}
 			}
 			if cursor != "" {
-				fmt.Fprintln(a.stderr, "fleetctl: resume with: fleetctl watch --since "+visible(cursor))
+				fmt.Fprintln(a.stderr, "fleetctl: resume with: fleetctl watch --since "+termtext.Visible(cursor))
 			}
 			return err
 		},

@@ -5,7 +5,8 @@
 // removes its rule and queue. make run publishes the events: its
 // PublisherFunction handler reads the changes table's stream. Delivery is
 // at least once; an event already shown (the same slave and sequence) is
-// marked as a duplicate.
+// marked as a duplicate. Text from the service is rendered as fleetctl
+// renders it (internal/termtext).
 package main
 
 import (
@@ -21,12 +22,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 func main() {
@@ -117,39 +118,24 @@ func render(body string, asJSON bool, seen map[string]bool) (string, error) {
 	duplicate := seen[key]
 	seen[key] = true
 	if asJSON {
-		return visible(string(e.Detail)), nil
+		return termtext.Visible(string(e.Detail)), nil
 	}
-	fields := []string{visible(e.Time), visible(d.SlaveID), visible(d.Type), "seq " + strconv.FormatInt(d.Sequence, 10)}
+	fields := []string{termtext.Visible(e.Time), termtext.Visible(d.SlaveID), termtext.Visible(d.Type), "seq " + strconv.FormatInt(d.Sequence, 10)}
 	if u := d.Update; u != nil {
-		state := visible(u.State)
+		state := termtext.Visible(u.State)
 		if d.PreviousState != "" {
-			state = visible(d.PreviousState) + " -> " + state
+			state = termtext.Visible(d.PreviousState) + " -> " + state
 		}
 		fields = append(fields, state)
 		if u.User != "" {
-			fields = append(fields, "by "+visible(u.User))
+			fields = append(fields, "by "+termtext.Visible(u.User))
 		}
 		if u.Message != "" {
-			fields = append(fields, visible(strconv.Quote(u.Message)))
+			fields = append(fields, termtext.Visible(strconv.Quote(u.Message)))
 		}
 	}
 	if duplicate {
 		fields = append(fields, "(duplicate)")
 	}
 	return strings.Join(fields, "  "), nil
-}
-
-// visible keeps a terminal's control out of text from the service: any
-// rune that is not graphic (controls, format characters such as bidi
-// overrides) is written as its \u escape.
-func visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsGraphic(r) {
-			b.WriteRune(r)
-		} else {
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return b.String()
 }

@@ -13,7 +13,7 @@ func TestALineShowsTheChangeOnceAndKeepsControlsOutOfTheTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `2026-11-26T21:40:02Z  S1\u001b[2J  stateChanged  seq 9  ACTIVE -> FROZEN  by alice\u202e  "a\nb"`
+	want := `2026-11-26T21:40:02Z  S1\x1b[2J  stateChanged  seq 9  ACTIVE -> FROZEN  by alice\u202e  "a\nb"`
 	if line != want {
 		t.Errorf("got  %s\nwant %s", line, want)
 	}
