@@ -17,7 +17,6 @@ import (
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -27,15 +26,10 @@ import (
 func TestEveryFailureOfS3AnswersAsTheOthers(t *testing.T) {
 	for _, f := range awsfaulttest.Failures(t, awsfault.S3) {
 		t.Run(f.Name, func(t *testing.T) {
-			awsfaulttest.Env(t, awsfault.S3, f.Endpoint)
 			ctx := context.Background()
-			cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, f.AttemptTimeout)
-			if err != nil {
-				t.Fatal(err)
-			}
-			client := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+			client := awsfaulttest.S3Client(t, f)
 			store := logstore.New(client, s3.NewPresignClient(client))
-			_, _, err = store.Page(ctx, "logs", "web-api/", "", 10)
+			_, _, err := store.Page(ctx, "logs", "web-api/", "", 10)
 			if got := fault.Message(err); got != f.Message {
 				t.Errorf("Page: got %q (%v), want %q", got, err, f.Message)
 			}

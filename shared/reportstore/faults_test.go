@@ -4,13 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-
 	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/awsfault/awsfaulttest"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/reportstore"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // A refused connection, a throttle (SlowDown), a server error and a
@@ -19,13 +16,8 @@ import (
 func TestEveryFailureOfS3AnswersAsTheOthers(t *testing.T) {
 	for _, f := range awsfaulttest.Failures(t, awsfault.S3) {
 		t.Run(f.Name, func(t *testing.T) {
-			awsfaulttest.Env(t, awsfault.S3, f.Endpoint)
 			ctx := context.Background()
-			cfg, err := sdkconfig.Load(ctx, sdkconfig.S3, f.AttemptTimeout)
-			if err != nil {
-				t.Fatal(err)
-			}
-			store := reportstore.New(s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true }))
+			store := reportstore.New(awsfaulttest.S3Client(t, f))
 			if _, err := store.Open(ctx, "reports", "reports/r1.json"); fault.Message(err) != f.Message {
 				t.Errorf("Open: got %q (%v), want %q", fault.Message(err), err, f.Message)
 			}

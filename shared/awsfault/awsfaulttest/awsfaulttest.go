@@ -8,6 +8,7 @@
 package awsfaulttest
 
 import (
+	"context"
 	"encoding/json"
 	"hash/crc32"
 	"io"
@@ -19,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/fleetops/fleet/shared/awsfault"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // Failure is one way service fails, with the answer the service's routes
@@ -56,6 +60,19 @@ func Failures(t testing.TB, service string) []Failure {
 		{"a server error", serve(t, serverErr), http.StatusServiceUnavailable, service + " is busy, try again", Patient},
 		{"a timeout", hang(t), http.StatusGatewayTimeout, "Timed out waiting for " + service, hangTimeout},
 	}
+}
+
+// S3Client is an S3 client of f's endpoint, built as the functions build
+// theirs (sdkconfig.Load, with f's attempt timeout), addressing buckets in
+// the path.
+func S3Client(t *testing.T, f Failure) *s3.Client {
+	t.Helper()
+	Env(t, awsfault.S3, f.Endpoint)
+	cfg, err := sdkconfig.Load(context.Background(), sdkconfig.S3, f.AttemptTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 }
 
 // Env points the SDK clients that sdkconfig.Load builds for service at
