@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -94,19 +95,12 @@ func (l *Local) DeliverSlaveChanges(ctx context.Context, handle func(context.Con
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d := &ChangeDelivery{cancel: cancel, done: make(chan struct{})}
-	shards := stream.StreamDescription.Shards
-	remaining := len(shards)
-	finished := make(chan struct{}, remaining)
-	for _, sh := range shards {
+	var readers sync.WaitGroup
+	for _, sh := range stream.StreamDescription.Shards {
 		r := shardReader{streams: streams, arn: arn, shard: aws.ToString(sh.ShardId), handle: handle, log: log}
-		go func() { r.run(ctx); finished <- struct{}{} }()
+		readers.Go(func() { r.run(ctx) })
 	}
-	go func() {
-		for range remaining {
-			<-finished
-		}
-		close(d.done)
-	}()
+	go func() { readers.Wait(); close(d.done) }()
 	return d, nil
 }
 
