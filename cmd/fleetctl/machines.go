@@ -78,10 +78,8 @@ for xargs).`,
 			if err != nil {
 				return err
 			}
-			for _, p := range patterns {
-				if _, err := path.Match(p, ""); err != nil {
-					return usageError("pattern %q: %v", p, err)
-				}
+			if err := checkPatterns(patterns); err != nil {
+				return err
 			}
 			c, err := a.client(cmd.Context())
 			if err != nil {

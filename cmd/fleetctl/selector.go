@@ -200,3 +200,14 @@ func (p guardPlan) describeGuard(budget int, wait bool) string {
 	}
 	return fmt.Sprintf("at most %d out of ACTIVE, %d already were", budget, p.out)
 }
+
+// checkPatterns refuses, as a usage error, a machine pattern that is not a
+// valid glob (path.Match's syntax).
+func checkPatterns(patterns []string) error {
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return usageError("pattern %q: %v", p, err)
+		}
+	}
+	return nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"strings"
 	"unicode/utf8"
 
@@ -158,10 +157,8 @@ exits with code 2.`,
 			if err != nil {
 				return err
 			}
-			for _, p := range patterns {
-				if _, err := path.Match(p, ""); err != nil {
-					return usageError("pattern %q: %v", p, err)
-				}
+			if err := checkPatterns(patterns); err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("since") && since == "" {
 				return usageError("--since: empty; give the cursor a watch printed")
