@@ -96,12 +96,20 @@ type result struct {
 	code           int
 }
 
+// runLimit bounds one run of fleetctl in these tests.
+const runLimit = 5 * time.Minute
+
 // fleetctl runs the binary against the server of auth with env added to
-// a clean environment (its own HOME, config and cache, UTC).
+// a clean environment (its own HOME, config and cache, UTC). A run that
+// outlasts runLimit is killed, and answers exit code -1: a command that
+// should have ended (a watch given a bad pattern) fails its test rather
+// than hanging the suite.
 func fleetctl(t *testing.T, auth apitest.Auth, env []string, args ...string) result {
 	t.Helper()
 	home := t.TempDir()
-	cmd := exec.Command(binary, args...)
+	ctx, cancel := context.WithTimeout(t.Context(), runLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append([]string{
 		"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
 		"TZ=UTC", "PATH=" + os.Getenv("PATH"), "FLEETCTL_ENDPOINT=" + servers[auth].URL,
@@ -274,6 +282,8 @@ func TestBadInputGivesOneLineAndItsExitCode(t *testing.T) {
 		{"a bad duration", apitest.None, nil, []string{"freeze", "bad-1", "--for", "2 hours"}, exitUsage, []string{`invalid duration "2 hours"`}},
 		{"a bad --since", apitest.None, nil, []string{"logs", "ls", "--request", "r", "--since", "last week"}, exitUsage, []string{`--since "last week"`}},
 		{"an unknown flag", apitest.None, nil, []string{"list", "--colour"}, exitUsage, []string{"unknown flag: --colour"}},
+		{"a bad pattern to list", apitest.None, nil, []string{"list", "node-["}, exitUsage, []string{`pattern "node-[": syntax error in pattern`}},
+		{"a bad pattern to watch", apitest.None, nil, []string{"watch", "node-["}, exitUsage, []string{`pattern "node-[": syntax error in pattern`}},
 		{"a missing id", apitest.None, nil, []string{"show"}, exitUsage, []string{"accepts 1 arg"}},
 		{"an unreachable endpoint", apitest.None, []string{"FLEETCTL_ENDPOINT=http://127.0.0.1:9", "FLEETCTL_TIMEOUT=2s"}, []string{"list"}, exitUnavailable, []string{"unavailable", "127.0.0.1:9"}},
 		{"no credentials (401)", apitest.Tokens, nil, []string{"list"}, exitAuth, []string{"not authenticated (401): authentication required"}},
