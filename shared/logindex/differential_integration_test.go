@@ -276,7 +276,9 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	cfg := logs.Config{Buckets: []string{bucket}, URLTTL: time.Hour, Lookback: 30 * day,
 		ListTimeout: 20 * time.Second, LinkTimeout: 20 * time.Second}
 	var logged bytes.Buffer
-	quiet := web.Options{Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}))}
+	// The answers are written as deployed: streamed (docs/behaviour.md
+	// "Answers of any size").
+	quiet := web.Options{Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError})), Stream: true}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("errors logged:\n%s", logged.String())
