@@ -12,10 +12,12 @@
 //  3. every fuzz target of the unit tests (as go test -list finds them) for
 //     -fuzztime each, from its corpus in testdata/fuzz;
 //
-// and prints one summary line with the figures: requests driven, faults
-// injected, model-checked operations, linearizability checks, fuzz
-// executions and invariant violations. It exits non-zero when any step
-// fails.
+// The suite runs beside steps 2 and 3, not before them: it waits on moto,
+// which serves one request at a time, and so leaves about one of CI's two
+// CPUs to the rest. It ends with one summary line of figures: requests
+// driven, faults injected, model-checked operations, linearizability
+// checks, fuzz executions and invariant violations. It exits non-zero when
+// any step fails.
 package main
 
 import (
@@ -53,16 +55,19 @@ func run(fuzztime time.Duration, hostile bool) error {
 	start := time.Now()
 	var s summary
 
-	out, err := goTest("-tags", "resilience", "-count=1", "-v", "./dev/resilience")
-	if err != nil {
-		s.failed = append(s.failed, "suite")
-	}
-	if m := regexp.MustCompile(`resilience-figures: requests=(\d+) faults=(\d+) violations=(\d+) model_ops=(\d+) lin_checks=(\d+)`).FindSubmatch(out); m != nil {
-		s.requests, s.faults, s.violations = atoi(m[1]), atoi(m[2]), atoi(m[3])
-		s.modelOps, s.linChecks = atoi(m[4]), atoi(m[5])
-	} else {
-		s.failed = append(s.failed, "suite figures")
-	}
+	// The suite waits on moto, which serves one request at a time, so it
+	// keeps about one CPU busy; the fuzz targets run beside it rather than
+	// after it. Its output is printed whole when it ends, not interleaved.
+	suiteArgs := []string{"-tags", "resilience", "-count=1", "-v", "./dev/resilience"}
+	fmt.Printf("$ go test %s   (beside the steps below; its output follows them)\n", strings.Join(suiteArgs, " "))
+	suite := make(chan suiteRun, 1)
+	go func() {
+		var buf bytes.Buffer
+		cmd := exec.Command("go", append([]string{"test"}, suiteArgs...)...)
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		err := cmd.Run()
+		suite <- suiteRun{buf.Bytes(), err}
+	}()
 
 	if hostile {
 		if _, err := goTest("-tags", "integration", "-count=1", "-run", "^(TestHostile|TestAccess)", "./..."); err != nil {
@@ -72,6 +77,7 @@ func run(fuzztime time.Duration, hostile bool) error {
 
 	targets, err := fuzzTargets()
 	if err != nil {
+		<-suite
 		return err
 	}
 	execs := regexp.MustCompile(`execs: (\d+)`)
@@ -94,6 +100,19 @@ func run(fuzztime time.Duration, hostile bool) error {
 		s.fuzzExecs += most
 	}
 
+	done := <-suite
+	fmt.Printf("$ go test %s   (ran beside the steps above)\n", strings.Join(suiteArgs, " "))
+	os.Stdout.Write(done.out)
+	if done.err != nil {
+		s.failed = append(s.failed, "suite")
+	}
+	if m := regexp.MustCompile(`resilience-figures: requests=(\d+) faults=(\d+) violations=(\d+) model_ops=(\d+) lin_checks=(\d+)`).FindSubmatch(done.out); m != nil {
+		s.requests, s.faults, s.violations = atoi(m[1]), atoi(m[2]), atoi(m[3])
+		s.modelOps, s.linChecks = atoi(m[4]), atoi(m[5])
+	} else {
+		s.failed = append(s.failed, "suite figures")
+	}
+
 	verdict := "PASS"
 	if len(s.failed) > 0 || s.violations > 0 {
 		verdict = "FAIL (" + strings.Join(s.failed, ", ") + ")"
@@ -104,6 +123,12 @@ func run(fuzztime time.Duration, hostile bool) error {
 		return fmt.Errorf("failed")
 	}
 	return nil
+}
+
+// suiteRun is what the suite's go test printed, and how it ended.
+type suiteRun struct {
+	out []byte
+	err error
 }
 
 // coordinatorRace reports whether a fuzz run failed only because Go's fuzz

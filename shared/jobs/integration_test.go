@@ -484,8 +484,11 @@ func TestRetentionRemovesOnlyDeadSlavesPastIt(t *testing.T) {
 	}
 }
 
-func TestOneRunAppliesTwoThousandDueRecords(t *testing.T) {
-	const n = 2000
+// A thousand records: every one of the run's 16 lanes applies dozens in
+// order, which is what a large backlog asks of it. The throughput at scale
+// is measured by make bench, not here.
+func TestOneRunAppliesAThousandDueRecords(t *testing.T) {
+	const n = 1000
 	ids := seed(t, "bulk", n)
 	freezeFor(t, ids, 1)
 	start := time.Now()
