@@ -17,6 +17,7 @@
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
 #   make bench                               the performance figures, with their targets (BENCHMARKS.md)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
+#   make tools                               staticcheck (make lint's) and MinIO (make test's), built into bin/tools once
 #   make deploy-local                        the stack on moto's CloudFormation, then the handlers on its tables
 #   make deploy                              sam build and sam deploy (samconfig.toml), to an AWS account
 #   make deps                                moto for python3 (pip), the version dev/moto-requirements.txt pins; make run and the tests do this first
@@ -62,7 +63,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report test test-resilience bench lint deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report test test-resilience bench lint tools deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -205,6 +206,8 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) -tags otel ./shared/tracing/...
 	@go mod tidy -diff || { echo 'go.mod/go.sum are not tidy: run go mod tidy' >&2; exit 1; }
 	cfn-lint template.yaml
+
+tools: $(STATICCHECK) $(MINIO)
 
 $(STATICCHECK):
 	mkdir -p $(TOOLS)
