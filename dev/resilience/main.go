@@ -9,7 +9,7 @@
 //  2. the hostile-input and access-control tests of every package
 //     (TestHostile*, TestAccess*, with the integration tag), unless
 //     -hostile=false (CI, where make test has just run them);
-//  3. every fuzz target of the unit tests (as go test -list finds them) for
+//  3. every fuzz target of the unit tests (the Fuzz functions go test runs) for
 //     -fuzztime each, from its corpus in testdata/fuzz;
 //
 // The suite runs beside steps 2 and 3, not before them: it waits on moto,
@@ -24,12 +24,17 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 func main() {
@@ -162,27 +167,42 @@ func (t *tee) Write(p []byte) (int, error) {
 type target struct{ pkg, name string }
 
 // fuzzTargets lists the fuzz targets of the unit tests (no build tags),
-// the ones go test ./... also runs on their corpus: go test -list prints a
-// package's names, then its "ok" line.
+// the ones go test ./... also runs on their corpus: the Fuzz functions of
+// the test files go list names for the default build, found by parsing
+// them. go test -list would link and run every test binary of the module
+// (about 40 CPU-seconds) to name ten functions.
 func fuzzTargets() ([]target, error) {
-	out, err := exec.Command("go", "test", "-list", "^Fuzz", "./...").CombinedOutput()
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .TestGoFiles}} {{$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$.Dir}}/{{.}}{{end}}`, "./...").Output()
 	if err != nil {
-		return nil, fmt.Errorf("list fuzz targets: %w\n%s", err, out)
+		return nil, fmt.Errorf("list test files: %w", err)
 	}
-	var targets, pending []target
-	for _, line := range strings.Split(string(out), "\n") {
+	var targets []target
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		fields := strings.Fields(line)
-		switch {
-		case len(fields) == 1 && strings.HasPrefix(fields[0], "Fuzz"):
-			pending = append(pending, target{name: fields[0]})
-		case len(fields) >= 2 && fields[0] == "ok":
-			for _, t := range pending {
-				targets = append(targets, target{pkg: fields[1], name: t.name})
+		for _, file := range fields[1:] {
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return nil, fmt.Errorf("list fuzz targets: %w", err)
 			}
-			pending = nil
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && isFuzzName(fn.Name.Name) {
+					targets = append(targets, target{pkg: fields[0], name: fn.Name.Name})
+				}
+			}
 		}
 	}
 	return targets, nil
+}
+
+// isFuzzName is go test's rule for a fuzz target's name: Fuzz, then
+// nothing or anything that does not start with a lower-case letter.
+func isFuzzName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "Fuzz")
+	if !ok {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(rest)
+	return rest == "" || !unicode.IsLower(r)
 }
 
 func atoi(b []byte) int64 {
