@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,15 +243,40 @@ func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 	}
 }
 
-// freshEmulator starts an emulator of the test's own and returns a client of it.
+// empty is the emulator of the tests that need one holding nothing
+// (freshEmulator), started once for the package: a start of moto costs
+// seconds of CPU, a reset a request.
+var empty struct {
+	once sync.Once
+	moto *Moto
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if empty.moto != nil {
+		_ = empty.moto.Stop()
+	}
+	os.Exit(code)
+}
+
+// freshEmulator empties the package's emulator, as a new one starts, and
+// returns a client of it.
 func freshEmulator(t *testing.T) *dynamodb.Client {
 	t.Helper()
-	moto, err := StartMoto(context.Background(), "127.0.0.1:0")
+	empty.once.Do(func() { empty.moto, empty.err = StartMoto(context.Background(), "127.0.0.1:0") })
+	if empty.err != nil {
+		t.Fatal(empty.err)
+	}
+	res, err := http.Post(empty.moto.Endpoint+"/moto-api/reset", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { moto.Stop() })
-	return DynamoDBClient(moto.Endpoint)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("reset the emulator: got %s, want 200", res.Status)
+	}
+	return DynamoDBClient(empty.moto.Endpoint)
 }
 
 // pkTable is a template with one table, logicalID, keyed on a string pk.
