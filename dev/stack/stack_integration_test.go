@@ -244,7 +244,7 @@ func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 }
 
 // empty is the emulator of the tests that need one holding nothing
-// (freshEmulator), started once for the package: a start of moto costs
+// (emptyMoto), started once for the package: a start of moto costs
 // seconds of CPU, a reset a request.
 var empty struct {
 	once sync.Once
@@ -260,9 +260,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freshEmulator empties the package's emulator, as a new one starts, and
-// returns a client of it.
+// freshEmulator empties the package's emulator (emptyMoto) and returns a
+// client of it.
 func freshEmulator(t *testing.T) *dynamodb.Client {
+	t.Helper()
+	return DynamoDBClient(emptyMoto(t).Endpoint)
+}
+
+// emptyMoto empties the package's emulator, as a new one starts, and
+// returns it.
+func emptyMoto(t *testing.T) *Moto {
 	t.Helper()
 	empty.once.Do(func() { empty.moto, empty.err = StartMoto(context.Background(), "127.0.0.1:0") })
 	if empty.err != nil {
@@ -276,7 +283,7 @@ func freshEmulator(t *testing.T) *dynamodb.Client {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("reset the emulator: got %s, want 200", res.Status)
 	}
-	return DynamoDBClient(empty.moto.Endpoint)
+	return empty.moto
 }
 
 // pkTable is a template with one table, logicalID, keyed on a string pk.
