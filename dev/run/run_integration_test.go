@@ -18,7 +18,7 @@ import (
 )
 
 // The local server as a client meets it: the handler stack of make run,
-// over a moto_server of the package's tests that only read (empty), on a
+// over the empty stack these tests share (they change nothing in it), on a
 // port of its own, spoken to in raw bytes, so that net/http's own parsing
 // is part of what is tested.
 
