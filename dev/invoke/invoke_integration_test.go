@@ -28,31 +28,34 @@ import (
 	"github.com/fleetops/fleet/dev/stack"
 )
 
-// The package's tests share one emulator and one directory of function
-// binaries: a start-up of moto costs seconds of CPU, and so does linking a
-// function again. Each test empties the emulator first (emptyEmulator), so
-// that none sees what another applied.
+// The package's tests share one emulator, started on first use, and one
+// directory of function binaries: a start-up of moto costs seconds of CPU,
+// and so does linking a function again. Each test empties the emulator
+// first (emptyEmulator), so that none sees what another applied.
 var (
-	shared   *stack.Moto
+	shared struct {
+		once sync.Once
+		moto *stack.Moto
+		err  error
+	}
 	binaries string
 )
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	moto, err := stack.StartMoto(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer moto.Stop()
 	dir, err := os.MkdirTemp("", "invoke-binaries-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	shared, binaries = moto, dir
+	binaries = dir
+	defer func() {
+		if shared.moto != nil {
+			_ = shared.moto.Stop()
+		}
+	}()
 	return m.Run()
 }
 
@@ -60,7 +63,11 @@ func testMain(m *testing.M) int {
 // queues, as a new one starts, and returns it.
 func emptyEmulator(t *testing.T) *stack.Moto {
 	t.Helper()
-	res, err := http.Post(shared.Endpoint+"/moto-api/reset", "application/json", nil)
+	shared.once.Do(func() { shared.moto, shared.err = stack.StartMoto(context.Background(), "127.0.0.1:0") })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	res, err := http.Post(shared.moto.Endpoint+"/moto-api/reset", "application/json", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +75,7 @@ func emptyEmulator(t *testing.T) *stack.Moto {
 	if res.StatusCode != http.StatusOK {
 		t.Fatalf("reset the emulator: got %s, want 200", res.Status)
 	}
-	return shared
+	return shared.moto
 }
 
 // make invoke as a user meets it: the response alone on stdout, START, END
