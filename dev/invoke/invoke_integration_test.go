@@ -67,13 +67,8 @@ func emptyEmulator(t *testing.T) *stack.Moto {
 	if shared.err != nil {
 		t.Fatal(shared.err)
 	}
-	res, err := http.Post(shared.moto.Endpoint+"/moto-api/reset", "application/json", nil)
-	if err != nil {
+	if err := shared.moto.Reset(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("reset the emulator: got %s, want 200", res.Status)
 	}
 	return shared.moto
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -275,13 +274,8 @@ func emptyMoto(t *testing.T) *Moto {
 	if empty.err != nil {
 		t.Fatal(empty.err)
 	}
-	res, err := http.Post(empty.moto.Endpoint+"/moto-api/reset", "application/json", nil)
-	if err != nil {
+	if err := empty.moto.Reset(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("reset the emulator: got %s, want 200", res.Status)
 	}
 	return empty.moto
 }
