@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,7 +15,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,18 +28,58 @@ import (
 	"github.com/fleetops/fleet/dev/stack"
 )
 
+// The package's tests share one emulator, started on first use, and one
+// directory of function binaries: a start-up of moto costs seconds of CPU,
+// and so does linking a function again. Each test empties the emulator
+// first (emptyEmulator), so that none sees what another applied.
+var (
+	shared struct {
+		once sync.Once
+		moto *stack.Moto
+		err  error
+	}
+	binaries string
+)
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "invoke-binaries-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binaries = dir
+	defer func() {
+		if shared.moto != nil {
+			_ = shared.moto.Stop()
+		}
+	}()
+	return m.Run()
+}
+
+// emptyEmulator resets the shared emulator to no tables, buckets or
+// queues, as a new one starts, and returns it.
+func emptyEmulator(t *testing.T) *stack.Moto {
+	t.Helper()
+	shared.once.Do(func() { shared.moto, shared.err = stack.StartMoto(context.Background(), "127.0.0.1:0") })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	if err := shared.moto.Reset(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return shared.moto
+}
+
 // make invoke as a user meets it: the response alone on stdout, START, END
 // and REPORT on stderr, the caller's variables and parameter overrides
 // reaching the function, the caller's AWS environment ignored, and an event
 // the function does not handle failing it.
 func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
-	moto, err := stack.StartMoto(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = moto.Stop() })
+	moto := emptyEmulator(t)
 	addr := strings.TrimPrefix(moto.Endpoint, "http://")
-	binaries := t.TempDir()
 
 	// A shell set up for a real account, in another region.
 	t.Setenv("AWS_REGION", "eu-west-1")
@@ -46,13 +89,19 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
 
+	// invoke runs function on event, with the binary built for it unless
+	// extra names another.
 	invoke := func(t *testing.T, function, event string, extra ...string) (stdout, stderr string, err error) {
 		t.Helper()
-		args := append([]string{
+		args := []string{
 			"-function", function, "-event", filepath.Join("..", "..", "events", event),
-			"-binary", build(t, binaries, function), "-template", filepath.Join("..", "..", "template.yaml"),
+			"-template", filepath.Join("..", "..", "template.yaml"),
 			"-env-vars", filepath.Join("..", "env.local.json"), "-moto", addr,
-		}, extra...)
+		}
+		if !slices.Contains(extra, "-binary") {
+			args = append(args, "-binary", build(t, function))
+		}
+		args = append(args, extra...)
 		var out, errs strings.Builder
 		err = run(args, &out, &errs)
 		return out.String(), errs.String(), err
@@ -74,7 +123,7 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 	})
 
 	// The log the sample events look up, for a presigned link.
-	_, err = stack.LocalS3Client(moto.Endpoint).PutObject(context.Background(), &s3.PutObjectInput{
+	_, err := stack.LocalS3Client(moto.Endpoint).PutObject(context.Background(), &s3.PutObjectInput{
 		Bucket: aws.String("task-logs"), Key: aws.String("web-api/2026/11/web-api-v42-1793491200000-0-node17-us_east_1a_0-1793494800000-stdout"),
 		Body: strings.NewReader("started\n"), Metadata: map[string]string{"starttime": "1793491200000"},
 	})
@@ -147,11 +196,7 @@ func TestInvokeRunsAFunctionAsSamLocalInvokeDoes(t *testing.T) {
 // absent (a second one started on its port fails with "Address already in
 // use"). Here every GET, the probe, waits longer than a probe's second.
 func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
-	moto, err := stack.StartMoto(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = moto.Stop() })
+	moto := emptyEmulator(t)
 	target, err := url.Parse(moto.Endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +213,7 @@ func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
 	var stdout, stderr strings.Builder
 	err = run([]string{
 		"-function", "InventoryFunction", "-event", filepath.Join("..", "..", "events", "inventory-machine-report.json"),
-		"-binary", build(t, t.TempDir(), "InventoryFunction"), "-template", filepath.Join("..", "..", "template.yaml"),
+		"-binary", build(t, "InventoryFunction"), "-template", filepath.Join("..", "..", "template.yaml"),
 		"-env-vars", filepath.Join("..", "env.local.json"), "-moto", strings.TrimPrefix(busy.URL, "http://"),
 	}, &stdout, &stderr)
 	if err != nil {
@@ -179,15 +224,21 @@ func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
 	}
 }
 
-// build compiles function for this machine into dir, with the Lambda
-// build's flags (go build skips a binary that is up to date).
-func build(t *testing.T, dir, function string) string {
+var built sync.Map // function → its binary in binaries
+
+// build compiles function for this machine into the package's binaries,
+// with the Lambda build's flags, once for all the tests that run it.
+func build(t *testing.T, function string) string {
 	t.Helper()
+	if out, ok := built.Load(function); ok {
+		return out.(string)
+	}
 	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer"}
-	out := filepath.Join(dir, function, "bootstrap")
+	out := filepath.Join(binaries, function, "bootstrap")
 	if err := lambdarun.Build(context.Background(), filepath.Join("..", ".."), runtime.GOARCH, "./functions/"+dirs[function], out); err != nil {
 		t.Fatal(err)
 	}
+	built.Store(function, out)
 	return out
 }
 
@@ -198,18 +249,19 @@ func build(t *testing.T, dir, function string) string {
 func TestInvokeGivesTheFunctionMakeRunsAttemptDeadline(t *testing.T) {
 	t.Setenv(stack.AttemptTimeoutEnv, "")
 	os.Unsetenv(stack.AttemptTimeoutEnv)
-	moto, err := stack.StartMoto(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = moto.Stop() })
+	moto := emptyEmulator(t)
 	target, err := url.Parse(moto.Endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
 	forward := httputil.NewSingleHostReverseProxy(target)
+	// Every call of the function is slow. The calls that set up the tables
+	// are make invoke's own, before the function starts, and pass at once:
+	// slowed too, they only made the test wait.
+	setup := []string{"DescribeTable", "CreateTable", "DescribeTimeToLive", "UpdateTimeToLive"}
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_") {
+		service, operation, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
+		if strings.HasPrefix(service, "DynamoDB_") && !slices.Contains(setup, operation) {
 			time.Sleep(1200 * time.Millisecond) // over the production second
 		}
 		forward.ServeHTTP(w, r)
@@ -219,7 +271,7 @@ func TestInvokeGivesTheFunctionMakeRunsAttemptDeadline(t *testing.T) {
 	var stdout, stderr strings.Builder
 	err = run([]string{
 		"-function", "InventoryFunction", "-event", filepath.Join("..", "..", "events", "inventory-machine-report.json"),
-		"-binary", build(t, t.TempDir(), "InventoryFunction"), "-template", filepath.Join("..", "..", "template.yaml"),
+		"-binary", build(t, "InventoryFunction"), "-template", filepath.Join("..", "..", "template.yaml"),
 		"-env-vars", filepath.Join("..", "env.local.json"), "-moto", strings.TrimPrefix(slow.URL, "http://"),
 	}, &stdout, &stderr)
 	if err != nil || !strings.Contains(stdout.String(), `"changed": 3`) {

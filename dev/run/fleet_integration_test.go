@@ -143,22 +143,19 @@ func withDeadline(h http.Handler, d time.Duration) http.Handler {
 	})
 }
 
-// fleetStack returns a local stack of its own holding localFleet slaves,
-// localFrozen of them FROZEN and the rest ACTIVE.
+// fleetStack returns the local stack the fleet tests share (they only read
+// it), holding localFleet slaves, localFrozen of them FROZEN and the rest
+// ACTIVE.
 func fleetStack(t *testing.T) *stack.Local {
 	t.Helper()
-	ctx := context.Background()
-	local, err := stack.Up(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { local.Close() })
-	began := time.Now()
-	if err := fleettable.Put(ctx, local.DynamoDB, stack.Tables.Slaves, fleettable.Items(localFleet, localFrozen)); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d slaves stored in %v", localFleet, time.Since(began).Round(time.Millisecond))
-	return local
+	return fleet.get(t, func(local *stack.Local) error {
+		began := time.Now()
+		if err := fleettable.Put(context.Background(), local.DynamoDB, stack.Tables.Slaves, fleettable.Items(localFleet, localFrozen)); err != nil {
+			return err
+		}
+		t.Logf("%d slaves stored in %v", localFleet, time.Since(began).Round(time.Millisecond))
+		return nil
+	})
 }
 
 // getList GETs target from h and returns the status, how many slaves the

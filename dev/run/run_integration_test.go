@@ -14,22 +14,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/web"
 )
 
 // The local server as a client meets it: the handler stack of make run,
-// over a moto_server of the test's own, on a port of its own, spoken to in
-// raw bytes, so that net/http's own parsing is part of what is tested.
+// over the empty stack these tests share (they change nothing in it), on a
+// port of its own, spoken to in raw bytes, so that net/http's own parsing
+// is part of what is tested.
 
 // startServer serves the local API on 127.0.0.1 and returns its address.
 func startServer(t *testing.T) string {
 	t.Helper()
+	local := empty.get(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	local, err := stack.Up(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	h, err := api(ctx, local, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +42,6 @@ func startServer(t *testing.T) string {
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		local.Close()
 	})
 	return ln.Addr().String()
 }

@@ -19,11 +19,7 @@ import (
 // local delivery publishes no event for a change that never was.
 func TestARolledBackTransactionLeavesNoStreamRecord(t *testing.T) {
 	ctx := context.Background()
-	moto, err := StartMoto(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { moto.Stop() })
+	moto := emptyMoto(t)
 	client := DynamoDBClient(moto.Endpoint)
 	tpl := parse(t, pkTable("T")+"      StreamSpecification: {StreamViewType: NEW_IMAGE}\n")
 	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
@@ -35,7 +31,7 @@ func TestARolledBackTransactionLeavesNoStreamRecord(t *testing.T) {
 	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("T"), Item: item("committed")}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Put: &types.Put{TableName: aws.String("T"), Item: item("undone")}},
 		{ConditionCheck: &types.ConditionCheck{TableName: aws.String("T"), Key: item("absent"), ConditionExpression: aws.String("attribute_exists(pk)")}},
 	}})

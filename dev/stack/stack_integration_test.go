@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,15 +242,42 @@ func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 	}
 }
 
-// freshEmulator starts an emulator of the test's own and returns a client of it.
+// empty is the emulator of the tests that need one holding nothing
+// (emptyMoto), started once for the package: a start of moto costs
+// seconds of CPU, a reset a request.
+var empty struct {
+	once sync.Once
+	moto *Moto
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if empty.moto != nil {
+		_ = empty.moto.Stop()
+	}
+	os.Exit(code)
+}
+
+// freshEmulator empties the package's emulator (emptyMoto) and returns a
+// client of it.
 func freshEmulator(t *testing.T) *dynamodb.Client {
 	t.Helper()
-	moto, err := StartMoto(context.Background(), "127.0.0.1:0")
-	if err != nil {
+	return DynamoDBClient(emptyMoto(t).Endpoint)
+}
+
+// emptyMoto empties the package's emulator, as a new one starts, and
+// returns it.
+func emptyMoto(t *testing.T) *Moto {
+	t.Helper()
+	empty.once.Do(func() { empty.moto, empty.err = StartMoto(context.Background(), "127.0.0.1:0") })
+	if empty.err != nil {
+		t.Fatal(empty.err)
+	}
+	if err := empty.moto.Reset(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { moto.Stop() })
-	return DynamoDBClient(moto.Endpoint)
+	return empty.moto
 }
 
 // pkTable is a template with one table, logicalID, keyed on a string pk.
