@@ -98,7 +98,10 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		}
 		return cfg.MemorySize
 	}
-	slavesFn := lambdarun.Function{Binary: patientBuild(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: memory("SlavesFunction"),
+	// SlavesFunction's only backend deadline is DynamoDB's attempt, which
+	// it reads from the environment (below): the binary the other tests
+	// run serves, where LogsFunction's S3 deadline needs patientBuild.
+	slavesFn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: memory("SlavesFunction"),
 		Env: functionEnv(t, local, "SlavesFunction"), Timeout: patience, Logs: io.Discard}
 	logsFn := lambdarun.Function{Binary: patientBuild(t, local.Root, "logs"), Name: "LogsFunction", MemorySize: memory("LogsFunction"),
 		Env: functionEnv(t, local, "LogsFunction"), Timeout: patience, Logs: io.Discard}
@@ -218,8 +221,8 @@ const patience = 2 * time.Minute
 // answered after a second would otherwise turn a test of response sizes
 // into a 504 of the emulator's speed. (The functions read DynamoDB's
 // deadline from DYNAMODB_ATTEMPT_TIMEOUT, which the test sets; S3's is
-// the constant's.) It is built once per run of the package, as build's
-// binaries are.
+// the constant's, which LogsFunction uses.) It is built once per run of
+// the package, as build's binaries are.
 func patientBuild(t *testing.T, root, dir string) string {
 	t.Helper()
 	return buildOnce(t, "patient-"+dir, func(out string) error {
