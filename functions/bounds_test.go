@@ -98,13 +98,21 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 		}
 		return cfg.MemorySize
 	}
-	slavesFn := lambdarun.Function{Binary: patientBuild(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: memory("SlavesFunction"),
+	// SlavesFunction's only backend deadline is DynamoDB's attempt, which
+	// it reads from the environment (below): the binary the other tests
+	// run serves, where LogsFunction's S3 deadline needs patientBuild.
+	slavesFn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: memory("SlavesFunction"),
 		Env: functionEnv(t, local, "SlavesFunction"), Timeout: patience, Logs: io.Discard}
 	logsFn := lambdarun.Function{Binary: patientBuild(t, local.Root, "logs"), Name: "LogsFunction", MemorySize: memory("LogsFunction"),
 		Env: functionEnv(t, local, "LogsFunction"), Timeout: patience, Logs: io.Discard}
 	logsFn.Env["AWS_ENDPOINT_URL_S3"] = minio.Endpoint
 	logsFn.Env["AWS_ACCESS_KEY_ID"], logsFn.Env["AWS_SECRET_ACCESS_KEY"] = minio.AccessKey, minio.SecretKey
 	logsFn.Env["LOG_LIST_TIMEOUT"], logsFn.Env["LOG_LINK_TIMEOUT"] = patience.String(), patience.String()
+	// A DynamoDB attempt's deadline is the environment's (config.Slaves),
+	// one second unless set: patience here, or a page of the large
+	// attributes that a busy machine's emulator takes more than a second
+	// for is a 504.
+	slavesFn.Env[stack.AttemptTimeoutEnv] = patience.String()
 	// MinIO sends no S3 events to index these logs by: the lookups list it.
 	logsFn.Env["LOG_INDEX"] = "false"
 
@@ -211,36 +219,39 @@ const patience = 2 * time.Minute
 // two) replaced by patience, through go build's -overlay: the production
 // source is compiled as it is, but for those constants. A store that
 // answered after a second would otherwise turn a test of response sizes
-// into a 504 of the emulator's speed.
+// into a 504 of the emulator's speed. (The functions read DynamoDB's
+// deadline from DYNAMODB_ATTEMPT_TIMEOUT, which the test sets; S3's is
+// the constant's, which LogsFunction uses.) It is built once per run of
+// the package, as build's binaries are.
 func patientBuild(t *testing.T, root, dir string) string {
 	t.Helper()
-	src := filepath.Join(root, "shared", "sdkconfig", "sdkconfig.go")
-	code, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	attempt := regexp.MustCompile(`(?m)^(\t(?:DynamoDBAttemptTimeout|S3AttemptTimeout)\s*=) .+$`)
-	if n := len(attempt.FindAll(code, -1)); n != 2 {
-		t.Fatalf("%s declares %d of DynamoDBAttemptTimeout and S3AttemptTimeout, want both, one a line", src, n)
-	}
-	dir2 := t.TempDir()
-	patched := filepath.Join(dir2, "sdkconfig.go")
-	if err := os.WriteFile(patched, attempt.ReplaceAll(code, []byte(fmt.Sprintf("$1 %d", patience))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{src: patched}})
-	overlayFile := filepath.Join(dir2, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir2, "bootstrap")
-	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-overlay", overlayFile, "-o", out, "./functions/"+dir)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s with patient attempts: %v\n%s", dir, err, msg)
-	}
-	return out
+	return buildOnce(t, "patient-"+dir, func(out string) error {
+		src := filepath.Join(root, "shared", "sdkconfig", "sdkconfig.go")
+		code, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		attempt := regexp.MustCompile(`(?m)^(\t(?:DynamoDBAttemptTimeout|S3AttemptTimeout)\s*=) .+$`)
+		if n := len(attempt.FindAll(code, -1)); n != 2 {
+			return fmt.Errorf("%s declares %d of DynamoDBAttemptTimeout and S3AttemptTimeout, want both, one a line", src, n)
+		}
+		patched := out + ".sdkconfig.go"
+		if err := os.WriteFile(patched, attempt.ReplaceAll(code, []byte(fmt.Sprintf("$1 %d", patience))), 0o644); err != nil {
+			return err
+		}
+		overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{src: patched}})
+		overlayFile := out + ".overlay.json"
+		if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+			return err
+		}
+		cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-overlay", overlayFile, "-o", out, "./functions/"+dir)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s with patient attempts: %v\n%s", dir, err, msg)
+		}
+		return nil
+	})
 }
 
 // In production a DynamoDB that does not answer costs a request the

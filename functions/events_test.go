@@ -12,12 +12,14 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -224,14 +226,65 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 }
 
 // build compiles a function for this machine, with the Lambda build's
-// flags.
+// flags, once per run of the package: every test that runs the function
+// runs the same binary.
 func build(t *testing.T, root, dir string) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "bootstrap")
-	if err := lambdarun.Build(context.Background(), root, runtime.GOARCH, "./functions/"+dir, out); err != nil {
-		t.Fatal(err)
+	return buildOnce(t, dir, func(out string) error {
+		return lambdarun.Build(context.Background(), root, runtime.GOARCH, "./functions/"+dir, out)
+	})
+}
+
+// A go build costs seconds of CPU: the package builds each binary once,
+// in binDir, for every test that runs it. Each test that stores data
+// starts its own stack: a list of the slaves reads the change feed's
+// latest changes, so one test's changes would show in another's list.
+var (
+	binDir   string
+	buildsMu sync.Mutex
+	builds   = map[string]*built{}
+)
+
+// built is one binary of binDir, built by the first test that asks for it.
+type built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "functions-test-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	return out
+	code := m.Run()
+	os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
+// buildOnce returns the binary named name in binDir, which write makes
+// there the first time it is asked for.
+func buildOnce(t *testing.T, name string, write func(out string) error) string {
+	t.Helper()
+	buildsMu.Lock()
+	b := builds[name]
+	if b == nil {
+		b = &built{}
+		builds[name] = b
+	}
+	buildsMu.Unlock()
+	b.once.Do(func() {
+		dir := filepath.Join(binDir, name)
+		if b.err = os.Mkdir(dir, 0o755); b.err == nil {
+			b.path = filepath.Join(dir, "bootstrap")
+			b.err = write(b.path)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }
 
 // functionEnv is what `make invoke` gives a function: the template's

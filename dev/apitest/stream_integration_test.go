@@ -68,19 +68,27 @@ func TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole(t *testing.T
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 
-	t.Run("a fleet of 1,500 slaves of 24 KB each", func(t *testing.T) {
-		const n = 1500
-		attrs := map[string]string{"note": strings.Repeat("<", 4000)} // 24 KB as JSON escapes it
+	// The list must pass 6 MB and span several pages of the table's Scan
+	// (1 MB each): 150 slaves of 240 KB take the 36 MB of JSON and the 6 MB
+	// of table that 1,500 of 24 KB took, for a tenth of the emulator's
+	// writes (a description may take 300 KB, machine.MaxDescription).
+	t.Run("a fleet of 150 slaves of 240 KB each", func(t *testing.T) {
+		// Reports of 1 MB, as before.
+		const n, perReport = 150, 25
+		attrs := map[string]string{"note": strings.Repeat("<", 40_000)} // 240 KB as JSON escapes it
 		var machines []apitest.Machine
 		for i := range n {
 			machines = append(machines, apitest.Machine{ID: fmt.Sprintf("stream-%04d", i), Host: fmt.Sprintf("h%04d", i), Rack: "r1", Attributes: attrs})
 		}
-		for i := 0; i < n; i += 250 {
-			if err := s.Report(ctx, time.Time{}, machines[i:min(i+250, n)]...); err != nil {
+		for i := 0; i < n; i += perReport {
+			if err := s.Report(ctx, time.Time{}, machines[i:min(i+perReport, n)]...); err != nil {
 				t.Fatal(err)
 			}
 		}
 		_, body := getWhole(t, srv, "/api/slaves")
+		if len(body) < 30<<20 {
+			t.Errorf("got %d bytes of list, want 30 MB at least", len(body))
+		}
 		var got []struct {
 			ID string `json:"id"`
 		}
@@ -89,8 +97,11 @@ func TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole(t *testing.T
 		}
 	})
 
-	t.Run("a task's 1,700 logs with long names, 20 MB of listing", func(t *testing.T) {
-		const n, taskID = 1700, "stream-api-v7-1793491200000-0-node3-us_east_1a"
+	// The listing must pass 6 MB and span more than one page of S3's
+	// listing (1,000 keys): 1,100 logs of 12 KB of listing each are both,
+	// as 1,700 were, for two thirds of the uploads.
+	t.Run("a task's 1,100 logs with long names, 13 MB of listing", func(t *testing.T) {
+		const n, taskID = 1100, "stream-api-v7-1793491200000-0-node3-us_east_1a"
 		format, _ := logkey.ParseFormat(logkey.DefaultFormat)
 		task, err := logkey.ParseTaskID(taskID)
 		if err != nil {
@@ -118,8 +129,8 @@ func TestTheLocalAPIAnswersListsLargerThanLambdasBufferedLimitWhole(t *testing.T
 			}
 		}
 		_, body := getWhole(t, srv, "/api/logs/task/"+taskID+"?excludeMetadata=true")
-		if len(body) < 20<<20 {
-			t.Errorf("got %d bytes of listing, want 20 MB at least", len(body))
+		if len(body) < 12<<20 {
+			t.Errorf("got %d bytes of listing, want 12 MB at least", len(body))
 		}
 		var got []json.RawMessage
 		if err := json.Unmarshal(body, &got); err != nil || len(got) != n {
