@@ -46,8 +46,8 @@ func pathID(id string) string {
 // a 404), history and expiring record. Two equal snapshots mean nothing
 // changed. The details are the entry the list holds of a slave (both are
 // toSlaveJSON of the stored slave), read with one GetItem each rather than
-// with the list's scan of the whole table, which every earlier test of the
-// package has added slaves to.
+// with the list's eight scans of the whole table (and its read of the feed),
+// which every earlier test of the package has added slaves to.
 func snapshot(t *testing.T, ids ...string) string {
 	t.Helper()
 	h := api(t, access.Policy{})
