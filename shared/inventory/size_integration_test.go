@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetops/fleet/dev/stack"
-	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/inventory"
 	"github.com/fleetops/fleet/shared/machine"
 )
@@ -23,12 +21,9 @@ import (
 // report applies, instead of the whole report failing on every retry.
 func TestOversizedEntriesAreSkippedOverDynamoDB(t *testing.T) {
 	ctx := context.Background()
-	local, err := stack.Up(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { local.Close() })
-	store := dynamo.New(local.DynamoDB, stack.Tables, 0)
+	// The package's moto, on tables of this test alone: the complete report
+	// below must find no other test's machines absent.
+	store, _ := emptyFleet(t)
 	h := inventory.New(store, machine.NoLossBrake, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	entry := func(id string, note int) map[string]any {
 		return map[string]any{"id": id, "host": id + ".example.com", "rackId": "r1", "resources": map[string]int{"cpus": 16},
