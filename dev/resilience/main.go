@@ -25,6 +25,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -152,22 +153,29 @@ type target struct{ pkg, name string }
 // them. go test -list would link and run every test binary of the module
 // (about 40 CPU-seconds) to name ten functions.
 func fuzzTargets() ([]target, error) {
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .TestGoFiles}} {{$.Dir}}/{{.}}{{end}}{{range .XTestGoFiles}} {{$.Dir}}/{{.}}{{end}}`, "./...").Output()
+	// A line a test file: its package's import path, a tab, its path.
+	format := "{{range .TestGoFiles}}{{$.ImportPath}}\t{{$.Dir}}/{{.}}\n{{end}}{{range .XTestGoFiles}}{{$.ImportPath}}\t{{$.Dir}}/{{.}}\n{{end}}"
+	out, err := exec.Command("go", "list", "-f", format, "./...").Output()
 	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return nil, fmt.Errorf("list test files: %w\n%s", err, exit.Stderr)
+		}
 		return nil, fmt.Errorf("list test files: %w", err)
 	}
 	var targets []target
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		fields := strings.Fields(line)
-		for _, file := range fields[1:] {
-			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return nil, fmt.Errorf("list fuzz targets: %w", err)
-			}
-			for _, d := range f.Decls {
-				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && isFuzzName(fn.Name.Name) {
-					targets = append(targets, target{pkg: fields[0], name: fn.Name.Name})
-				}
+	for _, line := range strings.Split(string(out), "\n") {
+		pkg, file, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue // the empty lines of packages without test files
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, fmt.Errorf("list fuzz targets: %w", err)
+		}
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && isFuzzName(fn.Name.Name) {
+				targets = append(targets, target{pkg: pkg, name: fn.Name.Name})
 			}
 		}
 	}
