@@ -33,11 +33,7 @@ import (
 // and so does linking a function again. Each test empties the emulator
 // first (emptyEmulator), so that none sees what another applied.
 var (
-	shared struct {
-		once sync.Once
-		moto *stack.Moto
-		err  error
-	}
+	shared   stack.SharedMoto
 	binaries string
 )
 
@@ -51,11 +47,7 @@ func testMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binaries = dir
-	defer func() {
-		if shared.moto != nil {
-			_ = shared.moto.Stop()
-		}
-	}()
+	defer shared.Stop()
 	return m.Run()
 }
 
@@ -63,14 +55,11 @@ func testMain(m *testing.M) int {
 // queues, as a new one starts, and returns it.
 func emptyEmulator(t *testing.T) *stack.Moto {
 	t.Helper()
-	shared.once.Do(func() { shared.moto, shared.err = stack.StartMoto(context.Background(), "127.0.0.1:0") })
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	if err := shared.moto.Reset(context.Background()); err != nil {
+	moto, err := shared.Empty(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	return shared.moto
+	return moto
 }
 
 // make invoke as a user meets it: the response alone on stdout, START, END

@@ -242,6 +242,35 @@ func (m *Moto) Reset(ctx context.Context) error {
 	return nil
 }
 
+// SharedMoto is one emulator for the tests of a package: started on first
+// use, emptied for each test that asks for it, stopped after the last. A
+// start of moto costs seconds of CPU, a reset a request.
+type SharedMoto struct {
+	once sync.Once
+	moto *Moto
+	err  error
+}
+
+// Empty starts the emulator the first time, empties it (Reset) and
+// returns it.
+func (s *SharedMoto) Empty(ctx context.Context) (*Moto, error) {
+	s.once.Do(func() { s.moto, s.err = StartMoto(ctx, "127.0.0.1:0") })
+	if s.err != nil {
+		return nil, s.err
+	}
+	if err := s.moto.Reset(ctx); err != nil {
+		return nil, err
+	}
+	return s.moto, nil
+}
+
+// Stop stops the emulator, if Empty started one.
+func (s *SharedMoto) Stop() {
+	if s.moto != nil {
+		_ = s.moto.Stop()
+	}
+}
+
 // Ready tells the commands waiting for the emulator StartMoto started that
 // they may use it: call it once what they need is there (make run's
 // tables, buckets and event routes). It does nothing for an emulator this

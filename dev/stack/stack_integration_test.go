@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -243,19 +242,12 @@ func TestMotoRunsTransactionsOneAtATime(t *testing.T) {
 }
 
 // empty is the emulator of the tests that need one holding nothing
-// (emptyMoto), started once for the package: a start of moto costs
-// seconds of CPU, a reset a request.
-var empty struct {
-	once sync.Once
-	moto *Moto
-	err  error
-}
+// (emptyMoto), started once for the package.
+var empty SharedMoto
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if empty.moto != nil {
-		_ = empty.moto.Stop()
-	}
+	empty.Stop()
 	os.Exit(code)
 }
 
@@ -270,14 +262,11 @@ func freshEmulator(t *testing.T) *dynamodb.Client {
 // returns it.
 func emptyMoto(t *testing.T) *Moto {
 	t.Helper()
-	empty.once.Do(func() { empty.moto, empty.err = StartMoto(context.Background(), "127.0.0.1:0") })
-	if empty.err != nil {
-		t.Fatal(empty.err)
-	}
-	if err := empty.moto.Reset(context.Background()); err != nil {
+	moto, err := empty.Empty(context.Background())
+	if err != nil {
 		t.Fatal(err)
 	}
-	return empty.moto
+	return moto
 }
 
 // pkTable is a template with one table, logicalID, keyed on a string pk.
