@@ -183,6 +183,35 @@ func machine(t *testing.T, client *s3.Client) *statemachine.Machine {
 	return m
 }
 
+// batchesOf makes the Map of m's definition hand out batches of at most n
+// keys instead of the template's 500: a test of how batches resume needs
+// several of them, not the logs of several full ones.
+func batchesOf(t *testing.T, m *statemachine.Machine, n int) {
+	t.Helper()
+	var set func(v any) int
+	set = func(v any) int {
+		found := 0
+		switch v := v.(type) {
+		case map[string]any:
+			if b, ok := v["ItemBatcher"].(map[string]any); ok {
+				b["MaxItemsPerBatch"] = float64(n)
+				found++
+			}
+			for _, e := range v {
+				found += set(e)
+			}
+		case []any:
+			for _, e := range v {
+				found += set(e)
+			}
+		}
+		return found
+	}
+	if found := set(m.Definition); found != 1 {
+		t.Fatalf("got %d ItemBatchers in the definition, want the Map's one", found)
+	}
+}
+
 // handler is IndexerFunction's handler, as the local stack's event
 // delivery and the racing tests call it.
 func handler(t *testing.T) indexerapp.Handler {
@@ -406,7 +435,7 @@ func TestLiveEventsDuringTheReconciliationWin(t *testing.T) {
 
 func TestAnInterruptedReconciliationResumesWithoutRedoingFinishedBatches(t *testing.T) {
 	l := newLogs(t, "rcresume")
-	keys := l.keys(0, 2100) // 5 batches of at most 500
+	keys := l.keys(0, 420) // 5 batches of at most 100
 	l.upload(t, keys...)
 	path := t.TempDir() + "/journal.jsonl"
 
@@ -415,6 +444,7 @@ func TestAnInterruptedReconciliationResumesWithoutRedoingFinishedBatches(t *test
 		t.Fatal(err)
 	}
 	m := machine(t, nil)
+	batchesOf(t, m, 100)
 	m.Journal = journal
 	ctx, interrupt := context.WithCancel(t.Context())
 	_, first, err := reconcile.Run(ctx, m, reconcile.Input(l.bucket, l.prefix()), func(t reconcile.Totals) {
@@ -433,6 +463,7 @@ func TestAnInterruptedReconciliationResumesWithoutRedoingFinishedBatches(t *test
 	}
 	defer journal.Remove()
 	m = machine(t, nil)
+	batchesOf(t, m, 100)
 	m.Journal = journal
 	var invocations atomic.Int64
 	invoke := m.Invoke

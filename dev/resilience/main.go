@@ -3,24 +3,27 @@
 //
 //  1. the resilience suite of this package (build tag resilience): concurrent
 //     changes, machine reports racing users, and backend faults injected at
-//     the SDK's HTTP layer, against a moto_server of its own; random
-//     sequences of operations checked against a reference model; and
-//     concurrent histories of one slave checked for linearizability;
+//     the SDK's HTTP layer, against a moto_server of its own; and concurrent
+//     histories of one slave checked for linearizability;
 //  2. the hostile-input and access-control tests of every package
 //     (TestHostile*, TestAccess*, with the integration tag), unless
 //     -hostile=false (CI, where make test has just run them);
 //  3. every fuzz target of the unit tests (the Fuzz functions go test runs) for
-//     -fuzztime each, from its corpus in testdata/fuzz;
+//     -fuzztime each, from its corpus in testdata/fuzz, and beside them the
+//     suite's random sequences of operations checked against a reference
+//     model (TestResilienceModel);
 //
 // and prints one summary line with the figures: requests driven, faults
 // injected, model-checked operations, linearizability checks, fuzz
-// executions and invariant violations. It exits non-zero when any step
-// fails.
+// executions and new inputs, and invariant violations. It exits non-zero
+// when any step fails.
 //
-// The steps run one after the other. The suite once ran beside the fuzz
-// targets, to use the CPU it leaves while it waits on moto: its test of log
-// lookups under S3 faults then had every lookup miss its deadline (5 s to
-// list) on CI's two CPUs.
+// The suite's tests that keep real deadlines run alone: beside the fuzz
+// targets, on CI's two CPUs, every log lookup of the test under S3 faults
+// missed its 5 s listing deadline. The model runs on a virtual clock and
+// waits on moto one request at a time, about one CPU of two, so it runs
+// beside the fuzz targets, which take what it leaves.
+
 package main
 
 import (
@@ -31,6 +34,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -42,41 +46,62 @@ import (
 )
 
 func main() {
-	fuzztime := flag.Duration("fuzztime", 20*time.Second, "how long each fuzz target runs")
+	fuzztime := flag.Duration("fuzztime", 10*time.Second, "how long each fuzz target runs")
+	minimize := flag.Duration("fuzzminimizetime", time.Second, "how long a fuzz worker minimizes an input (go test -fuzzminimizetime)")
 	hostile := flag.Bool("hostile", true, "run the hostile-input and access-control tests too (make test runs them)")
 	flag.Parse()
-	if err := run(*fuzztime, *hostile); err != nil {
+	if err := run(*fuzztime, *minimize, *hostile); err != nil {
 		fmt.Fprintln(os.Stderr, "resilience:", err)
 		os.Exit(1)
 	}
 }
+
+// modelTest is the suite's test on a virtual clock, which runs beside the
+// fuzz targets.
+const modelTest = "^TestResilienceModel$"
 
 // summary holds the figures of the final line.
 type summary struct {
 	requests, faults, violations int64
 	modelOps, linChecks          int64
 	fuzzTargets                  int
-	fuzzExecs                    int64
+	fuzzExecs, fuzzInputs        int64
 	failed                       []string
 }
 
-func run(fuzztime time.Duration, hostile bool) error {
+var figuresLine = regexp.MustCompile(`resilience-figures: requests=(\d+) faults=(\d+) violations=(\d+) model_ops=(\d+) lin_checks=(\d+)`)
+
+// addSuite adds the figures a run of the suite printed.
+func (s *summary) addSuite(step string, out []byte, err error) {
+	if err != nil {
+		s.failed = append(s.failed, step)
+	}
+	m := figuresLine.FindSubmatch(out)
+	if m == nil {
+		s.failed = append(s.failed, step+" figures")
+		return
+	}
+	s.requests += atoi(m[1])
+	s.faults += atoi(m[2])
+	s.violations += atoi(m[3])
+	s.modelOps += atoi(m[4])
+	s.linChecks += atoi(m[5])
+}
+
+type result struct {
+	out []byte
+	err error
+}
+
+func run(fuzztime, minimize time.Duration, hostile bool) error {
 	start := time.Now()
 	var s summary
 
-	out, err := goTest("-tags", "resilience", "-count=1", "-v", "./dev/resilience")
-	if err != nil {
-		s.failed = append(s.failed, "suite")
-	}
-	if m := regexp.MustCompile(`resilience-figures: requests=(\d+) faults=(\d+) violations=(\d+) model_ops=(\d+) lin_checks=(\d+)`).FindSubmatch(out); m != nil {
-		s.requests, s.faults, s.violations = atoi(m[1]), atoi(m[2]), atoi(m[3])
-		s.modelOps, s.linChecks = atoi(m[4]), atoi(m[5])
-	} else {
-		s.failed = append(s.failed, "suite figures")
-	}
+	out, err := goTest(os.Stdout, "-tags", "resilience", "-count=1", "-v", "-skip", modelTest, "./dev/resilience")
+	s.addSuite("suite", out, err)
 
 	if hostile {
-		if _, err := goTest("-tags", "integration", "-count=1", "-run", "^(TestHostile|TestAccess)", "./..."); err != nil {
+		if _, err := goTest(os.Stdout, "-tags", "integration", "-count=1", "-run", "^(TestHostile|TestAccess)", "./..."); err != nil {
 			s.failed = append(s.failed, "hostile input and access control")
 		}
 	}
@@ -85,36 +110,55 @@ func run(fuzztime time.Duration, hostile bool) error {
 	if err != nil {
 		return err
 	}
+	// The model's output is shown whole when it ends, not between the
+	// fuzz targets' lines.
+	model := make(chan result, 1)
+	go func() {
+		var shown bytes.Buffer
+		_, err := goTest(&shown, "-tags", "resilience", "-count=1", "-v", "-run", modelTest, "./dev/resilience")
+		model <- result{shown.Bytes(), err}
+	}()
 	execs := regexp.MustCompile(`execs: (\d+)`)
+	inputs := regexp.MustCompile(`new interesting: (\d+)`)
 	for _, tg := range targets {
-		out, err := goTest("-run", "^$", "-fuzz", "^"+tg.name+"$", "-fuzztime", fuzztime.String(), tg.pkg)
+		out, err := goTest(os.Stdout, "-run", "^$", "-fuzz", "^"+tg.name+"$", "-fuzztime", fuzztime.String(), "-fuzzminimizetime", minimize.String(), tg.pkg)
 		if err != nil && coordinatorRace(out) {
 			// Not a finding: the corpus, new inputs included, must still
 			// pass when run as tests.
 			fmt.Printf("resilience: %s ended on Go's fuzz deadline race (go.dev/issue/75804) with no failing input; running its corpus\n", tg.name)
-			_, err = goTest("-run", "^"+tg.name+"$", "-count=1", tg.pkg)
+			_, err = goTest(os.Stdout, "-run", "^"+tg.name+"$", "-count=1", tg.pkg)
 		}
 		if err != nil {
 			s.failed = append(s.failed, tg.pkg+" "+tg.name)
 		}
-		var most int64
-		for _, m := range execs.FindAllSubmatch(out, -1) {
-			most = max(most, atoi(m[1]))
-		}
 		s.fuzzTargets++
-		s.fuzzExecs += most
+		s.fuzzExecs += last(execs, out)
+		s.fuzzInputs += last(inputs, out)
 	}
+	m := <-model
+	os.Stdout.Write(m.out)
+	s.addSuite("model", m.out, m.err)
 
 	verdict := "PASS"
 	if len(s.failed) > 0 || s.violations > 0 {
 		verdict = "FAIL (" + strings.Join(s.failed, ", ") + ")"
 	}
-	fmt.Printf("\nresilience: requests driven %d, faults injected %d, model-checked operations %d, linearizability checks %d, fuzz executions %d (%d targets, %v each), invariant violations %d, %s in %v\n",
-		s.requests, s.faults, s.modelOps, s.linChecks, s.fuzzExecs, s.fuzzTargets, fuzztime, s.violations, verdict, time.Since(start).Round(time.Second))
+	fmt.Printf("\nresilience: requests driven %d, faults injected %d, model-checked operations %d, linearizability checks %d, fuzz executions %d and new inputs %d (%d targets, %v each), invariant violations %d, %s in %v\n",
+		s.requests, s.faults, s.modelOps, s.linChecks, s.fuzzExecs, s.fuzzInputs, s.fuzzTargets, fuzztime, s.violations, verdict, time.Since(start).Round(time.Second))
 	if verdict != "PASS" {
 		return fmt.Errorf("failed")
 	}
 	return nil
+}
+
+// last is the largest figure re finds in out (the fuzzer's counts only
+// grow).
+func last(re *regexp.Regexp, out []byte) int64 {
+	var most int64
+	for _, m := range re.FindAllSubmatch(out, -1) {
+		most = max(most, atoi(m[1]))
+	}
+	return most
 }
 
 // coordinatorRace reports whether a fuzz run failed only because Go's fuzz
@@ -125,24 +169,16 @@ func coordinatorRace(out []byte) bool {
 	return bytes.Contains(out, []byte("\n    context deadline exceeded\n")) && !bytes.Contains(out, []byte("Failing input written to"))
 }
 
-// goTest runs go test with args, showing its output as it goes, and returns
-// the output.
-func goTest(args ...string) ([]byte, error) {
-	fmt.Println("$ go test", strings.Join(args, " "))
+// goTest runs go test with args, writing the command and its output to
+// show as it goes, and returns the output.
+func goTest(show io.Writer, args ...string) ([]byte, error) {
+	fmt.Fprintln(show, "$ go test", strings.Join(args, " "))
 	var buf bytes.Buffer
+	w := io.MultiWriter(&buf, show)
 	cmd := exec.Command("go", append([]string{"test"}, args...)...)
-	cmd.Stdout = &tee{&buf}
-	cmd.Stderr = &tee{&buf}
+	cmd.Stdout, cmd.Stderr = w, w
 	err := cmd.Run()
 	return buf.Bytes(), err
-}
-
-// tee copies what it is given to stdout and keeps it.
-type tee struct{ buf *bytes.Buffer }
-
-func (t *tee) Write(p []byte) (int, error) {
-	t.buf.Write(p)
-	return os.Stdout.Write(p)
 }
 
 type target struct{ pkg, name string }
