@@ -181,7 +181,7 @@ report: deps
 # make lint runs all of go vet over the same builds, so the test run does
 # not repeat the part of it go test would (-vet=off).
 TEST_PARALLEL ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
-SLOW_TESTS := ./dev/run ./shared/console ./cmd/fleetctl ./functions ./shared/logindex ./shared/slaves ./dev/stack ./shared/dynamo
+SLOW_TESTS := ./dev/run ./shared/console ./cmd/fleetctl ./functions ./shared/logindex ./shared/slaves ./dev/stack ./shared/jobs ./shared/dynamo ./dev/deploylocal ./dev/reconcile
 
 test: deps deps-deploy deps-browser $(MINIO)
 	go test -tags otel ./shared/tracing/...

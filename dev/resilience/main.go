@@ -137,7 +137,11 @@ func run(fuzztime, minimize time.Duration, hostile bool) error {
 	}
 	m := <-model
 	os.Stdout.Write(m.out)
+	before := s.modelOps
 	s.addSuite("model", m.out, m.err)
+	if s.modelOps == before {
+		s.failed = append(s.failed, "model (no operation checked)")
+	}
 
 	verdict := "PASS"
 	if len(s.failed) > 0 || s.violations > 0 {
