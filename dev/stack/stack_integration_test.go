@@ -384,3 +384,33 @@ func TestMotoAnswersQueryAndScanWithTheItemsItStores(t *testing.T) {
 		t.Errorf("Scan in pages of 2: got keys %q, want each once, in key order %q", scanned, keys)
 	}
 }
+
+// RecreateTables leaves every table of the template empty, whether it held
+// items or was gone already, as after a call that stopped half-way.
+func TestRecreateTablesEmptiesThemAndTakesOneAlreadyGone(t *testing.T) {
+	ctx := context.Background()
+	client := freshEmulator(t)
+	tpl := parse(t, pkTable("A")+strings.TrimPrefix(pkTable("B"), "\nResources:\n"))
+	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
+		t.Fatal(err)
+	}
+	item := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "left"}}
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("A"), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String("B")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tpl.RecreateTables(ctx, client, LocalName); err != nil {
+		t.Fatalf("got %v, want the tables recreated, B's absence taken as deleted", err)
+	}
+	for _, name := range []string{"A", "B"} {
+		out, err := client.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(name)})
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v; want the table, empty", name, err)
+		case out.Count != 0:
+			t.Errorf("%s: got %d items, want the table empty", name, out.Count)
+		}
+	}
+}

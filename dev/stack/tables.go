@@ -45,6 +45,21 @@ func (t *Template) CreateTables(ctx context.Context, client *dynamodb.Client, na
 	return nil
 }
 
+// RecreateTables deletes the template's tables named by name and creates
+// them again, empty. A table already gone counts as deleted: an earlier call
+// stopped between its deletes and its creates, or a DeleteTable the SDK
+// retried had been applied by its first attempt.
+func (t *Template) RecreateTables(ctx context.Context, client *dynamodb.Client, name func(logicalID string) string) error {
+	for _, id := range t.Tables() {
+		_, err := client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name(id))})
+		var gone *types.ResourceNotFoundException
+		if err != nil && !errors.As(err, &gone) {
+			return fmt.Errorf("table %s (%s): delete: %w", id, name(id), err)
+		}
+	}
+	return t.CreateTables(ctx, client, name)
+}
+
 // tableSpec is the part of AWS::DynamoDB::Table's properties CreateTables uses.
 type tableSpec struct {
 	AttributeDefinitions []struct {

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/dev/stack"
@@ -64,13 +63,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	ctx := t.Context()
-	for _, id := range local.Template.Tables() {
-		if _, err := local.DynamoDB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(stack.LocalName(id))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := local.Template.CreateTables(ctx, local.DynamoDB, stack.LocalName); err != nil {
+	if err := local.Template.RecreateTables(t.Context(), local.DynamoDB, stack.LocalName); err != nil {
 		t.Fatal(err)
 	}
 	def, err := statemachine.Load(local.Template, "ReportStateMachine")

@@ -54,13 +54,7 @@ func emptyFleet(t *testing.T) (*dynamo.Store, *inventory.Handler) {
 // emptyFleetOn is emptyFleet with the store and handler calling db.
 func emptyFleetOn(t *testing.T, db dynamo.API) (*dynamo.Store, *inventory.Handler) {
 	t.Helper()
-	ctx := t.Context()
-	for _, id := range local.Template.Tables() {
-		if _, err := local.DynamoDB.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(stack.LocalName(id))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := local.Template.CreateTables(ctx, local.DynamoDB, stack.LocalName); err != nil {
+	if err := local.Template.RecreateTables(t.Context(), local.DynamoDB, stack.LocalName); err != nil {
 		t.Fatal(err)
 	}
 	store := dynamo.New(db, stack.Tables, 0)
