@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -236,55 +235,31 @@ func build(t *testing.T, root, dir string) string {
 }
 
 // A go build costs seconds of CPU: the package builds each binary once,
-// in binDir, for every test that runs it. Each test that stores data
-// starts its own stack: a list of the slaves reads the change feed's
-// latest changes, so one test's changes would show in another's list.
-var (
-	binDir   string
-	buildsMu sync.Mutex
-	builds   = map[string]*built{}
-)
-
-// built is one binary of binDir, built by the first test that asks for it.
-type built struct {
-	once sync.Once
-	path string
-	err  error
-}
+// for every test that runs it. Each test that stores data starts its own
+// stack: a list of the slaves reads the change feed's latest changes, so
+// one test's changes would show in another's list.
+var binaries lambdarun.Binaries
 
 func TestMain(m *testing.M) {
 	var err error
-	if binDir, err = os.MkdirTemp("", "functions-test-"); err != nil {
+	if binaries.Dir, err = os.MkdirTemp("", "functions-test-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(binDir)
+	os.RemoveAll(binaries.Dir)
 	os.Exit(code)
 }
 
-// buildOnce returns the binary named name in binDir, which write makes
-// there the first time it is asked for.
+// buildOnce returns the package's binary called name, which write makes
+// the first time it is asked for.
 func buildOnce(t *testing.T, name string, write func(out string) error) string {
 	t.Helper()
-	buildsMu.Lock()
-	b := builds[name]
-	if b == nil {
-		b = &built{}
-		builds[name] = b
+	path, err := binaries.Get(name, write)
+	if err != nil {
+		t.Fatal(err)
 	}
-	buildsMu.Unlock()
-	b.once.Do(func() {
-		dir := filepath.Join(binDir, name)
-		if b.err = os.Mkdir(dir, 0o755); b.err == nil {
-			b.path = filepath.Join(dir, "bootstrap")
-			b.err = write(b.path)
-		}
-	})
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	return b.path
+	return path
 }
 
 // functionEnv is what `make invoke` gives a function: the template's

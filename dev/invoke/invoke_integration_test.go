@@ -17,7 +17,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ import (
 // first (emptyEmulator), so that none sees what another applied.
 var (
 	shared   stack.SharedMoto
-	binaries string
+	binaries lambdarun.Binaries
 )
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
@@ -46,7 +45,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	binaries = dir
+	binaries.Dir = dir
 	defer shared.Stop()
 	return m.Run()
 }
@@ -213,21 +212,17 @@ func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
 	}
 }
 
-var built sync.Map // function → its binary in binaries
-
 // build compiles function for this machine into the package's binaries,
 // with the Lambda build's flags, once for all the tests that run it.
 func build(t *testing.T, function string) string {
 	t.Helper()
-	if out, ok := built.Load(function); ok {
-		return out.(string)
-	}
 	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer"}
-	out := filepath.Join(binaries, function, "bootstrap")
-	if err := lambdarun.Build(context.Background(), filepath.Join("..", ".."), runtime.GOARCH, "./functions/"+dirs[function], out); err != nil {
+	out, err := binaries.Get(function, func(out string) error {
+		return lambdarun.Build(context.Background(), filepath.Join("..", ".."), runtime.GOARCH, "./functions/"+dirs[function], out)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	built.Store(function, out)
 	return out
 }
 
