@@ -1,10 +1,15 @@
 package main
 
 import (
+	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFuzzTargetsAreWhatGoTestLists compares the targets found by parsing
@@ -52,5 +57,52 @@ func TestFuzzNames(t *testing.T) {
 		if got := isFuzzName(name); got != want {
 			t.Errorf("isFuzzName(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestAPrebuiltFuzzBinaryRunsOverItsCorpus builds a package's fuzz binary
+// as the runner does and runs one of its targets for a second, in its
+// package and, for comparison, as if its package had no corpus: the
+// baseline the first gathers holds inputs of the target's corpus in
+// testdata/fuzz besides its seeds, so the binary ran in its package's
+// directory, as go test -fuzz runs it.
+func TestAPrebuiltFuzzBinaryRunsOverItsCorpus(t *testing.T) {
+	t.Chdir("../..")
+	all, err := fuzzTargets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(all, func(tg target) bool {
+		return strings.HasSuffix(tg.pkg, "/shared/logkey") && tg.name == "FuzzParseTaskID"
+	})
+	if i < 0 {
+		t.Fatalf("no FuzzParseTaskID among %v", all)
+	}
+	tg := all[i]
+	corpus, err := os.ReadDir(filepath.Join(tg.dir, "testdata", "fuzz", tg.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	// Not niced: make test keeps both CPUs busy, and would starve it.
+	if err := buildFuzzBinaries(bin, []target{tg}, false); err != nil {
+		t.Fatal(err)
+	}
+	baseline := func(tg target) int64 {
+		out, err := fuzz(io.Discard, bin, t.TempDir(), tg, time.Second, time.Second)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		m := regexp.MustCompile(`gathering baseline coverage: 0/(\d+) completed`).FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("no baseline in:\n%s", out)
+		}
+		return atoi(m[1])
+	}
+	seeds := tg
+	seeds.dir = t.TempDir()
+	// The corpus repeats some seeds, which the baseline holds once.
+	if got := baseline(tg) - baseline(seeds); got <= 0 {
+		t.Errorf("got a baseline of %d inputs besides the seeds, want those of the %d files of its corpus", got, len(corpus))
 	}
 }
