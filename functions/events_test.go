@@ -79,8 +79,6 @@ var steps = []struct {
 // LOG_KEY_FORMAT.
 const sampleLog = "web-api/2026/11/web-api-v42-1793491200000-0-node17-us_east_1a_0-1793494800000-stdout"
 
-var dirs = map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer", "PublisherFunction": "publisher"}
-
 func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	ctx := context.Background()
 	local, err := stack.Up(ctx, "127.0.0.1:0")
@@ -122,6 +120,10 @@ func TestEveryEventRunsThroughItsFunction(t *testing.T) {
 	}
 
 	doc := apidoc.MustLoad(t)
+	dirs, err := stack.FunctionDirs(local.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	binaries := map[string]string{}
 	for fn, dir := range dirs {
 		binaries[fn] = build(t, local.Root, dir)

@@ -23,14 +23,9 @@ func TestEveryRouteOfAStreamedFunctionStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	dirs, err := stack.FunctionDirs(root)
 	if err != nil {
 		t.Fatal(err)
-	}
-	// build-<LogicalId>: then $(call lambda_build,<dir>): where each main is.
-	dirs := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^build-(\w+):\n\t\$\(call lambda_build,(\w+)\)`).FindAllSubmatch(makefile, -1) {
-		dirs[string(m[1])] = string(m[2])
 	}
 	api := tmpl.Resources["FleetApi"].Properties
 	paths, _ := api["DefinitionBody"].(map[string]any)["paths"].(map[string]any)

@@ -216,9 +216,13 @@ func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
 // with the Lambda build's flags, once for all the tests that run it.
 func build(t *testing.T, function string) string {
 	t.Helper()
-	dirs := map[string]string{"SlavesFunction": "slaves", "InventoryFunction": "inventory", "ExpiryFunction": "expiry", "LogsFunction": "logs", "ConsoleFunction": "console", "IndexerFunction": "indexer"}
+	root := filepath.Join("..", "..")
+	dirs, err := stack.FunctionDirs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := binaries.Get(function, func(out string) error {
-		return lambdarun.Build(context.Background(), filepath.Join("..", ".."), runtime.GOARCH, "./functions/"+dirs[function], out)
+		return lambdarun.Build(context.Background(), root, runtime.GOARCH, "./functions/"+dirs[function], out)
 	})
 	if err != nil {
 		t.Fatal(err)

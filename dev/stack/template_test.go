@@ -951,3 +951,21 @@ func TestMakefileBuildsEveryFunction(t *testing.T) {
 		}
 	}
 }
+
+// Every function of the template has a build target in the Makefile, and
+// the directory it names holds a main package.
+func TestFunctionDirsNameEveryFunctionOfTheTemplate(t *testing.T) {
+	tpl := loadRepoTemplate(t)
+	dirs, err := FunctionDirs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := slices.Sorted(maps.Keys(dirs)), tpl.Functions(); !slices.Equal(got, want) {
+		t.Errorf("got build targets for %v, want the template's functions %v", got, want)
+	}
+	for fn, dir := range dirs {
+		if _, err := os.Stat(filepath.Join("..", "..", "functions", dir, "main.go")); err != nil {
+			t.Errorf("%s: %v", fn, err)
+		}
+	}
+}
