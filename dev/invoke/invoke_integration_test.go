@@ -216,12 +216,12 @@ func TestInvokeUsesAnEmulatorThatIsSlowToAnswer(t *testing.T) {
 // with the Lambda build's flags, once for all the tests that run it.
 func build(t *testing.T, function string) string {
 	t.Helper()
-	root := filepath.Join("..", "..")
-	dirs, err := stack.FunctionDirs(root)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out, err := binaries.Get(function, func(out string) error {
+		root := filepath.Join("..", "..")
+		dirs, err := stack.FunctionDirs(root)
+		if err != nil {
+			return err
+		}
 		return lambdarun.Build(context.Background(), root, runtime.GOARCH, "./functions/"+dirs[function], out)
 	})
 	if err != nil {

@@ -936,25 +936,10 @@ func asList(v any) []any {
 	return []any{v}
 }
 
+// Every function of the template has a build target in the Makefile
+// (SAM's BuildMethod: makefile calls it), and the directory it builds
+// holds a main package.
 func TestMakefileBuildsEveryFunction(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	makefile, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, fn := range loadRepoTemplate(t).Functions() {
-		if !strings.Contains(string(makefile), "\nbuild-"+fn+":") {
-			t.Errorf("Makefile has no build-%s target (SAM's BuildMethod: makefile calls it)", fn)
-		}
-	}
-}
-
-// Every function of the template has a build target in the Makefile, and
-// the directory it names holds a main package.
-func TestFunctionDirsNameEveryFunctionOfTheTemplate(t *testing.T) {
 	tpl := loadRepoTemplate(t)
 	dirs, err := FunctionDirs(filepath.Join("..", ".."))
 	if err != nil {
