@@ -13,9 +13,12 @@
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
 #   make report FILE=<report.json[.gz]>      a large machine report through the local reports bucket (README)
-#   make test                                unit tests, then integration tests (they start moto and MinIO)
+#   make check                               gofmt, go vet and the unit tests (no emulator, no browser): about a minute
+#   make test                                every package compiled, then unit and integration tests (they start moto, MinIO, Chromium)
+#   make test-compile                        compiles what make test runs and builds, without running it
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
 #   make bench                               the performance figures, with their targets (BENCHMARKS.md)
+#   make gofmt                               the Go files gofmt would change, if any (make check and make lint run it)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #   make tools                               staticcheck (make lint's) and MinIO (make test's), built into bin/tools once
 #   make deploy-local                        the stack on moto's CloudFormation, then the handlers on its tables
@@ -63,7 +66,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report test test-resilience bench lint tools deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report check gofmt test test-compile test-resilience bench lint tools deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -186,9 +189,30 @@ report: deps
 TEST_PARALLEL ?= $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
 SLOW_TESTS := ./dev/run ./shared/console ./cmd/fleetctl ./functions ./shared/logindex ./shared/slaves ./dev/stack ./shared/jobs ./shared/dynamo ./dev/deploylocal ./dev/reconcile
 
-test: deps deps-deploy deps-browser $(MINIO)
+test: deps deps-deploy deps-browser $(MINIO) test-compile
 	go test -tags otel ./shared/tracing/...
 	go test -tags integration -count=1 -vet=off -ldflags='-s -w' -p $(TEST_PARALLEL) -timeout 20m $(SLOW_TESTS) ./...
+
+# Compile, then test: go list -export compiles every package the run needs,
+# test packages included, without linking or running anything, so that no
+# compile overlaps a test that keeps a deadline (go test then only links).
+# The same for the binaries the tests build: the functions (lambdarun.Build
+# and make invoke: Linux, no cgo, -trimpath) and fleetctl (make fleetctl).
+test-compile:
+	go list -tags integration -test -export -deps ./... >/dev/null
+	GOOS=linux CGO_ENABLED=0 go list -tags lambda.norpc -trimpath -export -deps ./functions/... >/dev/null
+	CGO_ENABLED=0 go list -trimpath -export -deps ./cmd/fleetctl >/dev/null
+
+# The inner loop: what needs no emulator and no browser (the unit tests:
+# no build tag), with gofmt and vet, in about a minute on a warm machine.
+check: gofmt
+	go vet -tags integration,resilience ./...
+	go test -count=1 ./...
+
+# gofmt -l over every Go file of the tree, for make check and make lint.
+gofmt:
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.aws-sam/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:" >&2; echo "$$unformatted" >&2; exit 1; fi
 
 # How long each fuzz target runs; its corpus lives in <package>/testdata/fuzz.
 # Each worker minimizes a new input for a second at most (go test's default
@@ -205,9 +229,7 @@ test-resilience: deps $(MINIO)
 bench: deps deps-browser $(MINIO)
 	go run ./dev/bench $(BENCH_FLAGS)
 
-lint: $(STATICCHECK)
-	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.aws-sam/*')); \
-	if [ -n "$$unformatted" ]; then echo "gofmt would change:" >&2; echo "$$unformatted" >&2; exit 1; fi
+lint: gofmt $(STATICCHECK)
 	go vet -tags integration,resilience ./...
 	go vet -tags otel ./shared/tracing/...
 	$(STATICCHECK) -tags integration,resilience ./...
@@ -241,13 +263,15 @@ deps:
 # and sans-serif resolve to on Debian) and Liberation, named here so that a
 # machine with only what chromium pulls in draws the same screenshots. The
 # layout holds with any font (the console's tests check it); the fonts make
-# the screenshots comparable.
+# the screenshots comparable. Without recommends: chromium's pull in
+# systemd, udev and avahi (136 packages instead of 32), which headless
+# Chromium does not use.
 BROWSER_PACKAGES := chromium fonts-dejavu-core fonts-liberation
 deps-browser:
 	@if command -v dpkg-query >/dev/null; then \
 		missing=$$(for p in $(BROWSER_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
-		[ -z "$$missing" ] || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
-			else sudo apt-get update -qq && sudo apt-get install -y -qq $$missing; fi; } >&2; \
+		[ -z "$$missing" ] || { sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; $$sudo apt-get update -qq && \
+			$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; } >&2; \
 	else command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 		{ echo 'make deps-browser: install Chromium (Debian: apt-get install $(BROWSER_PACKAGES))' >&2; exit 1; }; fi
 

@@ -147,7 +147,7 @@ func run(fuzztime, minimize time.Duration, hostile bool) error {
 	execs := regexp.MustCompile(`execs: (\d+)`)
 	inputs := regexp.MustCompile(`new interesting: (\d+)`)
 	for _, tg := range targets {
-		out, err := fuzz(os.Stdout, bin, strings.TrimSpace(string(cache)), tg, fuzztime, minimize)
+		out, err := fuzz(os.Stdout, bin, strings.TrimSpace(string(cache)), tg, fuzztime.String(), minimize)
 		if err != nil && coordinatorRace(out) {
 			// Not a finding: the corpus, new inputs included, must still
 			// pass when run as tests.
@@ -241,13 +241,15 @@ func buildFuzzBinaries(dir string, targets []target, niced bool) error {
 // fuzz runs one target from the binary buildFuzzBinaries built, as go test
 // -fuzz runs it: in its package's directory (its corpus, and where a
 // failing input is written), with the fuzz cache in go's build cache. The
-// command it shows is the go test command that does the same.
-func fuzz(show io.Writer, dir, gocache string, tg target, fuzztime, minimize time.Duration) ([]byte, error) {
-	fmt.Fprintf(show, "$ go test -run ^$ -fuzz ^%s$ -fuzztime %v -fuzzminimizetime %v %s\n", tg.name, fuzztime, minimize, tg.pkg)
+// command it shows is the go test command that does the same. budget is
+// go test's -fuzztime: a duration, or a count of executions ("1000x"),
+// which has no deadline to race (go.dev/issue/75804).
+func fuzz(show io.Writer, dir, gocache string, tg target, budget string, minimize time.Duration) ([]byte, error) {
+	fmt.Fprintf(show, "$ go test -run ^$ -fuzz ^%s$ -fuzztime %s -fuzzminimizetime %v %s\n", tg.name, budget, minimize, tg.pkg)
 	var buf bytes.Buffer
 	w := io.MultiWriter(&buf, show)
 	cmd := exec.Command(fuzzBinary(dir, tg.pkg), "-test.paniconexit0", "-test.run", "^$", "-test.fuzz", "^"+tg.name+"$",
-		"-test.fuzztime", fuzztime.String(), "-test.fuzzminimizetime", minimize.String(),
+		"-test.fuzztime", budget, "-test.fuzzminimizetime", minimize.String(),
 		"-test.fuzzcachedir", filepath.Join(gocache, "fuzz", tg.pkg))
 	cmd.Dir = tg.dir
 	cmd.Stdout, cmd.Stderr = w, w
