@@ -338,8 +338,9 @@ func TestAnEndpointThatIsNotTheAPISaysSo(t *testing.T) {
 func TestCommandLineEdges(t *testing.T) {
 	machines(t, "edge-1")
 	none := apitest.None
-	fleetctl(t, none, nil, "lsit").wantError(t, exitUsage, `unknown command "lsit"`, "fleetctl --help")
-	fleetctl(t, none, nil, "logs", "lsit").wantError(t, exitUsage, "lsit")
+	fleetctl(t, none, nil, "lsit").wantError(t, exitUsage, `unknown command "lsit"`, `did you mean "list" or "wait"?`, "fleetctl --help")
+	fleetctl(t, none, nil, "describe", "edge-1").wantError(t, exitUsage, `unknown command "describe"`, `did you mean "show"?`)
+	fleetctl(t, none, nil, "logs", "lsit").wantError(t, exitUsage, "lsit", `did you mean "ls"?`, "fleetctl logs --help")
 	fleetctl(t, none, nil, "make-permanent", "edge-1").wantError(t, exitNotFound, "edge-1", "no expiring change")
 	if out := fleetctl(t, none, nil, "version").want(t, 0).stdout; out != "fleetctl dev\n" {
 		t.Errorf("got version %q", out)

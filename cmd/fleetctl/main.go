@@ -103,11 +103,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	if strings.HasPrefix(err.Error(), "unknown command ") {
-		// cobra's, with suggestions on further lines.
-		first, _, _ := strings.Cut(err.Error(), "\n")
-		err = usageError("%s (see fleetctl --help)", first)
-	}
+	// cobra's, with its suggestions on further lines: said in one.
+	err = asUnknownCommand(root, err)
 	var ex exitError
 	if errors.As(err, &ex) {
 		if ex.msg != "" {
@@ -230,6 +227,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
 	root.InitDefaultHelpCmd()
+	nameSuggestions(root)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		switch c.Name() {
@@ -277,6 +275,9 @@ func (a *app) versionCommand() *cobra.Command {
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
+			if strings.HasPrefix(err.Error(), "unknown command ") && len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
 			return usageError("%s: %v (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())
 		}
 		return nil
