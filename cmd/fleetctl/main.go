@@ -53,9 +53,6 @@ const (
 	exitHeld        = 11
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
-
 func main() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	signals := make(chan os.Signal, 1)
@@ -204,7 +201,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		Example: `  fleetctl list --state frozen
   fleetctl freeze node-17 -m "kernel upgrade" --for 2h
   fleetctl logs grep --request web-api --since 7d -i timeout`,
-		Version:       version,
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -265,7 +262,7 @@ func (a *app) versionCommand() *cobra.Command {
 		// hide the version.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintln(a.stdout, "fleetctl "+version)
+			fmt.Fprintln(a.stdout, "fleetctl "+buildVersion())
 			return nil
 		},
 	}
