@@ -13,6 +13,7 @@
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
 #   make report FILE=<report.json[.gz]>      a large machine report through the local reports bucket (README)
+#   make drain SLAVE=<id> [FROM=5] [EVERY=2s]  reports of the machine's running tasks down to 0, so its decommission ends (make run first; README)
 #   make check                               gofmt, go vet and the unit tests (no emulator, no browser): about a minute
 #   make test                                every package compiled, then unit and integration tests (they start moto, MinIO, Chromium)
 #   make test-compile                        compiles what make test runs and builds, without running it
@@ -66,7 +67,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report check gofmt test test-compile test-resilience bench lint tools deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report drain check gofmt test test-compile test-resilience bench lint tools deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -168,6 +169,21 @@ report: deps
 	@$(MAKE) --no-print-directory -s build-InventoryFunction ARTIFACTS_DIR=$(CURDIR)/bin/local/InventoryFunction LAMBDA_GOOS=$(HOST_GOOS) LAMBDA_GOARCH=$(HOST_GOARCH) >&2
 	@go build -o bin/dev/report ./dev/report
 	@bin/dev/report -file '$(FILE)' -binary bin/local/InventoryFunction/bootstrap -env-vars '$(ENV_VARS)'
+
+# The scheduler's reports of one decommissioned machine whose tasks end:
+# FROM running tasks, one fewer every EVERY, down to 0, each a Machine
+# Report event through InventoryFunction built for this machine, so that
+# fleetctl decommission --wait can be followed to its end against make run.
+FROM ?= 5
+EVERY ?= 2s
+
+drain: deps
+	@if [ -z "$(SLAVE)" ]; then \
+		echo 'usage: make drain SLAVE=<id> [FROM=5] [EVERY=2s] [ENV_VARS=<file>]' >&2; exit 2; fi
+	@echo 'make drain: building InventoryFunction for this machine (bin/local/InventoryFunction) and the reporter (bin/dev/drain)' >&2
+	@$(MAKE) --no-print-directory -s build-InventoryFunction ARTIFACTS_DIR=$(CURDIR)/bin/local/InventoryFunction LAMBDA_GOOS=$(HOST_GOOS) LAMBDA_GOARCH=$(HOST_GOARCH) >&2
+	@go build -o bin/dev/drain ./dev/drain
+	@bin/dev/drain -slave '$(SLAVE)' -from '$(FROM)' -every '$(EVERY)' -binary bin/local/InventoryFunction/bootstrap -env-vars '$(ENV_VARS)'
 
 # The integration tag adds files and removes none, so one run builds and
 # runs the unit tests with the integration tests; otel changes only

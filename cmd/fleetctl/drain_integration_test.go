@@ -419,16 +419,25 @@ func TestLogsFollowPrintsEachNewLogOnceUntilInterrupted(t *testing.T) {
 	if res.stdout != first+"\n"+later+"\n" {
 		t.Errorf("got\n%s\nwant each of node1's stdout logs once, in order", res.stdout)
 	}
-	if res.stderr != "fleetctl: interrupted (interrupt)\n" {
-		t.Errorf("got stderr %q", res.stderr)
+	// The first keys are older logs: the first line says since when.
+	window := regexp.MustCompile(`^fleetctl: following the logs of request flw: first those that landed since (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \(the last 10m, --since's default\), then each new one as it lands\n`)
+	m := window.FindStringSubmatch(res.stderr)
+	if m == nil || !strings.HasSuffix(res.stderr, "\nfleetctl: interrupted (interrupt)\n") || strings.Count(res.stderr, "\n") != 2 {
+		t.Fatalf("got stderr %q, want the window said, then the interrupt", res.stderr)
+	}
+	if since, err := time.ParseInLocation(time.DateTime, m[1], time.UTC); err != nil || time.Since(since) < 10*time.Minute || time.Since(since) > 15*time.Minute {
+		t.Errorf("got the window since %s (%v), want 10 minutes before the follow started", m[1], err)
 	}
 
 	// --fetch downloads each into the cache and prints its path.
 	cache := t.TempDir()
-	r = start(t, []string{"FLEETCTL_CACHE_DIR=" + cache}, "logs", "follow", "--request", "flw", "--deploy", "d2", "--poll", "100ms", "--fetch")
+	r = start(t, []string{"FLEETCTL_CACHE_DIR=" + cache}, "logs", "follow", "--request", "flw", "--deploy", "d2", "--poll", "100ms", "--fetch", "--since", "1h")
 	eventually(t, "the log fetched", func() bool { return strings.HasSuffix(r.stdout.String(), later+"\n") })
 	r.cmd.Process.Signal(syscall.SIGINT)
-	r.result(t).want(t, 130)
+	if res := r.result(t).want(t, 130); !strings.HasPrefix(res.stderr, "fleetctl: following the logs of request flw deploy d2: first those that landed since ") ||
+		!strings.Contains(res.stderr, " (--since 1h), then each new one as it lands\n") {
+		t.Errorf("got stderr %q, want the window of --since 1h said first", res.stderr)
+	}
 	path := strings.TrimSuffix(r.stdout.String(), "\n")
 	if got, err := os.ReadFile(path); err != nil || string(got) != "x\n" || !strings.HasPrefix(path, cache) {
 		t.Errorf("got %s: %q (%v), want the log in the cache", path, got, err)

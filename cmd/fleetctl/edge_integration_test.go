@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -338,11 +339,18 @@ func TestAnEndpointThatIsNotTheAPISaysSo(t *testing.T) {
 func TestCommandLineEdges(t *testing.T) {
 	machines(t, "edge-1")
 	none := apitest.None
-	fleetctl(t, none, nil, "lsit").wantError(t, exitUsage, `unknown command "lsit"`, "fleetctl --help")
-	fleetctl(t, none, nil, "logs", "lsit").wantError(t, exitUsage, "lsit")
+	fleetctl(t, none, nil, "lsit").wantError(t, exitUsage, `unknown command "lsit"`, `did you mean "list" or "wait"?`, "fleetctl --help")
+	fleetctl(t, none, nil, "describe", "edge-1").wantError(t, exitUsage, `unknown command "describe"`, `did you mean "show"?`)
+	fleetctl(t, none, nil, "logs", "lsit").wantError(t, exitUsage, "lsit", `did you mean "ls"?`, "fleetctl logs --help")
 	fleetctl(t, none, nil, "make-permanent", "edge-1").wantError(t, exitNotFound, "edge-1", "no expiring change")
-	if out := fleetctl(t, none, nil, "version").want(t, 0).stdout; out != "fleetctl dev\n" {
-		t.Errorf("got version %q", out)
+	// The test's binary has no linked version: it says what its build
+	// recorded (version_integration_test.go builds one that records a commit).
+	info, err := buildinfo.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, want := fleetctl(t, none, nil, "version").want(t, 0).stdout, "fleetctl "+versionOf("dev", info)+"\n"; out != want {
+		t.Errorf("got version %q, want %q", out, want)
 	}
 	fleetctl(t, none, nil, "freeze", "edge-1", "--for", "1h").want(t, 0)
 	if out := fleetctl(t, none, nil, "make-permanent", "edge-1").want(t, 0).stdout; out != "edge-1: permanent, no longer reverts to ACTIVE\n" {

@@ -19,6 +19,9 @@ import (
 // start.
 const followOverlap = time.Minute
 
+// defaultFollowSince is how far back logs follow starts without --since.
+const defaultFollowSince = "10m"
+
 func (a *app) logsFollowCommand() *cobra.Command {
 	var request, deploy, since string
 	var filter logFilter
@@ -33,7 +36,9 @@ first; with --fetch it downloads each into the cache (as logs fetch does)
 and prints its local path. A log is followed by when it landed (its upload),
 not by its span, so a late upload is printed too, once, however long ago
 its span ended. It starts with the logs that landed since --since (default
-10m) and runs until interrupted (exit code 130). Each ask reaches a minute
+10m: a follow started just after a deploy shows the deploy's first logs;
+--since 1s shows only new ones), says on stderr which window that is, and
+runs until interrupted (exit code 130). Each ask reaches a minute
 before the previous one, so a log that the service shows a few seconds
 after its upload is still printed, once.`,
 		Example: `  fleetctl logs follow --request web-api
@@ -50,13 +55,22 @@ after its upload is still printed, once.`,
 			if err := filter.check(); err != nil {
 				return err
 			}
+			window := "--since " + since
 			if since == "" {
-				since = "10m"
+				since, window = defaultFollowSince, "the last "+defaultFollowSince+", --since's default"
 			}
 			start, err := parseWhen("since", since, time.Now())
 			if err != nil {
 				return err
 			}
+			what := "request " + request
+			if deploy != "" {
+				what += " deploy " + deploy
+			}
+			// Said first, on stderr: what the first keys printed are, so
+			// that a screen of older logs is not taken for new ones.
+			fmt.Fprintf(a.stderr, "fleetctl: following the logs of %s: first those that landed since %s (%s), then each new one as it lands\n",
+				termtext.Visible(what), when(start.UnixMilli()), termtext.Visible(window))
 			ctx := cmd.Context()
 			c, err := a.client(ctx)
 			if err != nil {
@@ -79,7 +93,7 @@ after its upload is still printed, once.`,
 	f := cmd.Flags()
 	f.StringVar(&request, "request", "", "follow this request's logs")
 	f.StringVar(&deploy, "deploy", "", "only this deploy's logs")
-	f.StringVar(&since, "since", "", "start with the logs from this long ago (15m, 1h30m) or this instant, as logs ls (default 10m)")
+	f.StringVar(&since, "since", "", "start with the logs that landed this long ago (15m, 1h30m; 1s: only new ones) or since this instant, as logs ls (default 10m)")
 	f.DurationVar(&poll, "poll", 5*time.Second, "how often to look for new logs")
 	f.BoolVar(&fetch, "fetch", false, "download each new log into the cache and print its local path")
 	filter.register(f)

@@ -137,7 +137,7 @@ modification). A log that ran across --since is in; one that starts at
 	}
 	cmd.Args = func(cmd *cobra.Command, argv []string) error {
 		if len(argv) > 0 {
-			return usageError("unknown command %q for %q (see %s --help)", argv[0], cmd.CommandPath(), cmd.CommandPath())
+			return unknownCommand(cmd, argv[0])
 		}
 		return nil
 	}

@@ -53,9 +53,6 @@ const (
 	exitHeld        = 11
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
-
 func main() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	signals := make(chan os.Signal, 1)
@@ -103,11 +100,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	if strings.HasPrefix(err.Error(), "unknown command ") {
-		// cobra's, with suggestions on further lines.
-		first, _, _ := strings.Cut(err.Error(), "\n")
-		err = usageError("%s (see fleetctl --help)", first)
-	}
+	// cobra's, with its suggestions on further lines: said in one.
+	err = asUnknownCommand(root, err)
 	var ex exitError
 	if errors.As(err, &ex) {
 		if ex.msg != "" {
@@ -207,7 +201,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		Example: `  fleetctl list --state frozen
   fleetctl freeze node-17 -m "kernel upgrade" --for 2h
   fleetctl logs grep --request web-api --since 7d -i timeout`,
-		Version:       version,
+		Version:       buildVersion(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -230,6 +224,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
 	root.InitDefaultHelpCmd()
+	nameSuggestions(root)
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
 		switch c.Name() {
@@ -267,7 +262,7 @@ func (a *app) versionCommand() *cobra.Command {
 		// hide the version.
 		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintln(a.stdout, "fleetctl "+version)
+			fmt.Fprintln(a.stdout, "fleetctl "+buildVersion())
 			return nil
 		},
 	}
@@ -277,6 +272,9 @@ func (a *app) versionCommand() *cobra.Command {
 func args(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
+			if strings.HasPrefix(err.Error(), "unknown command ") && len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
 			return usageError("%s: %v (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath())
 		}
 		return nil

@@ -27,7 +27,40 @@ type watcher struct {
 	// from a list (then a machine not in it is not selected).
 	selected map[string]bool
 	listed   bool
-	widths   []int // of the human columns, grown as wider values come
+	// widths of the human columns but the last. Time, change, state and
+	// previous state are as wide as their widest value from the start, and
+	// the id as the widest id listed, so that a later line never shifts
+	// them; an id or a user wider than any before widens its column.
+	widths []int
+}
+
+// changeTypes are the feed's kinds of change (client.SlaveChange.Type).
+var changeTypes = []string{"added", "stateChanged", "descriptionChanged", "deleted"}
+
+// Columns of a watch's human line.
+const (
+	colTime = iota
+	colID
+	colChange
+	colState
+	colPrevious
+	colUser
+	colMessage
+)
+
+// initialWidths are the widths of the columns whose values are known in
+// advance: a time as when prints it, a change type, a state.
+func initialWidths() []int {
+	widths := make([]int, colMessage) // the message is not padded
+	widths[colTime] = len("2006-01-02 15:04:05")
+	for _, c := range changeTypes {
+		widths[colChange] = max(widths[colChange], len(c))
+	}
+	for _, st := range client.States {
+		widths[colState] = max(widths[colState], len(st))
+	}
+	widths[colPrevious] = widths[colState]
+	return widths
 }
 
 // matches reports whether a machine as it is now is selected.
@@ -43,6 +76,8 @@ func (w *watcher) list(ctx context.Context) (string, error) {
 	}
 	w.selected, w.listed = map[string]bool{}, true
 	for _, s := range all {
+		// Any listed machine may enter the selection later.
+		w.widths[colID] = max(w.widths[colID], utf8.RuneCountInString(termtext.Visible(s.ID)))
 		if w.matches(s) {
 			w.selected[s.ID] = true
 		}
@@ -92,9 +127,6 @@ func (w *watcher) print(ch client.SlaveChange, raw json.RawMessage) {
 		state, user, message = string(u.State), orDash(u.User), u.Message
 	}
 	cells := []string{when(ch.Timestamp), ch.SlaveID, ch.Type, state, orDash(string(ch.PreviousState)), user, message}
-	if w.widths == nil {
-		w.widths = make([]int, len(cells)-1) // the last is not padded
-	}
 	var b strings.Builder
 	for i, cell := range cells {
 		cell = termtext.Visible(cell)
@@ -134,7 +166,8 @@ func (a *app) watchCommand() *cobra.Command {
 feed from that list and prints one line per change of a selected machine,
 in the order the service applied them: TIME, ID, CHANGE (added,
 stateChanged, descriptionChanged, deleted), STATE, PREVIOUS state, USER and
-MESSAGE. A change that takes a machine into or out of the selection is
+MESSAGE, in columns that do not move: the change and state columns are as
+wide as their widest value, the ID column as the widest id listed. A change that takes a machine into or out of the selection is
 printed too. -o json prints each change as the feed gives it, one JSON
 object a line (NDJSON).
 
@@ -167,7 +200,7 @@ exits with code 2.`,
 			if err != nil {
 				return err
 			}
-			w := &watcher{a: a, c: c, f: f, patterns: patterns, json: output == "json", all: !sel.given() && len(patterns) == 0, selected: map[string]bool{}}
+			w := &watcher{a: a, c: c, f: f, patterns: patterns, json: output == "json", all: !sel.given() && len(patterns) == 0, selected: map[string]bool{}, widths: initialWidths()}
 			cursor := since
 			if cursor == "" {
 				if cursor, err = w.list(cmd.Context()); err != nil {

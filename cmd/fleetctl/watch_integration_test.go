@@ -186,3 +186,24 @@ func TestWatchFromAForgedCursorIsAUsageErrorAndAnExpiredOneListsAgain(t *testing
 		t.Errorf("got stderr %q, want the 410 said in one line first", res.stderr)
 	}
 }
+
+// The columns of a watch stay where its first line put them: a machine
+// added (no previous state), then frozen and decommissioned, as the
+// service's feed gives them to the built binary.
+func TestAWatchsColumnsStayPut(t *testing.T) {
+	settleDrains(t)
+	p := fmt.Sprintf("wcol%d", time.Now().UnixNano()%1e9)
+	r := start(t, nil, "watch", p+"-*")
+	eventually(t, "watching", func() bool { return strings.Contains(r.stderr.String(), "fleetctl: watching 0 machines") })
+	machines(t, p+"-1")
+	change(t, p+"-1", client.Frozen, "disk check")
+	if err := api(t).DecommissionSlave(context.Background(), p+"-1", client.ChangeRequest{Message: "retiring"}, client.ChangeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "three changes shown", func() bool { return len(watchLines(r)) >= 3 })
+	interrupt(t, r)
+	lines := watchLines(r)
+	wantChangeLines(t, lines, p+"-1 added ACTIVE -", p+"-1 stateChanged FROZEN ACTIVE", p+"-1 stateChanged STARTING_DECOMMISSION FROZEN")
+	wantFixedColumns(t, lines)
+	report(t, p+"-1", 0) // its drain ends: the service's decommission limit is shared
+}

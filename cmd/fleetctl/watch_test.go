@@ -1,7 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/fleetops/fleet/client"
 )
@@ -52,4 +57,58 @@ func TestAWatchPrintsTheChangesThatTouchItsSelection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// columnStarts are the offsets at which a watch line's cells start: cells
+// are separated by two spaces or more and hold at most single ones.
+func columnStarts(line string) []int {
+	var starts []int
+	for _, m := range regexp.MustCompile(`\S+(?: \S+)*`).FindAllStringIndex(line, -1) {
+		starts = append(starts, m[0])
+	}
+	return starts
+}
+
+// wantFixedColumns checks that the lines' first six cells (time to user)
+// start at the same offsets in every line.
+func wantFixedColumns(t *testing.T, lines []string) {
+	t.Helper()
+	var first []int
+	for _, l := range lines {
+		starts := columnStarts(l)
+		if len(starts) < 6 {
+			t.Fatalf("line %q: got %d cells, want time, id, change, state, previous and user", l, len(starts))
+		}
+		if first == nil {
+			first = starts[:6]
+			continue
+		}
+		if !slices.Equal(starts[:6], first) {
+			t.Errorf("columns shifted: got cells at %v in\n%s\nwant them at %v as in\n%s", starts[:6], l, first, lines[0])
+		}
+	}
+}
+
+func TestAWatchsColumnsNeverShift(t *testing.T) {
+	var out bytes.Buffer
+	w := &watcher{a: &app{stdout: &out}, widths: initialWidths()}
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC).UnixMilli()
+	by := func(user string, st client.State) *client.StateUpdate {
+		return &client.StateUpdate{State: st, User: user, Timestamp: at}
+	}
+	for _, ch := range []client.SlaveChange{
+		{Timestamp: at, SlaveID: "n1", Type: "added", Slave: slaveIn("n1", "h", client.Active)},
+		{Timestamp: at, SlaveID: "n1", Type: "stateChanged", PreviousState: client.Active, Update: by("ops", client.StartingDecommission)},
+		{Timestamp: at, SlaveID: "n1", Type: "stateChanged", PreviousState: client.StartingDecommission, Update: by("ops", client.Decommissioning)},
+		{Timestamp: at, SlaveID: "n1", Type: "descriptionChanged", Slave: slaveIn("n1", "h", client.Decommissioning)},
+		{Timestamp: at, SlaveID: "n1", Type: "stateChanged", PreviousState: client.MissingOnStartup, Update: by("ops", client.Dead)},
+		{Timestamp: at, SlaveID: "n1", Type: "deleted"},
+	} {
+		w.print(ch, nil)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("got %d lines, want 6:\n%s", len(lines), out.String())
+	}
+	wantFixedColumns(t, lines)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // TemplateFile is the template's file name at the repository root.
@@ -267,13 +268,17 @@ func UpWith(ctx context.Context, addr string, o Options) (*Local, error) {
 		_ = moto.Stop()
 		return nil, err
 	}
-	say("local stack: creating the tables %s and the buckets %s where missing", strings.Join(tpl.Tables(), ", "), strings.Join(buckets, ", "))
 	client := DynamoDBClient(moto.Endpoint)
+	s3Client := S3Client(moto.Endpoint, localAccessKey, localSecretKey)
+	// Said only when something is missing: on an emulator that make run
+	// set up, every command would otherwise announce work it does not do.
+	if what := missing(ctx, client, s3Client, tpl, buckets); what != "" {
+		say("local stack: creating %s", what)
+	}
 	if err := tpl.CreateTables(ctx, client, LocalName); err != nil {
 		_ = moto.Stop()
 		return nil, fmt.Errorf("create tables at %s: %w", moto.Endpoint, err)
 	}
-	s3Client := S3Client(moto.Endpoint, localAccessKey, localSecretKey)
 	if err := CreateBuckets(ctx, s3Client, buckets...); err != nil {
 		_ = moto.Stop()
 		return nil, fmt.Errorf("create buckets at %s: %w", moto.Endpoint, err)
@@ -299,6 +304,37 @@ func UpWith(ctx context.Context, addr string, o Options) (*Local, error) {
 		return nil, fmt.Errorf("create event buses at %s: %w", moto.Endpoint, err)
 	}
 	return local, nil
+}
+
+// missing names the template's tables and the buckets the emulator does
+// not hold yet ("the tables A, B and the buckets c"), "" when it holds them
+// all. A listing that fails names everything: CreateTables and
+// CreateBuckets, which run whatever this says, report the failure.
+func missing(ctx context.Context, db *dynamodb.Client, s3c *s3.Client, tpl *Template, buckets []string) string {
+	tables := tpl.Tables()
+	var have []string
+	for p := dynamodb.NewListTablesPaginator(db, &dynamodb.ListTablesInput{}); p.HasMorePages(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			have = nil
+			break
+		}
+		have = append(have, page.TableNames...)
+	}
+	tables = slices.DeleteFunc(slices.Clone(tables), func(id string) bool { return slices.Contains(have, LocalName(id)) })
+	if out, err := s3c.ListBuckets(ctx, &s3.ListBucketsInput{}); err == nil {
+		buckets = slices.DeleteFunc(slices.Clone(buckets), func(b string) bool {
+			return slices.ContainsFunc(out.Buckets, func(o s3types.Bucket) bool { return aws.ToString(o.Name) == b })
+		})
+	}
+	var parts []string
+	if len(tables) > 0 {
+		parts = append(parts, "the tables "+strings.Join(tables, ", "))
+	}
+	if len(buckets) > 0 {
+		parts = append(parts, "the buckets "+strings.Join(buckets, ", "))
+	}
+	return strings.Join(parts, " and ")
 }
 
 // LogBuckets returns the buckets LogsFunction reads (its LOG_BUCKETS), which
