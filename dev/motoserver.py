@@ -72,6 +72,24 @@ own folder and checking each entry for a directory, about 150 system calls
 a request: more of the server's time than answering most requests took.
 The list does not change while it runs, so here it is made once.
 
+An event put on a bus (PutEvents) goes to each target of each rule it
+matches through moto's input template, whose eight JSONPath expressions
+(one for each field of the event) jsonpath_ng parses again for every event
+and every target, building its parser's tables each time: 0.45 s of the
+global lock per event and rule with an SQS target, so that ten events to
+three watching queues took 13.6 s, the publisher's PutEvents timed out and
+sent them again, and every other request waited. An expression parses to
+the same tree every time, and nothing changes one after it is parsed, so
+here each is parsed once: ten events to three queues take milliseconds.
+
+Sending a message to an SQS queue (a rule's target, or SendMessage) reads
+the queue's attributes, which count its messages three times, reading the
+clock for each message and each count: 0.5 s a message to a queue that
+holds 4,000 nobody reads (a watcher that lags, a rule whose queue is not
+drained), so that a large report's events ran further behind with every
+event. The counts, and the list of messages a receive takes from, read the
+clock once here: the same counts, a hundred times faster.
+
 A ListObjectsV2 with EncodingType=url answers its keys url-encoded, and S3
 encodes StartAfter too; moto writes StartAfter back as it was given, so a
 page that starts after a key holding a control character was XML no client
@@ -121,6 +139,16 @@ and for two of them tried: the patch taken out, its test run):
   which moto does not have.
 - modules_listed_once (backends.list_of_moto_modules): needed for cost.
   moto 5.2.1 still lists its folder on every request.
+- event_bridge_configuration (S3Response.get_bucket_notification): needed.
+  moto 5.2.1 still leaves EventBridgeConfiguration out of the answer.
+- url_encoded_start_after (S3Response.list_objects_v2): needed. moto 5.2.1
+  still writes StartAfter back as given.
+- input_paths_parsed_once (jsonpath_ng.ext.parse, as
+  EventTemplateParser.parse imports it): needed for cost. moto 5.2.1
+  still parses the eight paths for every event and target.
+- queue_counts_one_clock (Queue.messages and its three
+  approximate_number_of_messages counts): needed for cost. Message.visible
+  and Message.delayed still read the clock for every message.
 
 Upgrading moto. 1. Change the version in dev/moto-requirements.txt and run
 make deps. 2. Run python3 dev/motoserver.py --check: each patch it names
@@ -136,6 +164,7 @@ and make bench's DynamoDB sections for the patches that only save time.
 import argparse
 import base64
 import copy
+import functools
 import importlib.metadata
 import importlib.util
 import inspect
@@ -191,8 +220,11 @@ try:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import StreamShard, Table
     from moto.events.models import Rule
+    from moto.events.utils import EventTemplateParser
+    import jsonpath_ng.ext as jsonpath_ext
     from moto.s3 import models as s3_models, notifications as s3_notifications
     from moto.s3.responses import S3Response
+    from moto.sqs import models as sqs_models
     from moto.sqs.models import Message, Queue
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
@@ -213,6 +245,8 @@ def sets(cls, attribute):
 
 
 COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+QUEUE_COUNTS = ("messages", "approximate_number_of_messages", "approximate_number_of_messages_delayed",
+                "approximate_number_of_messages_not_visible")
 QUERY_PARAMS = ["self", "hash_key", "range_comparison", "range_objs", "limit", "exclusive_start_key",
                 "scan_index_forward", "projection_expressions", "index_name"]
 
@@ -269,6 +303,19 @@ SHAPES = [
      lambda: params(moto_backends.list_of_moto_modules) == []
      and calls(moto_backends.list_of_moto_modules, "os.listdir(")
      and calls(DomainDispatcherApplication.get_backend_for_host, "backends.list_of_moto_modules()")),
+    ("input_paths_parsed_once", "EventTemplateParser.parse(input_template, input_paths_map, event) parsing each "
+     "path with jsonpath_ng.ext.parse(path, debug=False), which it imports when called",
+     lambda: params(EventTemplateParser.parse) == ["input_template", "input_paths_map", "event"]
+     and calls(EventTemplateParser.parse, "from jsonpath_ng.ext import parse")
+     and params(jsonpath_ext.parse) == ["path", "debug"]),
+    ("queue_counts_one_clock", "a Queue's _messages, its messages and approximate_number_of_messages(_delayed, "
+     "_not_visible) properties, and a Message's visible and delayed comparing unix_time_millis() "
+     "with its visible_at and delayed_until",
+     lambda: all(isinstance(getattr(Queue, n, None), property) for n in QUEUE_COUNTS)
+     and calls(Queue.__init__, "self._messages") and calls(Queue.messages.fget, "message.visible and not message.delayed")
+     and calls(Message.visible.fget, "unix_time_millis()") and calls(Message.visible.fget, "self.visible_at")
+     and calls(Message.delayed.fget, "unix_time_millis()") and calls(Message.delayed.fget, "self.delayed_until")
+     and callable(sqs_models.unix_time_millis)),
     ("url_encoded_start_after", "S3Response.list_objects_v2(self) serializing through self.serialized, "
      "its result holding StartAfter",
      lambda: params(S3Response.list_objects_v2) == ["self"]
@@ -606,6 +653,40 @@ def url_encoded_start_after():
     S3Response.list_objects_v2 = list_objects_v2
 
 
+def input_paths_parsed_once():
+    """Parse each JSONPath expression of an event's input template once (see above).
+
+    EventTemplateParser.parse imports jsonpath_ng.ext.parse when it runs,
+    so it finds the cached one here.
+    """
+    jsonpath_ext.parse = functools.lru_cache(maxsize=256)(jsonpath_ext.parse)
+
+
+def queue_counts_one_clock():
+    """Count a queue's messages with one reading of the clock (see above).
+
+    A message is visible once the clock is past its visible_at, and delayed
+    while the clock is before its delayed_until, as Message says.
+    """
+
+    def messages(self):
+        now = sqs_models.unix_time_millis()
+        return [m for m in self._messages if now > m.visible_at and not now < m.delayed_until]
+
+    def delayed(self):
+        now = sqs_models.unix_time_millis()
+        return sum(1 for m in self._messages if now < m.delayed_until)
+
+    def not_visible(self):
+        now = sqs_models.unix_time_millis()
+        return sum(1 for m in self._messages if not now > m.visible_at)
+
+    Queue.messages = property(messages)
+    Queue.approximate_number_of_messages = property(lambda self: len(self.messages))
+    Queue.approximate_number_of_messages_delayed = property(delayed)
+    Queue.approximate_number_of_messages_not_visible = property(not_visible)
+
+
 def binary(value):
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
@@ -651,6 +732,8 @@ def main(argv=None):
     partition_queries()
     url_encoded_start_after()
     modules_listed_once()
+    input_paths_parsed_once()
+    queue_counts_one_clock()
     lock = threading.Lock()
     hold = EventHold(lock, float(os.environ.get("MOTOSERVER_EVENT_HOLD", "2")))
     long_polls_outside(lock)

@@ -35,8 +35,15 @@ const (
 	// changePoll is how often an idle stream is read again, as Lambda
 	// polls a shard about four times a second.
 	changePoll = 250 * time.Millisecond
-	// changeRetry is the wait before a failed batch is handed again.
-	changeRetry = time.Second
+	// changeRetry is the wait before a failed batch is handed again; it
+	// doubles with each failure in a row, up to changeRetryMax, so that a
+	// busy emulator is not sent the batch again every second.
+	changeRetry    = time.Second
+	changeRetryMax = 16 * time.Second
+	// changeLag is how far behind the changes a batch may start before the
+	// delivery says it lags (PublisherLagAlarm's minute, deployed, is for
+	// an operator; locally a watcher expects a line within seconds).
+	changeLag = 5 * time.Second
 )
 
 // SlaveEventsPattern matches the publisher's events on the bus.
@@ -121,6 +128,8 @@ type shardReader struct {
 
 func (r shardReader) run(ctx context.Context) {
 	iterator, err := r.iterator(ctx, streamtypes.ShardIteratorTypeTrimHorizon, "")
+	retry := changeRetry
+	var lag lagReport
 	for ctx.Err() == nil {
 		if err != nil {
 			r.log.Warn("local delivery of the changes stream", "shard", r.shard, "error", err.Error())
@@ -135,6 +144,7 @@ func (r shardReader) run(ctx context.Context) {
 			continue
 		}
 		if len(out.Records) == 0 {
+			lag.caughtUp(r, time.Now())
 			iterator = out.NextShardIterator
 			sleep(ctx, changePoll)
 			continue
@@ -145,14 +155,52 @@ func (r shardReader) run(ctx context.Context) {
 			iterator = out.NextShardIterator
 			continue
 		}
+		lag.observe(r, out.Records, time.Now())
 		again := r.deliver(ctx, event)
 		if again == "" {
 			iterator = out.NextShardIterator
+			retry = changeRetry
 			continue
 		}
-		sleep(ctx, changeRetry)
+		sleep(ctx, retry)
+		retry = min(2*retry, changeRetryMax)
 		iterator, err = r.iterator(ctx, streamtypes.ShardIteratorTypeAtSequenceNumber, again)
 	}
+}
+
+// lagReport says once when a shard's delivery falls more than changeLag
+// behind the changes, and once when it has caught up again: a line per
+// batch would bury the log while it lags.
+type lagReport struct {
+	since time.Time     // when the delivery began to lag; zero when it does not
+	worst time.Duration // the furthest behind it has been since
+}
+
+// observe notes a batch of records about to be handed over at now.
+func (l *lagReport) observe(r shardReader, records []streamtypes.Record, now time.Time) {
+	created := records[0].Dynamodb.ApproximateCreationDateTime
+	if created == nil {
+		return
+	}
+	behind := now.Sub(*created).Round(100 * time.Millisecond)
+	switch {
+	case behind <= changeLag:
+		l.caughtUp(r, now)
+	case l.since.IsZero():
+		l.since, l.worst = now, behind
+		r.log.Warn("local delivery of the changes stream runs behind: the events reach the bus late", "shard", r.shard, "behind", behind.String(), "records_in_batch", len(records))
+	default:
+		l.worst = max(l.worst, behind)
+	}
+}
+
+// caughtUp notes that the delivery is no more than changeLag behind.
+func (l *lagReport) caughtUp(r shardReader, now time.Time) {
+	if l.since.IsZero() {
+		return
+	}
+	r.log.Info("local delivery of the changes stream caught up", "shard", r.shard, "lagged_for", now.Sub(l.since).Round(time.Second).String(), "worst", l.worst.String())
+	l.since, l.worst = time.Time{}, 0
 }
 
 // deliver hands event to the handler and returns the sequence number to

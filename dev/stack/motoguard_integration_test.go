@@ -40,7 +40,7 @@ func TestStartMotoRefusesAMotoItWasNotWrittenFor(t *testing.T) {
 			notWant:     []string{"Traceback", "\n"},
 		},
 		{
-			// One start for five misfits: each start imports moto, seconds of CPU.
+			// One start for seven misfits: each start imports moto, seconds of CPU.
 			name: "patched functions whose parameters changed, that are gone or that no longer copy tables are refused, naming each patch and no other",
 			prelude: `from moto.dynamodb.models.table import Table
 def query(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key, scan_index_forward, index_name=None, **kwargs):
@@ -55,6 +55,10 @@ import moto.backends as backends
 backends.list_of_moto_modules = lambda: ("dynamodb", "s3")
 import moto.dynamodb.models as m, copy as c
 m.copy = type(c)("copy")
+from moto.events.utils import EventTemplateParser
+EventTemplateParser.parse = staticmethod(lambda input_template, input_paths_map, event, cache=None: event)
+from moto.sqs.models import Message
+Message.visible = property(lambda self: True)
 `,
 			want: []string{
 				"the patch partition_queries does not fit moto " + pinned,
@@ -62,6 +66,8 @@ m.copy = type(c)("copy")
 				"the patch event_hold does not fit moto " + pinned + ": it expects Queue.add_message(self, message), Queue.delete_message(self, receipt_handle)",
 				"the patch modules_listed_once does not fit moto " + pinned,
 				"the patch item_rollback does not fit moto " + pinned,
+				"the patch input_paths_parsed_once does not fit moto " + pinned,
+				"the patch queue_counts_one_clock does not fit moto " + pinned,
 				"Upgrading moto",
 			},
 			notWant: []string{"serialized", "plain_item_pages", "string_comparisons", "s3_event_sequencers", "Traceback"},

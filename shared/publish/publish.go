@@ -5,10 +5,14 @@
 // (docs/behaviour.md "Events for other systems").
 //
 // Delivery is at least once: a batch that fails in part is handed again
-// from its first failed record, so a consumer may see an event twice. The
-// change's sequence only grows from one change of a slave to the next, so a
-// consumer drops an event whose (slaveId, sequence) it has seen, and orders
-// a slave's events by it (EventBridge itself keeps no order).
+// from its first failed record. The events of that batch that EventBridge
+// accepted are remembered, and not sent again when the batch comes back to
+// the same publisher; a send whose answer never came (a timeout) may have
+// been accepted, so its events are sent again, and a consumer may see an
+// event twice. The change's sequence only grows from one change of a slave
+// to the next, so a consumer drops an event whose (slaveId, sequence) it has
+// seen, and orders a slave's events by it (EventBridge itself keeps no
+// order).
 package publish
 
 import (
@@ -18,6 +22,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -45,6 +50,11 @@ const maxDetail = 200 << 10
 // batch is how many entries one PutEvents call takes at most.
 const batch = 10
 
+// maxAccepted bounds what a publisher remembers of the batches handed again
+// (ten times the stream mapping's batch): a batch that comes back to
+// another instance leaves its records here, and they are forgotten.
+const maxAccepted = 1000
+
 // API is what the publisher needs of EventBridge.
 type API interface {
 	PutEvents(ctx context.Context, in *eventbridge.PutEventsInput, opts ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error)
@@ -55,15 +65,21 @@ type Publisher struct {
 	events API
 	bus    string
 	log    *slog.Logger
+
+	mu sync.Mutex // Handle runs for several shards at once
+	// accepted holds the event IDs of the records whose events EventBridge
+	// accepted in a batch that is handed again from an earlier record.
+	accepted map[string]bool
 }
 
 // New returns the publisher of the feed's entries to bus.
 func New(events API, bus string, log *slog.Logger) *Publisher {
-	return &Publisher{events: events, bus: bus, log: log}
+	return &Publisher{events: events, bus: bus, log: log, accepted: map[string]bool{}}
 }
 
 // pending is a record's event waiting to be sent.
 type pending struct {
+	id       string // the stream record's event ID
 	sequence string // the stream record's, which a batch item failure names
 	entry    ebtypes.PutEventsRequestEntry
 }
@@ -80,9 +96,14 @@ func (p *Publisher) Handle(ctx context.Context, e events.DynamoDBEvent) (events.
 		return events.DynamoDBEventResponse{}, errors.New("not a DynamoDB stream event: no Records (PublisherFunction runs on the changes table's stream)")
 	}
 	var queue []pending
+	var skipped []string
 	for _, r := range e.Records {
 		if r.EventSource != "aws:dynamodb" {
 			return events.DynamoDBEventResponse{}, fmt.Errorf("not a DynamoDB stream event: a record from %q (PublisherFunction runs on the changes table's stream)", r.EventSource)
+		}
+		if p.sent(r.EventID) {
+			skipped = append(skipped, r.EventID)
+			continue
 		}
 		entry, ok, err := p.entry(r)
 		if err != nil {
@@ -90,18 +111,48 @@ func (p *Publisher) Handle(ctx context.Context, e events.DynamoDBEvent) (events.
 			continue
 		}
 		if ok {
-			queue = append(queue, pending{sequence: r.Change.SequenceNumber, entry: entry})
+			queue = append(queue, pending{id: r.EventID, sequence: r.Change.SequenceNumber, entry: entry})
 		}
 	}
 	for start := 0; start < len(queue); start += batch {
 		chunk := queue[start:min(start+batch, len(queue))]
-		if failed, err := p.send(ctx, chunk); err != nil {
-			p.log.WarnContext(ctx, "events not published, the batch comes again from the first", "failed", len(queue)-start, "sequence", failed, "error", err.Error())
+		failed, accepted, err := p.send(ctx, chunk)
+		if err != nil {
+			// The batch may come again more than once: what it skipped stays skipped.
+			p.remember(append(accepted, skipped...))
+			p.log.WarnContext(ctx, "events not published; the batch comes again from its first unpublished record, without the events accepted after it",
+				"sequence", failed, "accepted_after", len(accepted), "error", err.Error())
 			return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: failed}}}, nil
 		}
 	}
-	p.log.InfoContext(ctx, "events published", "records", len(e.Records), "events", len(queue))
+	p.log.InfoContext(ctx, "events published", "records", len(e.Records), "events", len(queue), "published_before", len(skipped))
 	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}, nil
+}
+
+// sent reports whether the event of the record id was accepted when its
+// batch was handed before, and forgets it (Handle remembers it again if the
+// batch fails again).
+func (p *Publisher) sent(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ok := p.accepted[id]
+	delete(p.accepted, id)
+	return ok
+}
+
+// remember notes the records whose events were accepted in a batch that
+// comes again.
+func (p *Publisher) remember(ids []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.accepted)+len(ids) > maxAccepted {
+		clear(p.accepted)
+	}
+	for _, id := range ids {
+		if id != "" {
+			p.accepted[id] = true
+		}
+	}
 }
 
 // entry is the event of a stream record; ok is false for a record that is
@@ -136,9 +187,10 @@ func (p *Publisher) entry(r events.DynamoDBEventRecord) (ebtypes.PutEventsReques
 }
 
 // send puts chunk's events, sending again the entries EventBridge answers
-// as failed (its throttling and internal errors), and returns the stream
-// sequence of the first record still unsent when it gives up.
-func (p *Publisher) send(ctx context.Context, chunk []pending) (string, error) {
+// as failed (its throttling and internal errors). When it gives up, it
+// returns the stream sequence of the first record still unsent, and the
+// event IDs of the records after it whose events EventBridge accepted.
+func (p *Publisher) send(ctx context.Context, chunk []pending) (string, []string, error) {
 	left := map[string]pending{}
 	key := func(i int) string { return fmt.Sprintf("%02d", i) } // in the records' order when sorted
 	for i, q := range chunk {
@@ -155,21 +207,26 @@ func (p *Publisher) send(ctx context.Context, chunk []pending) (string, error) {
 			return nil, err
 		}
 		again := map[string]pending{}
-		for i, res := range out.Entries {
-			if res.ErrorCode != nil && i < len(keys) {
-				again[keys[i]] = send[keys[i]]
+		for i, k := range keys {
+			// An entry the answer does not account for is not known to be accepted.
+			if i >= len(out.Entries) || out.Entries[i].ErrorCode != nil {
+				again[k] = send[k]
 			}
 		}
 		left = again
 		return again, nil
 	})
 	if err == nil {
-		return "", nil
+		return "", nil, nil
 	}
+	first := ""
+	var accepted []string // after first: those before it do not come again
 	for i, q := range chunk {
-		if _, ok := left[key(i)]; ok {
-			return q.sequence, err
+		if _, ok := left[key(i)]; ok && first == "" {
+			first = q.sequence
+		} else if !ok && first != "" {
+			accepted = append(accepted, q.id)
 		}
 	}
-	return chunk[0].sequence, err
+	return first, accepted, err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,14 +18,23 @@ import (
 )
 
 // bus answers PutEvents, failing every entry whose detail holds refuse.
+// A call with an entry whose detail holds lose is accepted whole, but its
+// answer is lost (a timeout): the sender cannot tell what was accepted.
 type bus struct {
 	calls  int
 	sent   []string
 	refuse string
+	lose   string
 }
 
 func (b *bus) PutEvents(_ context.Context, in *eventbridge.PutEventsInput, _ ...func(*eventbridge.Options)) (*eventbridge.PutEventsOutput, error) {
 	b.calls++
+	if b.lose != "" && slices.ContainsFunc(in.Entries, func(e ebtypes.PutEventsRequestEntry) bool { return strings.Contains(aws.ToString(e.Detail), b.lose) }) {
+		for _, e := range in.Entries {
+			b.sent = append(b.sent, aws.ToString(e.Detail))
+		}
+		return nil, context.DeadlineExceeded
+	}
 	out := &eventbridge.PutEventsOutput{}
 	for _, e := range in.Entries {
 		if b.refuse != "" && strings.Contains(aws.ToString(e.Detail), b.refuse) {
@@ -99,6 +109,96 @@ func TestAnEntryEventBridgeKeepsRefusingHandsTheBatchAgainFromIt(t *testing.T) {
 		t.Errorf("got failures %+v, want the record of S13 (%s)", res.BatchItemFailures, e.Records[12].Change.SequenceNumber)
 	}
 	if len(b.sent) != 14 {
-		t.Errorf("got %d events sent, want the other 14 (S14 and S15 again with the retry)", len(b.sent))
+		t.Errorf("got %d events sent, want the other 14", len(b.sent))
+	}
+}
+
+// handedAgain is e from the record a batch item failure names, as Lambda
+// hands a batch again.
+func handedAgain(t *testing.T, e events.DynamoDBEvent, res events.DynamoDBEventResponse) events.DynamoDBEvent {
+	t.Helper()
+	if len(res.BatchItemFailures) != 1 {
+		t.Fatalf("got failures %+v, want one", res.BatchItemFailures)
+	}
+	for i, r := range e.Records {
+		if r.Change.SequenceNumber == res.BatchItemFailures[0].ItemIdentifier {
+			return events.DynamoDBEvent{Records: e.Records[i:]}
+		}
+	}
+	t.Fatalf("failure %q names no record of the batch", res.BatchItemFailures[0].ItemIdentifier)
+	return e
+}
+
+// counts is how many times each slave's event was sent.
+func counts(t *testing.T, sent []string) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, d := range sent {
+		var c struct{ SlaveID string }
+		if err := json.Unmarshal([]byte(d), &c); err != nil {
+			t.Fatal(err)
+		}
+		n[c.SlaveID]++
+	}
+	return n
+}
+
+func TestABatchHandedAgainSendsOnlyTheEventsEventBridgeDidNotAccept(t *testing.T) {
+	e := events.DynamoDBEvent{}
+	for i := 1; i <= 25; i++ {
+		e.Records = append(e.Records, record(5, i, fmt.Sprint("S", i)))
+	}
+	b := &bus{refuse: `"slaveId":"S13"`}
+	p := publish.New(b, "fleet-slaves", slog.New(slog.DiscardHandler))
+	res, err := p.Handle(context.Background(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Refused again: what the first handling skipped stays skipped.
+	res, err = p.Handle(context.Background(), handedAgain(t, e, res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.refuse = ""
+	res, err = p.Handle(context.Background(), handedAgain(t, e, res))
+	if err != nil || len(res.BatchItemFailures) != 0 {
+		t.Fatalf("got %+v, %v, want no failure once EventBridge accepts S13", res, err)
+	}
+	got := counts(t, b.sent)
+	for i := 1; i <= 25; i++ {
+		if id := fmt.Sprint("S", i); got[id] != 1 {
+			t.Errorf("%s's event was sent %d times, want once (sent: %v)", id, got[id], got)
+		}
+	}
+}
+
+func TestAnAnswerNeverReceivedHasItsEventsSentAgain(t *testing.T) {
+	e := events.DynamoDBEvent{}
+	for i := 1; i <= 15; i++ {
+		e.Records = append(e.Records, record(5, i, fmt.Sprint("S", i)))
+	}
+	b := &bus{lose: `"slaveId":"S13"`}
+	p := publish.New(b, "fleet-slaves", slog.New(slog.DiscardHandler))
+	res, err := p.Handle(context.Background(), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := handedAgain(t, e, res)
+	if first := again.Records[0].Change.SequenceNumber; first != e.Records[10].Change.SequenceNumber {
+		t.Fatalf("the batch comes again from %s, want from S11 (%s), the first of the call without an answer", first, e.Records[10].Change.SequenceNumber)
+	}
+	b.lose = ""
+	if res, err := p.Handle(context.Background(), again); err != nil || len(res.BatchItemFailures) != 0 {
+		t.Fatalf("got %+v, %v, want no failure", res, err)
+	}
+	got := counts(t, b.sent)
+	for i := 1; i <= 15; i++ {
+		id, want := fmt.Sprint("S", i), 1
+		if i > 10 {
+			want = 2 // at least once: the lost answer may have accepted them
+		}
+		if got[id] != want {
+			t.Errorf("%s's event was sent %d times, want %d", id, got[id], want)
+		}
 	}
 }
