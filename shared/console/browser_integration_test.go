@@ -227,12 +227,18 @@ func api(t *testing.T, method, path, body string, status int) string {
 	return string(b)
 }
 
-// tab opens a tab at 1440 px in the light theme.
+// patience is how long a test waits for the page to do one thing it was
+// told (a step, a condition): enough on a machine at load 8, two cores
+// shared with builds and other suites, and still far from a hang.
+const patience = 60 * time.Second
+
+// tab opens a tab at 1440 px in the light theme. A tab lives through a
+// whole test, several pages and screenshots: it gets many steps' patience.
 func tab(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := chrome.Tab()
 	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 8*patience)
 	t.Cleanup(cancelTimeout)
 	// What the page reports about itself goes into the test's log, so a
 	// failure says why the page did not do what was wanted.
@@ -257,13 +263,13 @@ func tab(t *testing.T) context.Context {
 	return ctx
 }
 
-// do runs actions, each step given 20 s (a selector that never matches
-// fails the test rather than waiting for the tab's deadline).
+// do runs actions, each step given patience (a selector that never
+// matches fails the test rather than waiting for the tab's deadline).
 func do(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
 	t.Helper()
 	for _, a := range actions {
 		err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, patience)
 			defer cancel()
 			return a.Do(ctx)
 		}))
@@ -291,7 +297,7 @@ func open(t *testing.T, ctx context.Context, base, route, sel string) {
 // as the page may be between two documents (a sign-in redirect).
 func eventually(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(patience)
 	var err error
 	for time.Now().Before(deadline) {
 		var ok bool
