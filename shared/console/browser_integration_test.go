@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
@@ -327,6 +328,11 @@ func choose(sel, value string) chromedp.Action {
 	v, _ := json.Marshal(value)
 	return chromedp.Evaluate(fmt.Sprintf(`(() => { const e = document.querySelector(%s); e.value = %s; e.dispatchEvent(new Event("change", {bubbles: true})); return true })()`, s, v), nil)
 }
+
+// away moves the pointer off the page's forms, to the corner of the
+// window, as a reader's hand is while they watch: a pointer resting on a
+// form holds a page's draws until it leaves (machine.js, fleet.js).
+func away() chromedp.Action { return chromedp.MouseEvent(input.MouseMoved, 1, 1) }
 
 // confirmDialog waits for the confirmation, checks that it says want, and
 // confirms.

@@ -404,10 +404,20 @@ func TestTheNextActionIsOffered(t *testing.T) {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			ctx := sized(t, width)
 			open(t, ctx, site.URL, "#/machine/"+ids[i], "form.actions")
+			// What the title says when the result shows: the next actions
+			// show with the machine as the change left it, so that nothing
+			// above them moves once they can be aimed at.
+			do(t, ctx, chromedp.Evaluate(`new MutationObserver((_, o) => { if (document.querySelector("form.actions .next")) {
+				window.shownWith = document.querySelector("main .title").innerText; o.disconnect() } }).observe(document.querySelector("form.actions"), {childList: true, subtree: true}); true`, nil))
 			do(t, ctx, chromedp.Click(`form.actions input[value=freeze]`), chromedp.Click(`form.actions button[type=submit]`))
 			confirmDialog(t, ctx, "goes from ACTIVE to FROZEN")
 			eventually(t, ctx, "activate or decommission next", has("form.actions .next", "Activate…")+" && "+has("form.actions .next", "Decommission…")+
 				" && !"+has("form.actions .next", "Freeze…")+` && document.querySelector("form.actions input[value=activate]").checked`)
+			var shownWith string
+			do(t, ctx, chromedp.Evaluate(`window.shownWith`, &shownWith))
+			if !strings.Contains(shownWith, "FROZEN") {
+				t.Errorf("the next actions showed under the title %q: want the machine shown FROZEN by then", shownWith)
+			}
 			shot(t, ctx, fmt.Sprintf("machine-next-%d", width))
 			axeClean(t, ctx)
 			do(t, ctx, chromedp.Click(`//span[@class="next"]/button[text()="Decommission…"]`, chromedp.BySearch))
@@ -459,7 +469,7 @@ func TestAPressLandsWhereTheOperatorAimed(t *testing.T) {
 				t.Errorf("got %s, want ACTIVE", h)
 			}
 			// Once the pointer leaves, the page shows what it read.
-			do(t, ctx, chromedp.MouseEvent(input.MouseMoved, 1, 1))
+			do(t, ctx, away())
 			eventually(t, ctx, "the new attributes once the pointer left", has("main", "rotation-2026-12")+` && document.querySelector("section[aria-labelledby=details-h]").ariaBusy !== "true"`)
 			shot(t, ctx, fmt.Sprintf("machine-aimed-%d", width))
 		})

@@ -36,7 +36,9 @@ export function render(root, route) {
   const permanent = new api.Change();
   const removal = new api.Change();
 
-  async function refresh() {
+  // refresh reads the machine again and draws it; mine says the read
+  // follows the operator's own change, drawn at once (see release).
+  async function refresh(mine = false) {
     clearTimeout(timer);
     let slave = null, hist = [], exp = null, err = null;
     try {
@@ -48,13 +50,13 @@ export function render(root, route) {
     } catch (e) { err = e; }
     if (stopped) return;
     if (err) {
-      head.replaceChildren(h("h1", {}, machineID), problem(err, refresh));
+      head.replaceChildren(h("h1", {}, machineID), problem(err, () => refresh()));
     } else {
       if (slave) current = slave;
       held = [slave, hist, exp];
-      release();
+      release(mine);
     }
-    timer = setTimeout(refresh, exp ? 5000 : 30000);
+    timer = setTimeout(() => refresh(), exp ? 5000 : 30000);
   }
 
   // A draw waits while the pointer is on the change form or the manage
@@ -63,12 +65,14 @@ export function render(root, route) {
   // aimed at and the press would land on something else, or miss the
   // choice it was for. The parts it would change say aria-busy meanwhile;
   // what is sent and confirmed is the machine as last read all the same.
+  // The read after the operator's own change is drawn at once: its result
+  // and next actions show with it (actions.js), so nothing moves after.
   const aiming = pointerOn([change, manage], () => release());
   let drawn = ""; // the read last drawn, as JSON
-  function release() {
+  function release(mine = false) {
     if (!held || stopped) return;
     const read = JSON.stringify(held);
-    const waiting = aiming() && read !== drawn;
+    const waiting = !mine && aiming() && read !== drawn;
     for (const el of [head, details, historyList]) {
       if (waiting) el.setAttribute("aria-busy", "true"); else el.removeAttribute("aria-busy");
     }
@@ -99,7 +103,7 @@ export function render(root, route) {
           typeof slave.runningTasks === "number" && fact("Running tasks", number(slave.runningTasks)),
           fact("First seen", [time(slave.firstSeenAt), " (", exact(slave.firstSeenAt), ")"])),
         map("Attributes", slave.attributes), map("Resources", slave.resources));
-      if (!form) { form = actionForm(() => current, () => { forget(); refresh(); }); change.replaceChildren(form); }
+      if (!form) { form = actionForm(() => current, () => { forget(); return refresh(true); }); change.replaceChildren(form); }
       drawManage(slave, exp);
     }
     patch(historyList, h("h2", { id: "history-h" }, "History"),
@@ -121,7 +125,7 @@ export function render(root, route) {
           body: h("p", {}, `${slave.id} stays ${current.currentState.state}: the pending return to ${exp.revertToState} is cancelled.`) });
         if (!ok) return;
         btn.disabled = true;
-        try { await permanent.send("permanent " + slave.id, (key) => api.makePermanent(slave.id, key)); forget(); refresh(); }
+        try { await permanent.send("permanent " + slave.id, (key) => api.makePermanent(slave.id, key)); forget(); refresh(true); }
         catch (e) { out.replaceChildren(problem(e)); btn.disabled = false; }
       } }, "Make permanent");
       items.push(h("p", {}, "Pending: ", pending(exp), exp.user ? ` (asked by ${exp.user})` : ""), h("div", { class: "buttons" }, btn));
@@ -139,7 +143,7 @@ export function render(root, route) {
     patch(manage, ...items);
   }
 
-  refresh();
+  refresh(true);
   return () => { stopped = true; clearTimeout(timer); };
 }
 
