@@ -397,7 +397,7 @@ export function render(root, route) {
     selectNone.disabled = !selected.size;
     bulk.update();
     refocus(focus);
-    pager.replaceChildren(
+    patch(pager,
       h("span", {}, shown.length ? `${number(first + 1)}–${number(first + page.length)} of ${number(shown.length)}` : "0 machines"),
       h("button", { type: "button", disabled: v.p <= 1, onclick: () => { v.p--; update(); } }, "Previous"),
       h("span", {}, `Page ${v.p} of ${pages}`),
@@ -464,7 +464,7 @@ export function render(root, route) {
       href: href("fleet", { state, q: v.q }), "aria-current": v.state === state ? "true" : null, class: state ? "s-" + state.toLowerCase() : "",
       onclick: (e) => { e.preventDefault(); v.state = state; v.p = 1; update(); },
     }, h("span", { class: "n" }, number(n)), " ", label));
-    counts.replaceChildren(item("", "all", total), ...STATES.filter((s) => perState[s] || s === v.state).map((s) => item(s, s, perState[s])));
+    patch(counts, item("", "all", total), ...STATES.filter((s) => perState[s] || s === v.state).map((s) => item(s, s, perState[s])));
   }
 
   function sortBy(key) {
