@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/cdproto/storage"
 	"github.com/chromedp/chromedp"
@@ -227,12 +228,18 @@ func api(t *testing.T, method, path, body string, status int) string {
 	return string(b)
 }
 
-// tab opens a tab at 1440 px in the light theme.
+// patience is how long a test waits for the page to do one thing it was
+// told (a step, a condition): enough on a machine at load 8, two cores
+// shared with builds and other suites, and still far from a hang.
+const patience = 60 * time.Second
+
+// tab opens a tab at 1440 px in the light theme. A tab lives through a
+// whole test, several pages and screenshots: it gets many steps' patience.
 func tab(t *testing.T) context.Context {
 	t.Helper()
 	ctx, cancel := chrome.Tab()
 	t.Cleanup(cancel)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 8*patience)
 	t.Cleanup(cancelTimeout)
 	// What the page reports about itself goes into the test's log, so a
 	// failure says why the page did not do what was wanted.
@@ -257,13 +264,13 @@ func tab(t *testing.T) context.Context {
 	return ctx
 }
 
-// do runs actions, each step given 20 s (a selector that never matches
-// fails the test rather than waiting for the tab's deadline).
+// do runs actions, each step given patience (a selector that never
+// matches fails the test rather than waiting for the tab's deadline).
 func do(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
 	t.Helper()
 	for _, a := range actions {
 		err := chromedp.Run(ctx, chromedp.ActionFunc(func(ctx context.Context) error {
-			ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, patience)
 			defer cancel()
 			return a.Do(ctx)
 		}))
@@ -291,7 +298,7 @@ func open(t *testing.T, ctx context.Context, base, route, sel string) {
 // as the page may be between two documents (a sign-in redirect).
 func eventually(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(patience)
 	var err error
 	for time.Now().Before(deadline) {
 		var ok bool
@@ -321,6 +328,11 @@ func choose(sel, value string) chromedp.Action {
 	v, _ := json.Marshal(value)
 	return chromedp.Evaluate(fmt.Sprintf(`(() => { const e = document.querySelector(%s); e.value = %s; e.dispatchEvent(new Event("change", {bubbles: true})); return true })()`, s, v), nil)
 }
+
+// away moves the pointer off the page's forms, to the corner of the
+// window, as a reader's hand is while they watch: a pointer resting on a
+// form holds a page's draws until it leaves (machine.js, fleet.js).
+func away() chromedp.Action { return chromedp.MouseEvent(input.MouseMoved, 1, 1) }
 
 // confirmDialog waits for the confirmation, checks that it says want, and
 // confirms.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/security"
 	"github.com/chromedp/chromedp"
 
@@ -403,10 +404,20 @@ func TestTheNextActionIsOffered(t *testing.T) {
 		t.Run(fmt.Sprint(width), func(t *testing.T) {
 			ctx := sized(t, width)
 			open(t, ctx, site.URL, "#/machine/"+ids[i], "form.actions")
+			// What the title says when the result shows: the next actions
+			// show with the machine as the change left it, so that nothing
+			// above them moves once they can be aimed at.
+			do(t, ctx, chromedp.Evaluate(`new MutationObserver((_, o) => { if (document.querySelector("form.actions .next")) {
+				window.shownWith = document.querySelector("main .title").innerText; o.disconnect() } }).observe(document.querySelector("form.actions"), {childList: true, subtree: true}); true`, nil))
 			do(t, ctx, chromedp.Click(`form.actions input[value=freeze]`), chromedp.Click(`form.actions button[type=submit]`))
 			confirmDialog(t, ctx, "goes from ACTIVE to FROZEN")
 			eventually(t, ctx, "activate or decommission next", has("form.actions .next", "Activate…")+" && "+has("form.actions .next", "Decommission…")+
 				" && !"+has("form.actions .next", "Freeze…")+` && document.querySelector("form.actions input[value=activate]").checked`)
+			var shownWith string
+			do(t, ctx, chromedp.Evaluate(`window.shownWith`, &shownWith))
+			if !strings.Contains(shownWith, "FROZEN") {
+				t.Errorf("the next actions showed under the title %q: want the machine shown FROZEN by then", shownWith)
+			}
 			shot(t, ctx, fmt.Sprintf("machine-next-%d", width))
 			axeClean(t, ctx)
 			do(t, ctx, chromedp.Click(`//span[@class="next"]/button[text()="Decommission…"]`, chromedp.BySearch))
@@ -416,6 +427,64 @@ func TestTheNextActionIsOffered(t *testing.T) {
 			eventually(t, ctx, "freeze or decommission next", has("form.actions .next", "Freeze…")+" && !"+has("form.actions .next", "Activate…"))
 		})
 	}
+}
+
+// TestAPressLandsWhereTheOperatorAimed holds the pointer on the change
+// form's button while the machine changes under it, as a person's pointer
+// rests on a button before the press: the page reads the change (its
+// details grow by the attributes the scheduler now reports) and the press
+// still makes the change aimed at. A page that drew the change then would
+// have moved the button from under the pointer.
+func TestAPressLandsWhereTheOperatorAimed(t *testing.T) {
+	for _, width := range widths {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			prefix := fmt.Sprintf("aimed-%d", width)
+			ids := seed(t, prefix, 1, false)
+			remove(t, ids)
+			// A pending change: the page reads the machine every 5 s.
+			api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"durationMillis":7200000,"revertToState":"ACTIVE"}`, 200)
+			ctx := sized(t, width)
+			open(t, ctx, site.URL, "#/machine/"+ids[0], "form.actions")
+			eventually(t, ctx, "the pending change and activate chosen", has("main", "→ ACTIVE")+
+				` && document.querySelector("form.actions input[value=activate]").checked`)
+			x, y := aim(t, ctx, "form.actions button[type=submit]")
+
+			attrs := []string{`"instance_type":"m5.4xlarge"`}
+			for _, k := range []string{"ami", "kernel", "zone", "owner", "tier", "rotation"} {
+				attrs = append(attrs, fmt.Sprintf("%q:%q", k, k+"-2026-12"))
+			}
+			reported := fmt.Sprintf(`{"machines":[{"id":%q,"host":"%s-node-0.example.com","rackId":"us-east-1a","attributes":{%s},"resources":{"cpus":16,"mem":63000},"runningTasks":2}]}`,
+				ids[0], prefix, strings.Join(attrs, ","))
+			if _, err := inventory.New(store, machine.NoLossBrake, quiet, nil).Handle(context.Background(), json.RawMessage(reported)); err != nil {
+				t.Fatal(err)
+			}
+			// The page has read the change when it shows it, or says the
+			// details it shows are about to change.
+			eventually(t, ctx, "the page reading the new attributes", has("main", "rotation-2026-12")+` || document.querySelector("section[aria-labelledby=details-h]").ariaBusy === "true"`)
+			shot(t, ctx, fmt.Sprintf("machine-aimed-held-%d", width))
+			do(t, ctx, chromedp.MouseClickXY(x, y))
+			confirmDialog(t, ctx, "goes from FROZEN to ACTIVE")
+			eventually(t, ctx, "the change applied", has("form.actions", "is ACTIVE"))
+			if h := api(t, "GET", "/api/slaves/slave/"+ids[0]+"/details", "", 200); !strings.Contains(h, `"ACTIVE"`) {
+				t.Errorf("got %s, want ACTIVE", h)
+			}
+			// Once the pointer leaves, the page shows what it read.
+			do(t, ctx, away())
+			eventually(t, ctx, "the new attributes once the pointer left", has("main", "rotation-2026-12")+` && document.querySelector("section[aria-labelledby=details-h]").ariaBusy !== "true"`)
+			shot(t, ctx, fmt.Sprintf("machine-aimed-%d", width))
+		})
+	}
+}
+
+// aim moves the pointer onto the middle of the element sel, as a person's
+// hand does before the press, and says where it is.
+func aim(t *testing.T, ctx context.Context, sel string) (x, y float64) {
+	t.Helper()
+	var at struct{ X, Y float64 }
+	do(t, ctx, chromedp.ScrollIntoView(sel), chromedp.Evaluate(fmt.Sprintf(`(() => { const r = document.querySelector(%q).getBoundingClientRect();
+		return {X: r.left + r.width / 2, Y: r.top + r.height / 2} })()`, sel), &at))
+	do(t, ctx, chromedp.MouseEvent(input.MouseMoved, at.X, at.Y))
+	return at.X, at.Y
 }
 
 func TestLogsShowTimesWithTheirZoneAndShortNames(t *testing.T) {
@@ -453,9 +522,24 @@ func TestLogsShowTimesWithTheirZoneAndShortNames(t *testing.T) {
 }
 
 // inFlight counts the changes the API is answering at once, and the most.
+// Each change is held until want are in flight together (or for a long
+// while, then no more), so that a page sending want at once is seen doing
+// it however loaded the machine is.
 type inFlight struct {
 	mu        sync.Mutex
 	now, most int
+	want      int
+	full      chan struct{} // closed once want were in flight, or the wait was given up
+}
+
+func newInFlight(want int) *inFlight { return &inFlight{want: want, full: make(chan struct{})} }
+
+func (f *inFlight) fill() {
+	select {
+	case <-f.full:
+	default:
+		close(f.full)
+	}
 }
 
 func (f *inFlight) wrap(h http.Handler) http.Handler {
@@ -467,8 +551,20 @@ func (f *inFlight) wrap(h http.Handler) http.Handler {
 		f.mu.Lock()
 		f.now++
 		f.most = max(f.most, f.now)
+		if f.now >= f.want {
+			f.fill()
+		}
 		f.mu.Unlock()
-		time.Sleep(20 * time.Millisecond) // long enough for the page to fill its lanes
+		select {
+		case <-f.full:
+		case <-time.After(45 * time.Second): // a page that never sends want at once: most says so
+			f.mu.Lock()
+			f.fill()
+			f.mu.Unlock()
+		}
+		// A moment more in flight: the window in which a page sending
+		// more than want at once would be seen.
+		time.Sleep(20 * time.Millisecond)
 		h.ServeHTTP(w, r)
 		f.mu.Lock()
 		f.now--
@@ -481,12 +577,15 @@ func TestBulkChangeSendsAFewAtATime(t *testing.T) {
 	remove(t, ids)
 	// Over HTTP/2, as API Gateway serves it, the browser does not cap the
 	// requests to a host at 6: the page's own bound is what holds.
-	var lanes inFlight
+	lanes := newInFlight(8)
 	srv := httptest.NewUnstartedServer(lanes.wrap(changes.wrap(faults.wrap(siteAPI))))
 	srv.EnableHTTP2 = true
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the browser's probes before it takes the test certificate
 	srv.StartTLS()
-	defer srv.Close()
+	// The page holds a request to the change feed open until it closes:
+	// the tab closes first (cleanups run last in, first out), then the
+	// connections the browser keeps are cut, so Close waits for nothing.
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
 	ctx := sized(t, 1440)
 	do(t, ctx, security.SetIgnoreCertificateErrors(true))
 	open(t, ctx, srv.URL, "#/fleet?q=lanes-", "table.fleet tbody tr")
@@ -498,7 +597,7 @@ func TestBulkChangeSendsAFewAtATime(t *testing.T) {
 	eventually(t, ctx, "every result", has("form.bulk", "0 applied, 24 refused"))
 	lanes.mu.Lock()
 	defer lanes.mu.Unlock()
-	if lanes.most != 8 {
+	if lanes.most != lanes.want {
 		t.Errorf("got at most %d changes in flight, want 8 (bounded, and in parallel)", lanes.most)
 	}
 }
@@ -529,7 +628,7 @@ func TestFleetFitsALaptopAtItsLongest(t *testing.T) {
 			ui.ServeHTTP(w, r)
 		}
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the tab's
 	ctx := sized(t, 1440)
 	open(t, ctx, srv.URL, "#/fleet", "table.fleet tbody tr")
 	shot(t, ctx, "fleet-longest-1440")

@@ -178,6 +178,7 @@ func TestExpiringChangeRevertsWhileThePageIsOpen(t *testing.T) {
 	if _, err := runner.Expire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	do(t, ctx, away())
 	eventually(t, ctx, "ACTIVE again without a reload", has("main .title", "ACTIVE")+` && !document.querySelector("main .pending")`)
 	eventually(t, ctx, "the revert in the timeline", has("ol.timeline li:first-child", "Updated due to expiring action"))
 }

@@ -3,7 +3,8 @@
 // for confirmation saying exactly what will happen, sends the change with
 // an Idempotency-Key (kept for a retry of the same request), shows a refusal
 // in the API's own words next to the button, and keeps what was typed.
-// After a change it offers the next sensible one (NEXT).
+// After a change it offers the next sensible one (NEXT), once done (the
+// page reading the machine again) is over.
 
 import { h, field, id } from "./dom.js";
 import * as api from "./api.js";
@@ -92,12 +93,15 @@ export function actionForm(current, done) {
     result.replaceChildren(h("span", { class: "muted" }, "Sending…"));
     try {
       await pending.send(JSON.stringify([slave.id, action, body]), (key) => api.change(slave.id, action, body, key));
+      // The page shows the machine as the change left it before the result
+      // shows: the details above the form change height with it, and the
+      // next actions must not move once they can be aimed at.
+      await done();
       result.replaceChildren(h("span", { class: "ok" }, `Done: ${slave.id} is ${a.target}${ms ? ` for ${span(ms)}` : ""}.`),
         h("span", { class: "next" }, " Next: ", NEXT[action].map((k) => h("button", { type: "button", class: "link", onclick: () => choose(k, true) }, ACTIONS[k].label + "…"))));
       message.value = "";
       expiry.value = "";
       choose(NEXT[action][0]);
-      done();
     } catch (err) {
       result.replaceChildren(problem(err));
     } finally {

@@ -54,8 +54,12 @@ export function bulkPanel({ ids, select, states, changed }) {
     submit.textContent = `${ACTIONS[action].label} ${number(n)}…`;
     submit.disabled = running || n === 0;
     revertField.hidden = expiry.value === "";
-    const keep = revert.value;
+    // The page calls sync at every draw, as the feed brings changes: the
+    // list is built again only when the action's choices differ from it,
+    // so a list open under the pointer stays open and chosen.
     const options = ACTIONS[action].reverts;
+    if ([...revert.options].map((o) => o.value).join() === options.join()) return;
+    const keep = revert.value;
     revert.replaceChildren(...options.map((s) => h("option", { value: s, selected: s === keep }, s)));
   }
 

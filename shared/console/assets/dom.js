@@ -33,3 +33,40 @@ export function field(label, control, hint) {
   if (hintEl) control.setAttribute("aria-describedby", hintEl.id);
   return h("div", { class: "field" }, h("label", { htmlFor: control.id }, label), control, hintEl);
 }
+
+// patch gives el the children given unless it shows them already, so a
+// page that refreshes itself keeps every node that did not change: the
+// focus, a press under way and the layout stay where they were.
+export function patch(el, ...children) {
+  const next = document.createDocumentFragment();
+  append(next, children);
+  if (sameNodes(el.childNodes, next.childNodes)) return;
+  el.replaceChildren(next);
+}
+
+function sameNodes(a, b) {
+  return a.length === b.length && [...a].every((n, i) => same(n, b[i]));
+}
+
+// same says whether two nodes show the same. A <time> is its time: the
+// page's clock rewrites its words every second.
+function same(a, b) {
+  if (a.nodeType !== b.nodeType || a.nodeName !== b.nodeName) return false;
+  if (a.nodeType !== Node.ELEMENT_NODE) return a.isEqualNode(b);
+  if (a.attributes.length !== b.attributes.length || [...a.attributes].some((x) => b.getAttribute(x.name) !== x.value)) return false;
+  return a.nodeName === "TIME" || sameNodes(a.childNodes, b.childNodes);
+}
+
+// pointerOn follows the pointer over a page's action areas (a form, a bar
+// of buttons): it returns whether the pointer is on one, and calls left
+// when it leaves the last. A pointer resting on a button is a press on its
+// way, so a page holds a draw that would move or replace what is under it
+// until left (a keyboard acts on the focus, which no draw moves).
+export function pointerOn(areas, left) {
+  let on = 0;
+  for (const area of areas) {
+    area.addEventListener("pointerenter", () => { on++; });
+    area.addEventListener("pointerleave", () => { on = Math.max(0, on - 1); if (!on) left(); });
+  }
+  return () => on > 0;
+}

@@ -7,7 +7,7 @@
 // one string of the rows' search text (see index), and only one page of
 // rows (50 by default) is ever in the DOM.
 
-import { h, field } from "./dom.js";
+import { h, field, patch, pointerOn } from "./dom.js";
 import * as api from "./api.js";
 import { href, replace } from "./router.js";
 import { time, number, size } from "./format.js";
@@ -282,6 +282,7 @@ export function render(root, route) {
   const picked = h("span", { "aria-live": "polite" });
   const selectAll = h("button", { type: "button", onclick: () => { for (const r of shown) selected.add(r.s.id); draw(); } });
   const selectNone = h("button", { type: "button", onclick: () => { selected.clear(); draw(); } }, "Clear selection");
+  const selectbar = h("div", { class: "selectbar" }, picked, selectAll, selectNone);
   const bulk = bulkPanel({
     ids: () => [...selected],
     select: (ids) => { selected.clear(); for (const i of ids) selected.add(i); draw(); },
@@ -310,6 +311,15 @@ export function render(root, route) {
   const size = h("select", { onchange: (e) => { v.size = Number(e.target.value); v.p = 1; update(); } },
     SIZES.map((n) => h("option", { value: n, selected: n === v.size }, n + " rows")));
 
+  // The table's parts live as long as the page; a draw changes what
+  // changed in them (see drawnRow).
+  const caption = h("caption", { class: "sr-only" });
+  const thead = h("thead");
+  const tbody = h("tbody");
+  table.append(caption, thead, tbody);
+  let onPage = []; // the rows the table shows
+  let drawnRows = new Map(); // by id, each shown row with what it shows
+
   root.replaceChildren(
     h("div", { class: "title" }, h("h1", {}, "Fleet"), live, status, refresh),
     errors, counts,
@@ -317,7 +327,7 @@ export function render(root, route) {
       field("Search", search),
       field("Per page", size),
       chooser),
-    h("div", { class: "selectbar" }, picked, selectAll, selectNone),
+    selectbar,
     bulk.panel,
     h("div", { class: "table-wrap" }, table),
     pager);
@@ -345,6 +355,7 @@ export function render(root, route) {
     clearTimeout(redraw);
     redraw = 0;
     drawn = Date.now();
+    table.removeAttribute("aria-busy");
     const focus = focused();
     const q = v.q.trim().toLowerCase().replaceAll("\u0001", "");
     const perState = Object.fromEntries(STATES.map((s) => [s, 0]));
@@ -363,28 +374,53 @@ export function render(root, route) {
     const page = shown.slice(first, first + v.size);
     const cols = COLUMNS.filter((c) => columns.includes(c.key));
     const sortName = COLUMNS.find((c) => c.key === v.sort).label;
-    table.replaceChildren(
-      h("caption", { class: "sr-only" }, `Machines${v.state ? " in state " + v.state : ""}${q ? ` matching "${v.q}"` : ""}, sorted by ${sortName} ${v.dir === "asc" ? "ascending" : "descending"}`),
-      h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "sel" }, h("input", { type: "checkbox", "aria-label": "Select every machine on this page",
-        checked: page.length > 0 && page.every((r) => selected.has(r.s.id)),
-        onchange: (e) => { for (const r of page) { if (e.target.checked) selected.add(r.s.id); else selected.delete(r.s.id); } draw(); } })), cols.map((c) => h("th", { scope: "col", "data-col": c.key, "aria-sort": c.key === v.sort ? (v.dir === "asc" ? "ascending" : "descending") : null },
-        h("button", { type: "button", class: "sort", "data-col": c.key, onclick: () => sortBy(c.key) }, c.label,
-          h("span", { "aria-hidden": "true" }, c.key === v.sort ? (v.dir === "asc" ? " ▲" : " ▼") : "")))))),
-      h("tbody", {}, page.length
-        ? page.map((r) => row(r, cols))
-        : h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))));
+    onPage = page;
+    patch(caption, `Machines${v.state ? " in state " + v.state : ""}${q ? ` matching "${v.q}"` : ""}, sorted by ${sortName} ${v.dir === "asc" ? "ascending" : "descending"}`);
+    patch(thead, h("tr", {}, h("th", { scope: "col", class: "sel" }, h("input", { type: "checkbox", "aria-label": "Select every machine on this page",
+      onchange: (e) => { for (const r of onPage) { if (e.target.checked) selected.add(r.s.id); else selected.delete(r.s.id); } draw(); } })), cols.map((c) => h("th", { scope: "col", "data-col": c.key, "aria-sort": c.key === v.sort ? (v.dir === "asc" ? "ascending" : "descending") : null },
+      h("button", { type: "button", class: "sort", "data-col": c.key, onclick: () => sortBy(c.key) }, c.label,
+        h("span", { "aria-hidden": "true" }, c.key === v.sort ? (v.dir === "asc" ? " ▲" : " ▼") : ""))))));
+    thead.querySelector("input").checked = page.length > 0 && page.every((r) => selected.has(r.s.id));
+    const colsKey = cols.map((c) => c.key).join();
+    const rows = new Map();
+    const trs = page.length
+      ? page.map((r) => { const d = drawnRow(r, cols, colsKey); rows.set(r.s.id, d); return d.tr; })
+      : [h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))];
+    drawnRows = rows;
+    // Rows already where they belong are left alone: only the rows that
+    // changed, came or moved are put in.
+    trs.forEach((tr, i) => { if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null); });
+    while (tbody.children.length > trs.length) tbody.lastElementChild.remove();
     picked.textContent = `${number(selected.size)} selected`;
     selectAll.textContent = `Select all ${number(shown.length)} ${v.q || v.state ? "matching" : "machines"}`;
     selectAll.disabled = !shown.length;
     selectNone.disabled = !selected.size;
     bulk.update();
     refocus(focus);
-    pager.replaceChildren(
+    patch(pager,
       h("span", {}, shown.length ? `${number(first + 1)}–${number(first + page.length)} of ${number(shown.length)}` : "0 machines"),
       h("button", { type: "button", disabled: v.p <= 1, onclick: () => { v.p--; update(); } }, "Previous"),
       h("span", {}, `Page ${v.p} of ${pages}`),
       h("button", { type: "button", disabled: v.p >= pages, onclick: () => { v.p++; update(); } }, "Next"));
   }
+
+  // drawnRow is the row of r as the last draw left it when it shows the
+  // same machine, pending change and columns, its selection brought up to
+  // date, else a new one: a draw the feed causes replaces only the rows
+  // that changed, and a press on any other row, or its checkbox, is not
+  // lost to it. A row marked as changed is drawn again until the mark is off.
+  function drawnRow(r, cols, colsKey) {
+    const id = r.s.id;
+    const sel = selected.has(id);
+    const old = drawnRows.get(id);
+    if (old && old.s === r.s && old.x === r.x && old.cols === colsKey && !old.marked && !isMarked(id)) {
+      old.tr.classList.toggle("selected", sel);
+      old.tr.querySelector("td[data-col=sel] input").checked = sel;
+      return old;
+    }
+    return { tr: row(r, cols), s: r.s, x: r.x, cols: colsKey, marked: isMarked(id) };
+  }
+  const isMarked = (id) => Date.now() - (fleet.marks.get(id) ?? -Infinity) < MARK;
 
   // row is a machine's row; one the feed changed a moment ago is marked,
   // its highlight fading from where it was at the last draw.
@@ -428,7 +464,7 @@ export function render(root, route) {
       href: href("fleet", { state, q: v.q }), "aria-current": v.state === state ? "true" : null, class: state ? "s-" + state.toLowerCase() : "",
       onclick: (e) => { e.preventDefault(); v.state = state; v.p = 1; update(); },
     }, h("span", { class: "n" }, number(n)), " ", label));
-    counts.replaceChildren(item("", "all", total), ...STATES.filter((s) => perState[s] || s === v.state).map((s) => item(s, s, perState[s])));
+    patch(counts, item("", "all", total), ...STATES.filter((s) => perState[s] || s === v.state).map((s) => item(s, s, perState[s])));
   }
 
   function sortBy(key) {
@@ -513,7 +549,17 @@ export function render(root, route) {
   }
 
   function drawSoon() {
-    if (!redraw && !left) redraw = setTimeout(draw, Math.max(0, drawn + 1000 - Date.now()));
+    if (!redraw && !left) redraw = setTimeout(liveDraw, Math.max(0, drawn + 1000 - Date.now()));
+  }
+  // A draw the feed causes waits while the pointer is on the selection bar
+  // or the bulk form (see pointerOn): the counts above them change height
+  // with the fleet (a state seen first, a narrow screen), and would move
+  // the button aimed at. The table says aria-busy meanwhile.
+  const aiming = pointerOn([selectbar, bulk.panel], () => { if (table.hasAttribute("aria-busy")) drawSoon(); });
+  function liveDraw() {
+    redraw = 0;
+    if (aiming()) table.setAttribute("aria-busy", "true");
+    else draw();
   }
 
   // expiringSoon reads the pending changes again after state changes, at

@@ -1,10 +1,12 @@
 // The machine page: details, the pending expiring change, the state history
 // as a timeline (newest first), the change form, "make permanent" and
 // delete. It refreshes itself (every 5 s while a change is pending, so a
-// revert shows up on its own; every 30 s otherwise) without touching the
-// form, so nothing typed is lost.
+// revert shows up on its own; every 30 s otherwise, and after a change)
+// without touching the form, so nothing typed is lost; a refresh keeps
+// every node that did not change, and waits to draw while the pointer is
+// on the form or the manage panel (see release).
 
-import { h } from "./dom.js";
+import { h, patch, pointerOn } from "./dom.js";
 import * as api from "./api.js";
 import { href } from "./router.js";
 import { time, exact, number } from "./format.js";
@@ -27,13 +29,16 @@ export function render(root, route) {
     head, h("div", { class: "columns2" }, h("div", {}, details, change, manage), historyList));
 
   let form = null;
-  let current = null;
+  let current = null; // the machine as last read: what a confirmation says it changes from
+  let held = null; // the last read, while a draw waits for the pointer to leave
   let timer = 0;
   let stopped = false;
   const permanent = new api.Change();
   const removal = new api.Change();
 
-  async function refresh() {
+  // refresh reads the machine again and draws it; mine says the read
+  // follows the operator's own change, drawn at once (see release).
+  async function refresh(mine = false) {
     clearTimeout(timer);
     let slave = null, hist = [], exp = null, err = null;
     try {
@@ -45,11 +50,37 @@ export function render(root, route) {
     } catch (e) { err = e; }
     if (stopped) return;
     if (err) {
-      head.replaceChildren(h("h1", {}, machineID), problem(err, refresh));
+      head.replaceChildren(h("h1", {}, machineID), problem(err, () => refresh()));
     } else {
-      draw(slave, hist, exp);
+      if (slave) current = slave;
+      held = [slave, hist, exp];
+      release(mine);
     }
-    timer = setTimeout(refresh, exp ? 5000 : 30000);
+    timer = setTimeout(() => refresh(), exp ? 5000 : 30000);
+  }
+
+  // A draw waits while the pointer is on the change form or the manage
+  // panel (see pointerOn): the details above the form grow and shrink with
+  // the machine (its user, message, tasks), so it would move the button
+  // aimed at and the press would land on something else, or miss the
+  // choice it was for. The parts it would change say aria-busy meanwhile;
+  // what is sent and confirmed is the machine as last read all the same.
+  // The read after the operator's own change is drawn at once: its result
+  // and next actions show with it (actions.js), so nothing moves after.
+  const aiming = pointerOn([change, manage], () => release());
+  let drawn = ""; // the read last drawn, as JSON
+  function release(mine = false) {
+    if (!held || stopped) return;
+    const read = JSON.stringify(held);
+    const waiting = !mine && aiming() && read !== drawn;
+    for (const el of [head, details, historyList]) {
+      if (waiting) el.setAttribute("aria-busy", "true"); else el.removeAttribute("aria-busy");
+    }
+    if (waiting) return;
+    const [slave, hist, exp] = held;
+    held = null;
+    drawn = read;
+    draw(slave, hist, exp);
   }
 
   function draw(slave, hist, exp) {
@@ -58,10 +89,11 @@ export function render(root, route) {
       details.replaceChildren();
       change.replaceChildren();
       manage.replaceChildren();
+      form = null;
     } else {
       const st = slave.currentState;
-      head.replaceChildren(h("div", { class: "title machine" }, h("h1", {}, slave.host || slave.id), badge(st.state), exp && pending(exp)));
-      details.replaceChildren(
+      patch(head, h("div", { class: "title machine" }, h("h1", {}, slave.host || slave.id), badge(st.state), exp && pending(exp)));
+      patch(details,
         h("h2", { id: "details-h" }, "Details"),
         h("dl", { class: "facts" },
           fact("Id", h("code", {}, slave.id)), fact("Host", slave.host), fact("Rack", slave.rackId),
@@ -71,27 +103,29 @@ export function render(root, route) {
           typeof slave.runningTasks === "number" && fact("Running tasks", number(slave.runningTasks)),
           fact("First seen", [time(slave.firstSeenAt), " (", exact(slave.firstSeenAt), ")"])),
         map("Attributes", slave.attributes), map("Resources", slave.resources));
-      current = slave;
-      if (!form) { form = actionForm(() => current, () => { forget(); refresh(); }); change.replaceChildren(form); }
+      if (!form) { form = actionForm(() => current, () => { forget(); return refresh(true); }); change.replaceChildren(form); }
       drawManage(slave, exp);
     }
-    historyList.replaceChildren(h("h2", { id: "history-h" }, "History"),
+    patch(historyList, h("h2", { id: "history-h" }, "History"),
       hist.length ? h("ol", { class: "timeline", "aria-label": "State history, newest first" }, hist.map((e) => h("li", {},
         h("div", { class: "when" }, time(e.timestamp)), badge(e.state),
         e.user && h("span", { class: "who" }, "by ", e.user), e.message && h("p", { class: "msg" }, linkTasks(e.message)))))
         : info("No history."));
   }
 
+  // drawManage's buttons outlive the draw that made them when a later one
+  // shows the same (see patch): what they say of the machine's state is
+  // read when pressed.
   function drawManage(slave, exp) {
     const out = h("div", { class: "result", "aria-live": "polite" });
     const items = [h("h2", { id: "manage-h" }, "Manage")];
     if (exp) {
       const btn = h("button", { type: "button", onclick: async () => {
         const ok = await confirm({ title: "Make this change permanent?", action: "Make permanent",
-          body: h("p", {}, `${slave.id} stays ${slave.currentState.state}: the pending return to ${exp.revertToState} is cancelled.`) });
+          body: h("p", {}, `${slave.id} stays ${current.currentState.state}: the pending return to ${exp.revertToState} is cancelled.`) });
         if (!ok) return;
         btn.disabled = true;
-        try { await permanent.send("permanent " + slave.id, (key) => api.makePermanent(slave.id, key)); forget(); refresh(); }
+        try { await permanent.send("permanent " + slave.id, (key) => api.makePermanent(slave.id, key)); forget(); refresh(true); }
         catch (e) { out.replaceChildren(problem(e)); btn.disabled = false; }
       } }, "Make permanent");
       items.push(h("p", {}, "Pending: ", pending(exp), exp.user ? ` (asked by ${exp.user})` : ""), h("div", { class: "buttons" }, btn));
@@ -106,10 +140,10 @@ export function render(root, route) {
       catch (e) { out.replaceChildren(problem(e)); del.disabled = false; }
     } }, "Delete machine…");
     items.push(h("div", { class: "buttons" }, del, out));
-    manage.replaceChildren(...items);
+    patch(manage, ...items);
   }
 
-  refresh();
+  refresh(true);
   return () => { stopped = true; clearTimeout(timer); };
 }
 
