@@ -13,8 +13,12 @@
 // "Machine reports"), gzip-compressed or not. The emulator is the one make
 // run uses, started for this command when nothing answers there (its data
 // then goes when the command ends). The function runs as make invoke runs
-// it; the execution's output goes to stdout, the function's logs and a
-// REPORT line per invocation to stderr.
+// it, its parts one at a time (-parallel): the emulator answers one request
+// at a time, and the 8 parts at once that ReportStateMachine runs deployed
+// only made each wait for the others, past its timeout. The execution's
+// output goes to stdout; a line per step to stderr (rewritten in place on
+// a terminal); the function's logs and a REPORT line per invocation to a
+// file under bin/dev/report-logs, which stderr names.
 package main
 
 import (
@@ -28,6 +32,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,6 +43,8 @@ import (
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/dev/statemachine"
 	"github.com/fleetops/fleet/shared/inventory"
+
+	"golang.org/x/term"
 )
 
 const (
@@ -66,13 +73,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		binary   = flags.String("binary", filepath.Join("bin", "local", function, "bootstrap"), "InventoryFunction's bootstrap built for this machine")
 		envVars  = flags.String("env-vars", "dev/env.local.json", "environment overrides, in sam local invoke's --env-vars format; empty for none")
 		motoAddr = flags.String("moto", stack.Addr(), "address of the emulator (EMULATOR_ADDR); started there when nothing answers")
+		parallel = flags.Int("parallel", 1, "parts applied at once (8 deployed); the local emulator answers one request at a time")
 	)
 	if err := flags.Parse(args); err != nil {
 		return err
 	}
-	if *file == "" || flags.NArg() > 0 {
+	if *file == "" || flags.NArg() > 0 || *parallel < 1 {
 		flags.Usage()
-		return fmt.Errorf("%w: -file is required", flag.ErrHelp)
+		return fmt.Errorf("%w: -file is required, and -parallel at least 1", flag.ErrHelp)
 	}
 	body, err := os.ReadFile(*file)
 	if err != nil {
@@ -121,15 +129,35 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fn := lambdarun.Function{Binary: *binary, Name: function, Env: env, MemorySize: cfg.MemorySize, Timeout: cfg.Timeout, Logs: stderr}
-	m := &statemachine.Machine{Definition: def,
+	logPath := filepath.Join(local.Root, "bin", "dev", "report-logs", strings.TrimPrefix(key, inventory.ReportsPrefix)+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return err
+	}
+	logs, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	fmt.Fprintf(stderr, "report: %s's logs and REPORT lines: %s\n", function, logPath)
+
+	prog := newProgress(stderr, isTerminal(stderr))
+	fn := lambdarun.Function{Binary: *binary, Name: function, Env: env, MemorySize: cfg.MemorySize, Timeout: cfg.Timeout, Logs: logs}
+	m := &statemachine.Machine{Definition: def, MaxConcurrency: *parallel,
 		Invoke: func(ctx context.Context, name string, payload json.RawMessage) (json.RawMessage, error) {
 			if name != function {
 				return nil, fmt.Errorf("%s invokes %s, which make report does not run", stateMachine, name)
 			}
+			step := stepOf(payload)
+			prog.start(step)
 			res, err := fn.Invoke(ctx, payload)
 			if res.RequestID != "" {
-				fmt.Fprintf(stderr, "%s\n", res.Report(cfg.MemorySize))
+				fmt.Fprintf(logs, "%s\n", res.Report(cfg.MemorySize))
+			}
+			switch {
+			case err == nil:
+				prog.done(step, res.Response)
+			case ctx.Err() == nil:
+				prog.failed()
 			}
 			return res.Response, err
 		},
@@ -143,12 +171,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 		},
 	}
 	out, err := m.Run(ctx, event)
-	if err != nil {
-		return err
+	prog.close()
+	again := fmt.Sprintf("make report FILE=%s again applies the rest (a report is idempotent)", *file)
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("interrupted after %s; %s", prog.summary(), again)
+	case err != nil:
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		return fmt.Errorf("failed after %s: %s (the rest in %s); %s", prog.summary(), first, logPath, again)
 	}
-	fmt.Fprintf(stderr, "report: %s ran %d invocations of %s\n", stateMachine, m.Invocations.Load(), function)
+	fmt.Fprintf(stderr, "report: %s done in %s, %d invocations of %s\n", stateMachine, time.Since(now).Round(100*time.Millisecond), m.Invocations.Load(), function)
 	_, err = fmt.Fprintf(stdout, "%s\n", out)
 	return err
+}
+
+// isTerminal reports whether w is a terminal, where a line can be
+// rewritten in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // objectCreated is the event S3 sends EventBridge for a new object, in the

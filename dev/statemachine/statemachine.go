@@ -66,6 +66,11 @@ type Machine struct {
 	// ItemDone, when set, is told of each Map item that succeeded, with its
 	// output, and whether that was in an earlier run (Journal).
 	ItemDone func(output any, earlier bool)
+	// MaxConcurrency, when above 0, caps every Map's MaxConcurrency: a
+	// local emulator answers one request at a time, and more items at once
+	// than it can serve only make each of them wait longer, up to its
+	// timeout (make report runs parts one at a time).
+	MaxConcurrency int
 	// Sleep waits before a retry; time.Sleep unless a test sets another.
 	Sleep func(time.Duration)
 	// Invocations counts the Lambda invocations made, retries included.
@@ -327,7 +332,11 @@ func (m *Machine) mapState(ctx context.Context, name string, state map[string]an
 	outputs := make([]any, len(items))
 	errs := make([]error, len(items))
 	var g errgroup.Group
-	if limit := int(number(state["MaxConcurrency"], 0)); limit > 0 {
+	limit := int(number(state["MaxConcurrency"], 0))
+	if m.MaxConcurrency > 0 && (limit <= 0 || limit > m.MaxConcurrency) {
+		limit = m.MaxConcurrency
+	}
+	if limit > 0 {
 		g.SetLimit(limit)
 	}
 	for i, value := range items {
@@ -337,6 +346,10 @@ func (m *Machine) mapState(ctx context.Context, name string, state map[string]an
 		})
 	}
 	g.Wait()
+	if err := ctx.Err(); err != nil {
+		// Interrupted: every item in flight failed for that one reason.
+		return nil, err
+	}
 	failed := 0
 	for _, err := range errs {
 		if err != nil {

@@ -157,3 +157,41 @@ func TestARetrierNamingAnErrorDecidesBeforeStatesALL(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxConcurrencyCapsEveryMapAndAnInterruptionIsOneError(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var mu sync.Mutex
+	running, most, parts := 0, 0, 0
+	m := &Machine{Definition: definition(8, 3), MaxConcurrency: 2, Sleep: func(time.Duration) {},
+		Read: func(context.Context, string, string) ([]byte, error) {
+			return []byte(`[{"key":"p1"},{"key":"p2"},{"key":"p3"},{"key":"p4"},{"key":"p5"},{"key":"p6"}]`), nil
+		},
+		Invoke: func(ctx context.Context, _ string, payload json.RawMessage) (json.RawMessage, error) {
+			if strings.Contains(string(payload), `"plan"`) {
+				return json.RawMessage(`{"manifest":"manifest.json","report":"r1"}`), nil
+			}
+			mu.Lock()
+			running++
+			most = max(most, running)
+			if parts++; parts == 4 {
+				cancel() // Ctrl-C, with parts in flight
+			}
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			running--
+			mu.Unlock()
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			return json.RawMessage(`{}`), nil
+		}}
+	_, err := m.Run(ctx, json.RawMessage(`{}`))
+	if most > 2 {
+		t.Errorf("got %d parts at once, want at most 2", most)
+	}
+	if err == nil || strings.Count(err.Error(), "canceled") != 1 {
+		t.Errorf("got %v, want the interruption said once", err)
+	}
+}

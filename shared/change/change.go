@@ -286,7 +286,7 @@ func (p *Protocol) ApplyAbsent(ctx context.Context, ids []string, decide func(id
 	}
 	for start := 0; start < len(creates); start += CreateBatch {
 		end := min(start+CreateBatch, len(creates))
-		if err := p.store.Create(ctx, creates[start:end]); err != nil {
+		if err := p.create(ctx, creates[start:end]); err != nil {
 			alone = append(alone, created[start:end]...)
 		}
 	}
@@ -300,6 +300,30 @@ func (p *Protocol) ApplyAbsent(ctx context.Context, ids []string, decide func(id
 	}
 	g.Wait()
 	return errs
+}
+
+// createAttempts bounds how often ApplyAbsent writes a batch of creates.
+const createAttempts = 3
+
+// create writes a batch of creates, and again, a few times, after losing a
+// race: every change of a slave moves a head of the feed, and a batch is
+// conditioned on nearly all of them, so a change anywhere between the read
+// of the heads and the write makes it lose (Create reads them afresh). A
+// batch that keeps losing may be losing to one of its slaves created
+// meanwhile, which only applying them one at a time tells apart.
+func (p *Protocol) create(ctx context.Context, ws []Write) error {
+	var err error
+	for attempt := range createAttempts {
+		if attempt > 0 {
+			if err := Wait(ctx, attempt-1); err != nil {
+				return err
+			}
+		}
+		if err = p.store.Create(ctx, ws); !errors.Is(err, ErrRace) {
+			return err
+		}
+	}
+	return err
 }
 
 // Remembered reports whether err is an answer a retry gets again: a

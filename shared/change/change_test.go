@@ -163,3 +163,33 @@ func TestADryRunDecidesOnWhatItReadsAndWritesNothing(t *testing.T) {
 		})
 	}
 }
+
+// losesOnce is a store whose first batch of creates loses its race, and
+// whose reads are counted.
+type losesOnce struct {
+	racing
+	creates, reads int
+}
+
+func (s *losesOnce) Create(context.Context, []change.Write) error {
+	if s.creates++; s.creates == 1 {
+		return change.ErrRace
+	}
+	return nil
+}
+
+func (s *losesOnce) Read(context.Context, string, *change.Receipt) (change.Read, error) {
+	s.reads++
+	return change.Read{}, nil
+}
+
+func TestABatchOfCreatesThatLosesARaceIsWrittenAgainNotOneByOne(t *testing.T) {
+	s := &losesOnce{}
+	report := func(id string) machine.Decide {
+		return machine.Observe(machine.Observation{ID: id, Host: id + ".example.com", At: 1000}, 1000)
+	}
+	errs := change.New(s, 0).ApplyAbsent(t.Context(), []string{"N1", "N2", "N3"}, report)
+	if err := errors.Join(errs...); err != nil || s.creates != 2 || s.reads != 0 {
+		t.Errorf("got %d writes of the batch, %d reads and %v, want 2 writes, no read and no error", s.creates, s.reads, err)
+	}
+}

@@ -25,11 +25,11 @@ const (
 	// resources included, and a report at the bound of entries this size
 	// still fits (BENCHMARKS.md, "Report bounds": 405 MB at 512 MB).
 	BytesPerMachine = 1 << 10
-	// MaxValueBytes bounds one value of a report object (an entry, or a
-	// member the report does not use) with the space before it: the
-	// decoder holds both whole before it reads the value. An entry larger
-	// than a DynamoDB item is skipped; one larger than this refuses the
-	// report.
+	// MaxValueBytes bounds what is held of one value of a report object (an
+	// entry, or a member the report does not use) with the space before it.
+	// An entry larger than a DynamoDB item is skipped and counted; one
+	// larger than this is read past without being held, and skipped too
+	// (values). A run of space longer than this refuses the report.
 	MaxValueBytes = 4 << 20
 	// DefaultMemoryMB is the function's memory when the environment does
 	// not say (AWS_LAMBDA_FUNCTION_MEMORY_SIZE): the template's MemorySize.
@@ -61,27 +61,20 @@ type TooLargeError struct {
 
 func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("machine report %s is refused: it holds more than %d %s, the most InventoryFunction reads at %d MB "+
-		"(at most %d machines and %d MB decompressed, an entry at most %d MB; docs/behaviour.md \"How large a report may be\")",
+		"(at most %d machines and %d MB decompressed, at most %d MB of space in a row; docs/behaviour.md \"How large a report may be\")",
 		e.Key, e.Limit, e.What, e.Bound.MemoryMB, e.Bound.Entries, e.Bound.Bytes>>20, MaxValueBytes>>20)
 }
 
-// boundedReader hands the decoder at most max bytes, and refuses to read
-// on for a value already larger than MaxValueBytes: the decoder asks for
-// more only while the value it reads is incomplete, so what it was handed
-// past its offset is that value and the space before it.
+// boundedReader hands the reader of a report object at most max bytes.
 type boundedReader struct {
-	r      io.Reader
-	max    int64
-	n      int64
-	offset func() int64 // the decoder's InputOffset
+	r   io.Reader
+	max int64
+	n   int64
 }
 
 func (b *boundedReader) Read(p []byte) (int, error) {
 	if b.n > b.max {
 		return 0, &TooLargeError{What: "bytes decompressed", Limit: b.max}
-	}
-	if b.offset != nil && b.n-b.offset() > MaxValueBytes {
-		return 0, &TooLargeError{What: "bytes in one entry with the space before it", Limit: MaxValueBytes}
 	}
 	if rest := b.max + 1 - b.n; int64(len(p)) > rest {
 		p = p[:rest]

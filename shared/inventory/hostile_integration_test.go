@@ -94,10 +94,10 @@ func TestAReportObjectThatExpandsPastItsBoundIsRefusedQuickly(t *testing.T) {
 	}{
 		{"1 GB of whitespace", "reports/bomb-space.json.gz", func(t *testing.T) []byte {
 			return gzipRepeated(t, `{"complete":true,"machines":[`, strings.Repeat(" ", 4096), "]}", 1<<30)
-		}, "bytes in one entry with the space before it"},
+		}, "bytes of space in a row"},
 		{"1 GB of whitespace in one entry", "reports/bomb-entry.json.gz", func(t *testing.T) []byte {
 			return gzipRepeated(t, `{"machines":[{"id":"s3f-one",`, strings.Repeat(" ", 4096), `"host":"h"}]}`, 1<<30)
-		}, "bytes in one entry with the space before it"},
+		}, "bytes decompressed"},
 		{"entries padded with whitespace to 1 GB", "reports/bomb-padded.json.gz", func(t *testing.T) []byte {
 			return gzipRepeated(t, `{"machines":[`, `{"id":"s3f-one"},`+strings.Repeat(" ", 1<<20), `{"id":"s3f-last"}]}`, 1<<30)
 		}, "bytes decompressed"},

@@ -108,6 +108,41 @@ func (p *parsed) add(raw json.RawMessage) error {
 	return nil
 }
 
+// addOversized counts an entry over MaxValueBytes that values read past:
+// it is skipped like an entry whose description cannot be stored, which it
+// cannot be (a DynamoDB item holds 400 KB), and kept as its id, so that a
+// complete report does not take the machine for absent. Without a valid id
+// it refuses the report, as an entry of any size would.
+func (p *parsed) addOversized(big *oversized) error {
+	if p.maxEntries > 0 && len(p.entries) == p.maxEntries {
+		return &TooLargeError{What: "machine entries", Limit: int64(p.maxEntries)}
+	}
+	id, err := entryID(oversizedIDs(big))
+	if err == nil {
+		err = machine.ValidateID(id)
+	}
+	if err != nil {
+		return fmt.Errorf("machine report entry %d (%d bytes, over %d): %w", len(p.entries), big.size, MaxValueBytes, err)
+	}
+	p.entries = append(p.entries, entry{observation: machine.Observation{ID: id},
+		err: fmt.Errorf("machine %s: the entry is %d bytes, over the %d an entry may take", id, big.size, MaxValueBytes)})
+	return nil
+}
+
+// oversizedIDs is an object of the id members values kept of an oversized
+// entry, for entryID to read as it reads any entry.
+func oversizedIDs(big *oversized) json.RawMessage {
+	members := map[string]json.RawMessage{}
+	if big.id != nil {
+		members["id"] = big.id
+	}
+	if big.slaveID != nil {
+		members["slaveId"] = big.slaveID
+	}
+	raw, _ := json.Marshal(members)
+	return raw
+}
+
 // reportTime is when a report was made: the event's time, never later than
 // now (a sender's skewed clock must not stamp history in the future, nor
 // make every later report look stale), or now when the event has none.
@@ -146,9 +181,10 @@ var gzipMagic = []byte{0x1f, 0x8b}
 
 // parseObject reads the report object named key from body as a stream, one
 // entry at a time: the object is never held whole, only what each entry
-// becomes, and reading stops as soon as it goes over bound. It is
-// gzip-compressed when it starts as gzip does, whatever its name or
-// Content-Encoding say.
+// becomes, and reading stops as soon as it goes over bound. An entry over
+// MaxValueBytes is read past without being held (values), and skipped. The
+// object is gzip-compressed when it starts as gzip does, whatever its name
+// or Content-Encoding say.
 func parseObject(key string, body io.Reader, at int64, bound Bound) (parsed, error) {
 	r := bufio.NewReaderSize(body, 64<<10)
 	var in io.Reader = r
@@ -160,15 +196,13 @@ func parseObject(key string, body io.Reader, at int64, bound Bound) (parsed, err
 		defer z.Close()
 		in = z
 	}
-	bounded := &boundedReader{r: in, max: bound.Bytes}
-	dec := json.NewDecoder(bounded)
-	bounded.offset = dec.InputOffset
+	vals := newValues(&boundedReader{r: in, max: bound.Bytes})
 	p := parsed{at: at, maxEntries: bound.Entries}
 	var err error
 	if hasSuffix(key, JSONLinesSuffixes) {
-		err = p.readLines(dec)
+		err = p.readLines(vals)
 	} else {
-		err = p.readObject(dec)
+		err = p.readObject(vals)
 	}
 	var tooLarge *TooLargeError
 	if errors.As(err, &tooLarge) {
@@ -193,71 +227,101 @@ func hasSuffix(key string, suffixes []string) bool {
 // readObject reads the JSON form: the inline report's detail,
 // {"complete":…,"confirmLoss":…,"machines":[…]}, its members in any order.
 // Keys match exactly, as exactjson reads the inline form; other members are
-// skipped.
-func (p *parsed) readObject(dec *json.Decoder) error {
-	if err := expect(dec, json.Delim('{')); err != nil {
+// skipped, however large.
+func (p *parsed) readObject(vals *values) error {
+	if err := vals.expect('{'); err != nil {
 		return err
 	}
 	machines := false
-	for dec.More() {
-		tok, err := dec.Token()
+	for i := 0; ; i++ {
+		c, err := vals.peek()
+		if err != nil {
+			return unexpectedEOF(err)
+		}
+		if c == '}' {
+			vals.next()
+			break
+		}
+		if i > 0 {
+			if err := vals.expect(','); err != nil {
+				return err
+			}
+		}
+		raw, err := vals.small("a key")
 		if err != nil {
 			return err
 		}
-		switch key, _ := tok.(string); key {
-		case "complete":
-			err = dec.Decode(&p.Complete)
-		case "confirmLoss":
-			err = dec.Decode(&p.ConfirmLoss)
+		var key string
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return fmt.Errorf("a key: %w", err)
+		}
+		if err := vals.expect(':'); err != nil {
+			return err
+		}
+		switch key {
+		case "complete", "confirmLoss":
+			raw, err := vals.small(key)
+			if err != nil {
+				return err
+			}
+			flag := &p.Complete
+			if key == "confirmLoss" {
+				flag = &p.ConfirmLoss
+			}
+			if err := json.Unmarshal(raw, flag); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
 		case "machines":
 			if machines {
 				return errors.New(`"machines" appears twice`)
 			}
 			machines = true
-			err = p.readEntries(dec)
+			if err := p.readEntries(vals); err != nil {
+				return err
+			}
 		default:
-			var skip json.RawMessage
-			err = dec.Decode(&skip)
+			if _, _, err := vals.value(); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := expect(dec, json.Delim('}')); err != nil {
-		return err
 	}
 	if !machines {
 		return errors.New(`machine report has no "machines" list`)
 	}
-	return end(dec)
+	return vals.end()
 }
 
 // readEntries reads the machines array, one entry at a time.
-func (p *parsed) readEntries(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok != json.Delim('[') {
+func (p *parsed) readEntries(vals *values) error {
+	if c, err := vals.peek(); err != nil || c != '[' {
 		return errors.New(`machine report has no "machines" list`)
 	}
-	for dec.More() {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
+	vals.next()
+	for i := 0; ; i++ {
+		c, err := vals.peek()
+		if err != nil {
+			return unexpectedEOF(err)
+		}
+		if c == ']' {
+			_, err := vals.next()
 			return err
 		}
-		if err := p.add(raw); err != nil {
+		if i > 0 {
+			if err := vals.expect(','); err != nil {
+				return err
+			}
+		}
+		if err := p.addNext(vals); err != nil {
 			return err
 		}
 	}
-	return expect(dec, json.Delim(']'))
 }
 
 // readLines reads the JSON Lines form: a header object ({"complete":…,
 // "confirmLoss":…}, no machines) and then one machine entry per line.
-func (p *parsed) readLines(dec *json.Decoder) error {
-	var first json.RawMessage
-	if err := dec.Decode(&first); err != nil {
+func (p *parsed) readLines(vals *values) error {
+	first, err := vals.small("the header line")
+	if err != nil {
 		return fmt.Errorf("header line: %w", err)
 	}
 	var h struct {
@@ -271,35 +335,30 @@ func (p *parsed) readLines(dec *json.Decoder) error {
 		return errors.New(`the header line of a JSON Lines report holds no "machines": one machine follows per line`)
 	}
 	p.header = h.header
-	for dec.More() {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
+	for {
+		switch _, err := vals.peek(); {
+		case err == io.EOF:
+			return nil
+		case err != nil:
 			return err
 		}
-		if err := p.add(raw); err != nil {
+		if err := p.addNext(vals); err != nil {
 			return err
 		}
 	}
-	return end(dec)
 }
 
-func expect(dec *json.Decoder, want json.Delim) error {
-	tok, err := dec.Token()
+// addNext reads the next machine entry: whole, or, over MaxValueBytes, as
+// its id alone, to be skipped and counted.
+func (p *parsed) addNext(vals *values) error {
+	raw, big, err := vals.value()
 	if err != nil {
 		return err
 	}
-	if tok != want {
-		return fmt.Errorf("got %v, want %v", tok, want)
+	if big == nil {
+		return p.add(raw)
 	}
-	return nil
-}
-
-// end checks that nothing but space follows the report.
-func end(dec *json.Decoder) error {
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("the report is followed by more data")
-	}
-	return nil
+	return p.addOversized(big)
 }
 
 func observation(raw json.RawMessage, at int64) (machine.Observation, error) {

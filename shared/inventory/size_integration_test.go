@@ -5,8 +5,10 @@ package inventory_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -88,4 +90,31 @@ func TestOversizedEntriesAreSkippedOverDynamoDB(t *testing.T) {
 			t.Errorf("got %s, want FROZEN", got)
 		}
 	})
+}
+
+// TestAnEntryOfTenMegabytesIsSkippedAndTheRestApplies sends a report object
+// in which one entry is 10 MB, more than the function holds of an entry
+// (inventory.MaxValueBytes): it is read past, skipped and counted, the rest
+// applies, and the complete report does not take that machine for absent.
+func TestAnEntryOfTenMegabytesIsSkippedAndTheRestApplies(t *testing.T) {
+	store, h := emptyFleet(t)
+	upload(t, "reports/first.jsonl", reportBody(true, up("T1", "T2", "T3"), true), true)
+	if res, err := h.Handle(t.Context(), objectEvent(time.Now(), local.ReportsBucket, "reports/first.jsonl")); err != nil || res.Machines != 3 {
+		t.Fatalf("got %+v, %v, want 3 machines applied", res, err)
+	}
+	huge := fmt.Sprintf(`{"host":"t2.example.com","attributes":{"note":%q},"id":"T2"}`, strings.Repeat("x", 10<<20))
+	machines := append(up("T1"), huge)
+	machines = append(machines, up("T3", "T4")...)
+	upload(t, "reports/huge.jsonl", reportBody(true, machines, true), true)
+	res, err := h.Handle(t.Context(), objectEvent(time.Now().Add(time.Second), local.ReportsBucket, "reports/huge.jsonl"))
+	if err != nil {
+		t.Fatalf("got %v, want the report applied", err)
+	}
+	if res.Machines != 4 || res.Invalid != 1 || res.Absent != 0 || res.Failed != 0 {
+		t.Errorf("got %+v, want 4 machines, 1 invalid, none absent, none failed", res)
+	}
+	want := map[string]machine.State{"T1": machine.Active, "T2": machine.Active, "T3": machine.Active, "T4": machine.Active}
+	if got := states(t, store); !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
 }
