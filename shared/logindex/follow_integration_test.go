@@ -66,7 +66,7 @@ func TestFollowPrintsALateUploadOnce(t *testing.T) {
 	indexer := logindex.NewIndexer(logstore.Buckets{Store: objects, Notifications: logstore.Notifications{API: local.S3}}, table, logkey.Format{}, []string{bucket}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	r := rig{indexer: indexer, table: table, bucket: bucket, logged: &bytes.Buffer{}}
 	cfg := logs.Config{Buckets: []string{bucket}, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
-		ListTimeout: 20 * time.Second, LinkTimeout: 20 * time.Second}
+		ListTimeout: routeDeadline, LinkTimeout: routeDeadline}
 	routes := web.Wrap(logs.New(objects, cfg).ReadsIndex(table), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	var requests atomic.Int64 // fleetctl's, so that a test can wait for more polls
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
