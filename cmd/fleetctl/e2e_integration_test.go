@@ -56,7 +56,7 @@ func e2eMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "build fleetctl: %v\n%s", err, out)
 		return 1
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	local, err = apitest.Up(ctx)
 	if err != nil {

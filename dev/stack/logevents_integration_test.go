@@ -177,7 +177,7 @@ func TestWritesAreNotHeldWhereNothingDeliversEvents(t *testing.T) {
 // 2 s hold: the stopped one's last poll is not left to take it and hide it
 // for the visibility timeout.
 func TestAStoppedDeliveryHidesNoEventFromTheOthers(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	local, err := Up(ctx, "127.0.0.1:0")
 	if err != nil {

@@ -81,7 +81,7 @@ func TestCompleteAnswersKeysLeftUnprocessedAsAThrottle(t *testing.T) {
 		return http.StatusOK, `{"Responses":{},"UnprocessedKeys":` + string(in.RequestItems) + `}`
 	})
 	awsfaulttest.Env(t, awsfault.DynamoDB, endpoint)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	table, err := logindex.OpenTable(ctx, "logindex", awsfaulttest.Patient)
 	if err != nil {

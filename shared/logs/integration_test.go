@@ -106,7 +106,7 @@ func TestMain(m *testing.M) {
 }
 
 func liveRun(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var err error
 	liveServer, err = stack.UpMinIO(ctx)
