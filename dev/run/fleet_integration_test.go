@@ -88,9 +88,16 @@ func TestTheProductionDeadlineGivesUpOnPagesTheLocalStackWaitsFor(t *testing.T) 
 		}
 	}))
 	defer slow.Close()
-	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	stop := make(chan struct{})
+	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then net/http notices the client leaving
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
 	defer stalled.Close()
-	defer stalled.CloseClientConnections() // first: Close waits for the requests held
+	defer close(stop) // first: Close waits for the requests held
 
 	production, err := local.Template.FunctionEnv("SlavesFunction", stack.LocalName)
 	if err != nil {
