@@ -315,9 +315,11 @@ func TestAStalledDynamoDBIsA504AfterItsAttempts(t *testing.T) {
 		t.Errorf("got %d attempts, want %d", len(attempts), maxAttempts)
 	}
 	for i, d := range attempts {
-		// A loaded machine may notice a cut-off late, by any amount, never
-		// early: that it was the client's cut-off is what counts.
-		if d < attemptTimeout-50*time.Millisecond {
+		// Measured here, an attempt starts once its request has arrived,
+		// after the client's dial and send, which a loaded machine slows;
+		// and a cut-off may be noticed late, by any amount. Half the
+		// timeout still tells the attempt timeout from a shorter one.
+		if d < attemptTimeout/2 {
 			t.Errorf("attempt %d was cut off after %v, want %v", i+1, d.Round(time.Millisecond), attemptTimeout)
 		}
 	}

@@ -283,6 +283,10 @@ func functionEnv(t *testing.T, local *stack.Local, function string) map[string]s
 		t.Fatal(err)
 	}
 	maps.Copy(env, local.Env)
+	// make invoke's DynamoDB attempt deadline, not the production second:
+	// on a busy machine moto takes longer, and an attempt cut off after the
+	// emulator applied it is retried into a 409 of its own change.
+	stack.LocalDeadlines(env, noShell)
 	if strings.TrimSpace(env["AUTH_MODE"]) == "" {
 		t.Fatal("got no AUTH_MODE in the function's environment")
 	}
