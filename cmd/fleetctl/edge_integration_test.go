@@ -243,6 +243,7 @@ func stallingS3(t *testing.T, got chan<- struct{}) *httptest.Server {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(srv.Close)
+	t.Cleanup(srv.CloseClientConnections) // first: Close waits for a stalled download
 	return srv
 }
 
