@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -42,13 +43,11 @@ func status(code int, retryAfter, body string) func(w http.ResponseWriter, r *ht
 	}
 }
 
-func hang(d time.Duration) func(w http.ResponseWriter, r *http.Request) {
-	return func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-		}
-	}
+// hang never answers: it holds the request until its client gives up, so
+// that an attempt timeout is the only way out, however slow the machine.
+func hang(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body) // then net/http notices the client leaving
+	<-r.Context().Done()
 }
 
 // newTest returns a client of s whose waits between attempts are recorded
@@ -124,10 +123,12 @@ func TestTimeoutsAreRetriedForReadsAndKeyedChangesOnly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &script{answers: []func(http.ResponseWriter, *http.Request){
-				hang(5 * time.Second),
+				hang,
 				status(200, "", `{"id":"S1","firstSeenAt":1,"currentState":{"objectId":"S1","state":"ACTIVE","timestamp":1},"host":"h","rackId":"r","attributes":{}}`),
 			}}
-			c, _ := newTest(t, s, Options{AttemptTimeout: 100 * time.Millisecond})
+			// The second attempt has the same timeout, and answers at once:
+			// a second is room for it on a busy machine.
+			c, _ := newTest(t, s, Options{AttemptTimeout: time.Second})
 			err := tc.send(c)
 			if len(s.requests) != tc.attempts {
 				t.Errorf("got %d attempts (last error %v), want %d", len(s.requests), err, tc.attempts)

@@ -256,26 +256,31 @@ func patientBuild(t *testing.T, root, dir string) string {
 
 // In production a DynamoDB that does not answer costs a request the
 // attempts the README's Resilience section documents, 3 cut off after 1 s
-// each, and then a JSON 504, well inside the function's timeout: the real
-// SlavesFunction binary, built as Lambda runs it, with the template's
-// timeout and memory, against a DynamoDB that takes every request and never
-// answers.
+// each, and then a JSON 504: the real SlavesFunction binary, built as
+// Lambda runs it, with the template's memory, against a DynamoDB that takes
+// every request and never answers. That the attempts fit well inside the
+// function's timeout is arithmetic (shared/sdkconfig's
+// TestWorstCaseOfOneCallFitsTheDeadlines); here the function has patience,
+// so a busy machine's slow start is not taken for a timeout.
 func TestAStalledDynamoDBIsA504AfterItsAttempts(t *testing.T) {
 	const attemptTimeout, maxAttempts = time.Second, 3
 	var mu sync.Mutex
 	var attempts []time.Duration
+	stop := make(chan struct{})
 	stalled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		began := time.Now()
 		_, _ = io.Copy(io.Discard, r.Body) // then net/http notices the client leaving
 		select {
 		case <-r.Context().Done(): // the client gave up on the attempt
-		case <-time.After(time.Minute):
+		case <-stop: // it never did: not counted as an attempt cut off
+			return
 		}
 		mu.Lock()
 		attempts = append(attempts, time.Since(began))
 		mu.Unlock()
 	}))
 	defer stalled.Close()
+	defer close(stop) // first: Close waits for the requests held
 
 	root, err := stack.RepoRoot()
 	if err != nil {
@@ -294,7 +299,7 @@ func TestAStalledDynamoDBIsA504AfterItsAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	maps.Copy(env, map[string]string{"AWS_REGION": stack.LocalRegion, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_ENDPOINT_URL": stalled.URL})
-	fn := lambdarun.Function{Binary: build(t, root, "slaves"), Name: "SlavesFunction", MemorySize: cfg.MemorySize, Timeout: cfg.Timeout, Env: env, Logs: io.Discard}
+	fn := lambdarun.Function{Binary: build(t, root, "slaves"), Name: "SlavesFunction", MemorySize: cfg.MemorySize, Timeout: patience, Env: env, Logs: io.Discard}
 
 	began := time.Now()
 	a := invokeRoute(t, fn, apidoc.MustLoad(t), "GET", "/api/slaves/expiring", "", false)
@@ -310,12 +315,15 @@ func TestAStalledDynamoDBIsA504AfterItsAttempts(t *testing.T) {
 		t.Errorf("got %d attempts, want %d", len(attempts), maxAttempts)
 	}
 	for i, d := range attempts {
-		// A loaded machine may notice a cut-off late, never early.
-		if d < attemptTimeout-50*time.Millisecond || d > attemptTimeout+time.Second {
+		// Measured here, an attempt starts once its request has arrived,
+		// after the client's dial and send, which a loaded machine slows;
+		// and a cut-off may be noticed late, by any amount. Half the
+		// timeout still tells the attempt timeout from a shorter one.
+		if d < attemptTimeout/2 {
 			t.Errorf("attempt %d was cut off after %v, want %v", i+1, d.Round(time.Millisecond), attemptTimeout)
 		}
 	}
-	t.Logf("504 after %v, attempts %v, function timeout %v", took.Round(time.Millisecond), attempts, cfg.Timeout)
+	t.Logf("504 after %v, attempts %v, the template's timeout %v", took.Round(time.Millisecond), attempts, cfg.Timeout)
 }
 
 // fleetSize is the largest fleet the slave list is sized for.
@@ -349,7 +357,7 @@ func TestBoundsHoldOnAFleetOf100000Slaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	fn := lambdarun.Function{Binary: build(t, local.Root, "slaves"), Name: "SlavesFunction", MemorySize: cfg.MemorySize,
-		Env: functionEnv(t, local, "SlavesFunction"), Timeout: 20 * time.Second, Logs: io.Discard}
+		Env: functionEnv(t, local, "SlavesFunction"), Timeout: patience, Logs: io.Discard}
 	fn.Env["AWS_ENDPOINT_URL_DYNAMODB"] = srv.URL
 	doc := apidoc.MustLoad(t)
 	for _, gz := range []bool{true, false} {

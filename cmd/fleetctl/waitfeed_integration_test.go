@@ -116,6 +116,25 @@ func (g *gateway) count(route string) int {
 	return g.counts[route]
 }
 
+// total is the number of requests of any route so far.
+func (g *gateway) total() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, c := range g.counts {
+		n += c
+	}
+	return n
+}
+
+// polled waits until fleetctl has sent n more requests, of any route: a
+// command that polls has polled again, however slow the machine.
+func (g *gateway) polled(t *testing.T, n int) {
+	t.Helper()
+	from := g.total()
+	eventually(t, fmt.Sprintf("%d more requests", n), func() bool { return g.total() >= from+n })
+}
+
 func (g *gateway) String() string {
 	g.mu.Lock()
 	defer g.mu.Unlock()

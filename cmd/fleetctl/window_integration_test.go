@@ -164,7 +164,8 @@ func TestLogWindowsNarrowerThanAMonth(t *testing.T) {
 	})
 
 	t.Run("follow prints every log that landed since, and a late upload landing later, each once", func(t *testing.T) {
-		r := start(t, nil, "logs", "follow", "--request", request, "--since", "1h", "--poll", "200ms")
+		g := newGateway(t, false)
+		r := start(t, g.env(), "logs", "follow", "--request", request, "--since", "1h", "--poll", "200ms")
 		lines := func() []string { return strings.Fields(r.stdout.String()) }
 		// Every log above landed in the last minutes, whatever its span.
 		eventually(t, "printing the logs that landed", func() bool { return len(lines()) >= len(logs) })
@@ -172,7 +173,7 @@ func TestLogWindowsNarrowerThanAMonth(t *testing.T) {
 		// a poll could ask for.
 		late := putWindowLog(t, request, len(logs), windowLog{name: "late", keyTime: m(2 * time.Hour), starttime: m(3 * time.Hour), endtime: m(2 * time.Hour)})
 		eventually(t, "printing the late upload", func() bool { return len(lines()) > len(logs) })
-		time.Sleep(time.Second) // five more lookups, which must print nothing
+		g.polled(t, 5) // five more lookups, which must print nothing
 		r.cmd.Process.Signal(syscall.SIGINT)
 		r.result(t).want(t, 130)
 		got := lines()

@@ -31,7 +31,8 @@ func TestTheTemplateDeploysAndItsHandlersRunOnTheStack(t *testing.T) {
 		t.Setenv(k, "") // restored after the test
 		os.Unsetenv(k)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// A whole deployment on the emulator: minutes on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var out strings.Builder
 	began := time.Now()

@@ -62,7 +62,7 @@ func TestMakeRunSaysWhenTheSharedEmulatorStopsAndComesBack(t *testing.T) {
 	})
 	waitFor := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(time.Minute)
 		for !strings.Contains(out.String(), want) {
 			if time.Now().After(deadline) {
 				t.Fatalf("got %q, want %q", out.String(), want)

@@ -20,7 +20,7 @@ import (
 )
 
 func TestUpCreatesTheTemplateTablesIdempotently(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
 	local, err := Up(ctx, "127.0.0.1:0")
@@ -301,7 +301,7 @@ func TestUpWorksFromAShellWithAProfileThatDoesNotExistHere(t *testing.T) {
 		os.Unsetenv(k)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var progress strings.Builder
 	local, err := UpWithProgress(ctx, "127.0.0.1:0", &progress)

@@ -169,8 +169,14 @@ func TestDrainTranslatesASendsError(t *testing.T) {
 func TestDrainStopsAtTheDeadlineWithATimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
+	// Each send returns only once the deadline has passed, as a slow call
+	// does: the pause after it meets a context already ended, however
+	// the deadline and the pauses fall on a busy machine.
 	err := awsfault.Drain(ctx, awsfault.DynamoDB, "read slaves", keys{"t": {1}},
-		func(ctx context.Context, pending keys) (keys, error) { return pending, nil })
+		func(ctx context.Context, pending keys) (keys, error) {
+			<-ctx.Done()
+			return pending, nil
+		})
 	if fault.KindOf(err) != fault.KindTimeout {
 		t.Errorf("got %v, want a timeout", err)
 	}

@@ -172,14 +172,20 @@ func wantReverted(t *testing.T, id string) {
 func TestAOneSecondFreezeRevertsOnTheNextRun(t *testing.T) {
 	id := seed(t, "second", 1)[0]
 	r := runner(local.DynamoDB)
+	// The runs' clock is driven: the freeze is due once more than a second
+	// has passed since it was handled, between before and after, however
+	// long the calls took.
+	before := time.Now()
 	call(t, "POST", "/api/slaves/slave/"+id+"/freeze", `{"durationMillis":1000,"revertToState":"ACTIVE"}`)
+	after := time.Now()
 	if !pending(t)[id] {
 		t.Fatalf("got no expiring record for %s, want one", id)
 	}
+	r.Now = func() time.Time { return before.Add(time.Second) }
 	if res := expire(t, r); res.Applied != 0 {
 		t.Errorf("run before the second passed: got %+v, want nothing applied", res)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	r.Now = func() time.Time { return after.Add(time.Second + time.Millisecond) }
 	res := expire(t, r)
 	if res.Applied != 1 {
 		t.Errorf("run after the second passed: got %+v, want 1 applied", res)

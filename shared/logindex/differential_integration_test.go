@@ -274,7 +274,7 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 		t.Fatalf("ground truth of the whole task: got %d logs %q, want %d", len(w), w, len(names)+8)
 	}
 	cfg := logs.Config{Buckets: []string{bucket}, URLTTL: time.Hour, Lookback: 30 * day,
-		ListTimeout: 20 * time.Second, LinkTimeout: 20 * time.Second}
+		ListTimeout: routeDeadline, LinkTimeout: routeDeadline}
 	var logged bytes.Buffer
 	// The answers are written as deployed: streamed (docs/behaviour.md
 	// "Answers of any size").

@@ -24,6 +24,11 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
+// routeDeadline is the log routes' list and link timeout in these tests:
+// the emulators, and a local server answering faults, are slowed many
+// times over on a busy machine, and no test here is about those deadlines.
+const routeDeadline = time.Minute
+
 // A refused connection, a throttle, a server error and a timeout answer
 // the same through the index as through a log route that reads it, as
 // every adapter answers them (shared/awsfault): index lookups once matched
@@ -48,7 +53,7 @@ func TestEveryFailureOfTheIndexAnswersAsTheOthers(t *testing.T) {
 			// links are presigned without a call.
 			client := s3.New(s3.Options{Region: "us-east-1"})
 			h := logs.New(logstore.New(client, s3.NewPresignClient(client)), logs.Config{Buckets: []string{"logs"},
-				URLTTL: time.Hour, Lookback: 24 * time.Hour, ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second}).
+				URLTTL: time.Hour, Lookback: 24 * time.Hour, ListTimeout: routeDeadline, LinkTimeout: routeDeadline}).
 				ReadsIndex(table)
 			rec := httptest.NewRecorder()
 			web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).
@@ -76,7 +81,7 @@ func TestCompleteAnswersKeysLeftUnprocessedAsAThrottle(t *testing.T) {
 		return http.StatusOK, `{"Responses":{},"UnprocessedKeys":` + string(in.RequestItems) + `}`
 	})
 	awsfaulttest.Env(t, awsfault.DynamoDB, endpoint)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	table, err := logindex.OpenTable(ctx, "logindex", awsfaulttest.Patient)
 	if err != nil {

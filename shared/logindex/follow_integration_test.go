@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -64,8 +66,13 @@ func TestFollowPrintsALateUploadOnce(t *testing.T) {
 	indexer := logindex.NewIndexer(logstore.Buckets{Store: objects, Notifications: logstore.Notifications{API: local.S3}}, table, logkey.Format{}, []string{bucket}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	r := rig{indexer: indexer, table: table, bucket: bucket, logged: &bytes.Buffer{}}
 	cfg := logs.Config{Buckets: []string{bucket}, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
-		ListTimeout: 20 * time.Second, LinkTimeout: 20 * time.Second}
-	srv := httptest.NewServer(web.Wrap(logs.New(objects, cfg).ReadsIndex(table), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+		ListTimeout: routeDeadline, LinkTimeout: routeDeadline}
+	routes := web.Wrap(logs.New(objects, cfg).ReadsIndex(table), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var requests atomic.Int64 // fleetctl's, so that a test can wait for more polls
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		routes.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 
 	dir := t.TempDir()
@@ -104,16 +111,19 @@ func TestFollowPrintsALateUploadOnce(t *testing.T) {
 	defer cmd.Process.Kill()
 	eventually := func(what string, done func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !done(); time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Minute); !done(); time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: gave up after 30 s; printed %q, stderr %q", what, stdout.lines(), stderr.lines())
+				t.Fatalf("%s: gave up after 2 minutes; printed %q, stderr %q", what, stdout.lines(), stderr.lines())
 			}
 		}
 	}
 	eventually("printing the logs that landed in the last 10 minutes", func() bool { return len(stdout.lines()) >= len(before) })
 	late := upload("late.log", now.Add(-2*time.Hour), now.Add(-3*time.Hour), now.Add(-2*time.Hour))
 	eventually("printing the late upload", func() bool { return len(stdout.lines()) > len(before) })
-	time.Sleep(2 * time.Second) // ten more polls, which must print nothing
+	// Ten more requests (polls), which must print nothing: counted, not
+	// timed, so that a slow machine's polls are polls all the same.
+	polled := requests.Load()
+	eventually("ten more requests", func() bool { return requests.Load() >= polled+10 })
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ var local *stack.Local
 // the shape of events/indexer-object-created.json: the local equivalent of
 // the template's rule.
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	var err error
 	local, err = stack.Up(ctx, "127.0.0.1:0")
 	cancel()

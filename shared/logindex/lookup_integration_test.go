@@ -74,7 +74,7 @@ func TestTheIndexAnswersWhatTheListingAnswers(t *testing.T) {
 
 	store := logstore.New(local.S3, s3.NewPresignClient(local.S3))
 	cfg := logs.Config{Buckets: local.LogBuckets, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
-		ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second}
+		ListTimeout: routeDeadline, LinkTimeout: routeDeadline}
 	quiet := web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	listing := web.Wrap(logs.New(store, cfg), quiet)
 	indexed := web.Wrap(logs.New(store, cfg).ReadsIndex(r.table), quiet)

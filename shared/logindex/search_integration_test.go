@@ -119,7 +119,7 @@ func TestTheSearchReadsFromTheIndexWhatItListsFromTheBuckets(t *testing.T) {
 	ddb := &countedDynamoDB{API: local.DynamoDB}
 	store := logstore.New(s3api, s3.NewPresignClient(local.S3))
 	cfg := logs.Config{Buckets: buckets, URLTTL: time.Hour, Lookback: 30 * 24 * time.Hour,
-		ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second}
+		ListTimeout: routeDeadline, LinkTimeout: routeDeadline}
 	quiet := web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	listing := web.Wrap(logs.New(store, cfg), quiet)
 	indexed := web.Wrap(logs.New(store, cfg).ReadsIndex(logindex.NewTable(ddb, stack.LocalName("LogIndexTable"))), quiet)

@@ -25,6 +25,8 @@ import (
 type fakeStore struct {
 	buckets map[string][]logkey.Object
 	block   bool // every call waits for its context to end
+	mu      sync.Mutex
+	left    time.Duration // the most time a blocked call's context had left when called
 	heads   atomic.Int64
 	lists   atomic.Int64
 	times   map[string][2]*int64 // metadata start and end times by key; else the minute up to the last modification
@@ -41,6 +43,11 @@ func (f *fakeStore) add(bucket, key string, modified time.Time) {
 
 func (f *fakeStore) wait(ctx context.Context) error {
 	if f.block {
+		if deadline, ok := ctx.Deadline(); ok {
+			f.mu.Lock()
+			f.left = max(f.left, time.Until(deadline))
+			f.mu.Unlock()
+		}
 		<-ctx.Done()
 		return ctx.Err()
 	}

@@ -20,6 +20,11 @@ import (
 	"github.com/fleetops/fleet/shared/web"
 )
 
+// routeDeadline is the log routes' list and link timeout in these tests:
+// the emulators, and a local server answering faults, are slowed many
+// times over on a busy machine, and no test here is about those deadlines.
+const routeDeadline = time.Minute
+
 // A refused connection, a throttle (SlowDown), a server error and a
 // timeout answer the same through the store as through a log route that
 // lists the buckets, as every adapter answers them (shared/awsfault).
@@ -39,7 +44,7 @@ func TestEveryFailureOfS3AnswersAsTheOthers(t *testing.T) {
 			}
 
 			h := logs.New(store, logs.Config{Buckets: []string{"logs"}, URLTTL: time.Hour, Lookback: 24 * time.Hour,
-				ListTimeout: 10 * time.Second, LinkTimeout: 10 * time.Second})
+				ListTimeout: routeDeadline, LinkTimeout: routeDeadline})
 			rec := httptest.NewRecorder()
 			web.Wrap(h, web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).
 				ServeHTTP(rec, httptest.NewRequest("GET", "/api/logs/request/web-api", nil))

@@ -715,8 +715,8 @@ func TestAClientThatGoesAwayIsA499AtInfoAndNoServerError(t *testing.T) {
 	}
 	select {
 	case <-served:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler still runs 10 s after its client went away")
+	case <-time.After(time.Minute):
+		t.Fatal("the handler still runs a minute after its client went away")
 	}
 
 	lines := logLines(t, &logs)
