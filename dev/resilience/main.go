@@ -24,13 +24,15 @@
 // missed its 5 s listing deadline. The model runs on a virtual clock and
 // waits on moto one request at a time, about one CPU of two, so it runs
 // beside the fuzz targets, which take what it leaves. The fuzz targets'
-// binaries are built while the suite runs, at the lowest CPU priority, so
-// that the targets run one after the other without a build between them.
+// binaries are built while the suite runs, at the lowest CPU priority, and
+// at normal priority once it has ended, so that the targets run one after
+// the other without a build between them.
 
 package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -113,8 +115,9 @@ func run(fuzztime, minimize time.Duration, hostile bool) error {
 	// The fuzz targets' binaries build while the suite runs, on what CPU it
 	// leaves (it waits on moto, about one CPU of two); go test -fuzz would
 	// build each one between two targets instead.
+	suiteDone := make(chan struct{})
 	built := make(chan error, 1)
-	go func() { built <- buildFuzzBinaries(bin, targets, true) }()
+	go func() { built <- buildFuzzBinaries(bin, targets, suiteDone) }()
 
 	// The runner's own tests (TestFuzz*) are make test's.
 	out, err := goTest(os.Stdout, "-tags", "resilience", "-count=1", "-v", "-run", "^TestResilience", "-skip", modelTest, "./dev/resilience")
@@ -129,6 +132,7 @@ func run(fuzztime, minimize time.Duration, hostile bool) error {
 		}
 	}
 
+	close(suiteDone)
 	if err := <-built; err != nil {
 		return err
 	}
@@ -217,25 +221,47 @@ func fuzzBinary(dir, pkg string) string {
 }
 
 // buildFuzzBinaries builds the test binary of each package with fuzz
-// targets into dir, instrumented for fuzzing as go test -fuzz builds it;
-// niced, at the lowest CPU priority (nice 19, where the nice command
-// exists): beside the suite, whose tests keep real deadlines, it takes
-// only idle CPU.
-func buildFuzzBinaries(dir string, targets []target, niced bool) error {
+// targets into dir, instrumented for fuzzing as go test -fuzz builds it.
+// Until niceUntil is closed the builds run at the lowest CPU priority (nice
+// 19, where the nice command exists): beside the suite, whose tests keep
+// real deadlines, they take only idle CPU. Once it is closed (the suite has
+// ended) they run at normal priority: on a machine kept busy by something
+// else, a niced build hardly moves (measured: half an hour beside two
+// CPU-burning processes on two CPUs).
+func buildFuzzBinaries(dir string, targets []target, niceUntil <-chan struct{}) error {
 	for i, tg := range targets {
 		if i > 0 && targets[i-1].pkg == tg.pkg {
 			continue
 		}
 		args := []string{"test", "-c", "-vet=off", "-fuzz", "^" + tg.name + "$", "-o", fuzzBinary(dir, tg.pkg), tg.pkg}
-		cmd := exec.Command("go", args...)
-		if nice, err := exec.LookPath("nice"); err == nil && niced {
-			cmd = exec.Command(nice, append([]string{"-n", "19", "go"}, args...)...)
-		}
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := build(args, niceUntil); err != nil {
 			return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	return nil
+}
+
+// build runs go with args at nice 19 until niceUntil is closed, then at
+// normal priority: a niced build still running then is stopped and run
+// again, and finds what it compiled in the build cache.
+func build(args []string, niceUntil <-chan struct{}) ([]byte, error) {
+	if nice, err := exec.LookPath("nice"); err == nil && niceUntil != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-niceUntil:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		out, err := exec.CommandContext(ctx, nice, append([]string{"-n", "19", "go"}, args...)...).CombinedOutput()
+		stopped := ctx.Err() != nil
+		cancel()
+		if !stopped {
+			return out, err
+		}
+	}
+	return exec.Command("go", args...).CombinedOutput()
 }
 
 // fuzz runs one target from the binary buildFuzzBinaries built, as go test

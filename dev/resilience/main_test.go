@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -87,7 +90,7 @@ func TestAPrebuiltFuzzBinaryRunsOverItsCorpus(t *testing.T) {
 	}
 	bin := t.TempDir()
 	// Not niced: make test keeps both CPUs busy, and would starve it.
-	if err := buildFuzzBinaries(bin, []target{tg}, false); err != nil {
+	if err := buildFuzzBinaries(bin, []target{tg}, nil); err != nil {
 		t.Fatal(err)
 	}
 	baseline := func(tg target) int64 {
@@ -106,5 +109,44 @@ func TestAPrebuiltFuzzBinaryRunsOverItsCorpus(t *testing.T) {
 	// The corpus repeats some seeds, which the baseline holds once.
 	if got := baseline(tg) - baseline(seeds); got <= 0 {
 		t.Errorf("got a baseline of %d inputs besides the seeds, want those of the %d files of its corpus", got, len(corpus))
+	}
+}
+
+// TestBuildsAreNicedOnlyUntilTheSuiteEnds runs a command that prints its
+// nice value the way the runner runs its builds: at nice 19 while the
+// suite runs, at the caller's priority once it has ended. A niced build
+// beside other busy processes hardly moves.
+func TestBuildsAreNicedOnlyUntilTheSuiteEnds(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads the nice value as Linux gives it")
+	}
+	if _, err := exec.LookPath("nice"); err != nil {
+		t.Skip("no nice command")
+	}
+	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := strconv.Itoa(20 - prio) // the kernel's value is 20 - nice
+	ended := make(chan struct{})
+	close(ended)
+	for _, c := range []struct {
+		name      string
+		niceUntil chan struct{}
+		want      string
+	}{
+		{"while the suite runs", make(chan struct{}), "19"},
+		{"once it has ended", ended, own},
+		{"when never niced", nil, own},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := build([]string{"run", "./testdata/niceness"}, c.niceUntil)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			if got := strings.TrimSpace(string(out)); got != c.want {
+				t.Errorf("got nice %s, want %s", got, c.want)
+			}
+		})
 	}
 }
