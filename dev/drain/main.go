@@ -115,20 +115,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := local.Moto.Ready(); err != nil {
 		return err
 	}
-	tpl := local.Template
-	env, err := tpl.InvokeEnv(function, os.LookupEnv, *envVars)
-	if err != nil {
+	if d.fn, err = local.Function(function, *binary, *envVars); err != nil {
 		return err
 	}
-	for k, v := range local.Env {
-		env[k] = v
-	}
-	stack.LocalDeadlines(env, os.LookupEnv)
-	cfg, err := tpl.FunctionConfig(function)
-	if err != nil {
-		return err
-	}
-	d.fn = lambdarun.Function{Binary: *binary, Name: function, Env: env, MemorySize: cfg.MemorySize, Timeout: cfg.Timeout}
 
 	if m, err = d.untilDraining(ctx, m, *waitFor); err != nil {
 		return err

@@ -39,7 +39,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/dev/statemachine"
 	"github.com/fleetops/fleet/shared/inventory"
@@ -97,19 +96,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := local.Moto.Ready(); err != nil {
 		return err
 	}
-	tpl := local.Template
-	env, err := tpl.InvokeEnv(function, os.LookupEnv, *envVars)
+	fn, err := local.Function(function, *binary, *envVars)
 	if err != nil {
 		return err
 	}
-	for k, v := range local.Env {
-		env[k] = v
-	}
-	stack.LocalDeadlines(env, os.LookupEnv)
-	cfg, err := tpl.FunctionConfig(function)
-	if err != nil {
-		return err
-	}
+	env := fn.Env
 
 	// Named by when it was sent, as a scheduler would, and keeping the
 	// file's extension, which says its form.
@@ -125,7 +116,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	def, err := statemachine.Load(tpl, stateMachine)
+	def, err := statemachine.Load(local.Template, stateMachine)
 	if err != nil {
 		return err
 	}
@@ -141,7 +132,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "report: %s's logs and REPORT lines: %s\n", function, logPath)
 
 	prog := newProgress(stderr, isTerminal(stderr))
-	fn := lambdarun.Function{Binary: *binary, Name: function, Env: env, MemorySize: cfg.MemorySize, Timeout: cfg.Timeout, Logs: logs}
+	fn.Logs = logs
 	m := &statemachine.Machine{Definition: def, MaxConcurrency: *parallel,
 		Invoke: func(ctx context.Context, name string, payload json.RawMessage) (json.RawMessage, error) {
 			if name != function {
@@ -151,7 +142,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			prog.start(step)
 			res, err := fn.Invoke(ctx, payload)
 			if res.RequestID != "" {
-				fmt.Fprintf(logs, "%s\n", res.Report(cfg.MemorySize))
+				fmt.Fprintf(logs, "%s\n", res.Report(fn.MemorySize))
 			}
 			switch {
 			case err == nil:

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	"github.com/fleetops/fleet/dev/lambdarun"
 )
 
 // InvokeEnv is the environment of function as sam local invoke computes
@@ -77,4 +79,24 @@ func LocalDeadlines(env map[string]string, lookup func(string) (string, bool)) {
 	if v, ok := lookup(AttemptTimeoutEnv); ok {
 		env[AttemptTimeoutEnv] = v
 	}
+}
+
+// Function is function of the template run from binary as make invoke runs
+// it on this emulator: its sam local invoke environment (envVars, as
+// InvokeEnv), the emulator's endpoints, the local deadlines, and its
+// MemorySize and Timeout.
+func (l *Local) Function(function, binary, envVars string) (lambdarun.Function, error) {
+	env, err := l.Template.InvokeEnv(function, os.LookupEnv, envVars)
+	if err != nil {
+		return lambdarun.Function{}, err
+	}
+	for k, v := range l.Env {
+		env[k] = v
+	}
+	LocalDeadlines(env, os.LookupEnv)
+	cfg, err := l.Template.FunctionConfig(function)
+	if err != nil {
+		return lambdarun.Function{}, err
+	}
+	return lambdarun.Function{Binary: binary, Name: function, Env: env, MemorySize: cfg.MemorySize, Timeout: cfg.Timeout}, nil
 }
