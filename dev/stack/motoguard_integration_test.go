@@ -67,7 +67,7 @@ Message.visible = property(lambda self: True)
 				"the patch modules_listed_once does not fit moto " + pinned,
 				"the patch item_rollback does not fit moto " + pinned,
 				"the patch input_paths_parsed_once does not fit moto " + pinned,
-				"the patch queue_counts_one_clock does not fit moto " + pinned,
+				"the patch queues_read_cheaply does not fit moto " + pinned,
 				"Upgrading moto",
 			},
 			notWant: []string{"serialized", "plain_item_pages", "string_comparisons", "s3_event_sequencers", "Traceback"},
