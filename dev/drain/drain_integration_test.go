@@ -110,7 +110,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// A local drain as the README tells it: make run, the sample machines
+// A local drain as docs/fleetctl.md tells it: make run, the sample machines
 // reported, make drain started first (it waits for the decommission), then
 // fleetctl decommission --wait, which ends when the reports make drain sends
 // through InventoryFunction count the machine's tasks down to 0.

@@ -1,7 +1,7 @@
 // Command drain plays the scheduler for one machine being decommissioned
 // on the local stack: it reports the machine's running tasks counting down
 // to 0, one machine report every -every, the way the scheduler reports a
-// machine whose tasks end (README, "Local drains"). Each report is an
+// machine whose tasks end (docs/fleetctl.md, "Local drains"). Each report is an
 // EventBridge "Machine Report" event (events/inventory-machine-report.json
 // is one) run through the real InventoryFunction binary, as make invoke
 // runs it; nothing is written to a table but by the function. So
@@ -36,6 +36,7 @@ import (
 	"github.com/fleetops/fleet/client"
 	"github.com/fleetops/fleet/dev/lambdarun"
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/internal/termtext"
 )
 
 const function = "InventoryFunction"
@@ -48,10 +49,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "drain:", err)
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "drain:", err)
+		fmt.Fprintln(os.Stderr, "drain:", shownError(err))
 		os.Exit(1)
 	}
 }
+
+// shownError is err as printed: an error may quote the service's own words
+// (a client error carries its message), escaped as every line of this
+// command is.
+func shownError(err error) string { return termtext.Visible(err.Error()) }
 
 // defaultEndpoint is make run's address, as fleetctl finds it.
 func defaultEndpoint() string {
@@ -97,13 +103,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d := &drainer{api: api, id: *slave, stdout: stdout, stderr: stderr}
+	d := &drainer{api: api, id: *slave, shown: termtext.Visible(*slave), stdout: stdout, stderr: stderr}
 	m, err := d.read(ctx)
 	if err != nil {
 		return err
 	}
 	if m.CurrentState.State == client.Decommissioned {
-		fmt.Fprintf(stderr, "drain: %s is DECOMMISSIONED already: nothing to drain\n", d.id)
+		fmt.Fprintf(stderr, "drain: %s is DECOMMISSIONED already: nothing to drain\n", d.shown)
 		return nil
 	}
 
@@ -134,13 +140,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		st := m.CurrentState.State
-		fmt.Fprintf(stdout, "%s: %d running, %s\n", d.id, n, st)
+		fmt.Fprintf(stdout, "%s: %d running, %s\n", d.shown, n, shown(st))
 		if st != client.StartingDecommission && st != client.Decommissioning && st != client.Decommissioned {
-			return fmt.Errorf("%s is %s: it left the drain (activated, or reported lost?)", d.id, st)
+			return fmt.Errorf("%s is %s: it left the drain (activated, or reported lost?)", d.shown, shown(st))
 		}
 	}
 	if st := m.CurrentState.State; st != client.Decommissioned {
-		return fmt.Errorf("%s is %s after a report of 0 running tasks, not DECOMMISSIONED", d.id, st)
+		return fmt.Errorf("%s is %s after a report of 0 running tasks, not DECOMMISSIONED", d.shown, shown(st))
 	}
 	return nil
 }
@@ -151,8 +157,13 @@ type drainer struct {
 	api            *client.Client
 	fn             lambdarun.Function
 	id             string
+	shown          string // id, as printed: escaped for the terminal
 	stdout, stderr io.Writer
 }
+
+// shown is a state the service answered, as printed: what comes back from
+// a server is escaped for the terminal, never written as it came.
+func shown(st client.State) string { return termtext.Visible(string(st)) }
 
 // read gets the machine from make run's API, saying what to do when it
 // cannot.
@@ -160,7 +171,7 @@ func (d *drainer) read(ctx context.Context) (*client.Slave, error) {
 	m, err := d.api.GetSlave(ctx, d.id)
 	switch {
 	case client.IsNotFound(err):
-		return nil, fmt.Errorf("no machine %s at %s (make invoke FN=InventoryFunction EVENT=events/inventory-machine-report.json reports three)", d.id, d.api.Endpoint())
+		return nil, fmt.Errorf("no machine %s at %s (make invoke FN=InventoryFunction EVENT=events/inventory-machine-report.json reports three)", d.shown, d.api.Endpoint())
 	case client.IsUnavailable(err):
 		return nil, fmt.Errorf("no answer from make run's API at %s (start make run first, or set FLEETCTL_ENDPOINT): %w", d.api.Endpoint(), err)
 	}
@@ -177,14 +188,14 @@ func (d *drainer) untilDraining(ctx context.Context, m *client.Slave, timeout ti
 		case client.StartingDecommission, client.Decommissioning:
 			return m, nil
 		case client.Decommissioned:
-			return nil, fmt.Errorf("%s was drained meanwhile: it is DECOMMISSIONED", d.id)
+			return nil, fmt.Errorf("%s was drained meanwhile: it is DECOMMISSIONED", d.shown)
 		}
 		if !said {
-			fmt.Fprintf(d.stderr, "drain: %s is %s: waiting for its decommission (fleetctl decommission %s)\n", d.id, m.CurrentState.State, d.id)
+			fmt.Fprintf(d.stderr, "drain: %s is %s: waiting for its decommission (fleetctl decommission %s)\n", d.shown, shown(m.CurrentState.State), d.shown)
 			said = true
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s is still %s after %s (-wait-timeout): decommission it first", d.id, m.CurrentState.State, timeout)
+			return nil, fmt.Errorf("%s is still %s after %s (-wait-timeout): decommission it first", d.shown, shown(m.CurrentState.State), timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -217,7 +228,7 @@ func (d *drainer) report(ctx context.Context, m *client.Slave, n int) (*client.S
 	}
 	if err != nil {
 		d.stderr.Write(logs.Bytes())
-		return nil, fmt.Errorf("%s with %d running tasks: %w", d.id, n, err)
+		return nil, fmt.Errorf("%s with %d running tasks: %w", d.shown, n, err)
 	}
 	return d.read(ctx)
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/internal/termtext"
@@ -73,14 +74,21 @@ func run(ctx context.Context, asJSON bool, out io.Writer) error {
 			}
 			return fmt.Errorf("read the events: %w", err)
 		}
-		for _, m := range msgs.Messages {
+		var shown []sqstypes.DeleteMessageBatchRequestEntry
+		for i, m := range msgs.Messages {
 			line, err := render(aws.ToString(m.Body), asJSON, seen)
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "make events:", err)
 			} else {
 				fmt.Fprintln(out, line)
 			}
-			queues.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+			shown = append(shown, sqstypes.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: m.ReceiptHandle})
+		}
+		// One request for the batch: the emulator answers one request at a
+		// time, and while a large report keeps it busy every request waits
+		// its turn, so ten deletes would take ten turns.
+		if len(shown) > 0 {
+			queues.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(url), Entries: shown})
 		}
 	}
 	return nil
