@@ -4,7 +4,7 @@
 #   make build                               every function into bin/<LogicalId>/bootstrap, and bin/fleetctl
 #   make fleetctl                            the fleetctl command line for this machine, into bin/fleetctl
 #   make release                             fleetctl for linux, darwin and windows on amd64 and arm64, into bin/release
-#   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (README, Tracing)
+#   make build GOTAGS=otel                   the same with OpenTelemetry tracing compiled in (docs/deploying.md, Tracing)
 #   make run                                 the API and the console on http://127.0.0.1:3000 over local DynamoDB and S3, held in memory
 #   make seed-logs                           sample task logs into the local log bucket (make run first)
 #   make reconcile-logs                      make the index equal to the local log buckets: ReconcileStateMachine, resuming an interrupted run (make run first)
@@ -12,8 +12,8 @@
 #   make seed-fleet [N=20000]                N slaves into the local slaves table, then the list and a state query timed (make run first)
 #   make invoke FN=<LogicalId> EVENT=<file>  one event through one function, built for this machine, as sam local invoke
 #        [ENV_VARS=<file>] [PARAMETER_OVERRIDES="Name=Value ..."]   its --env-vars and --parameter-overrides
-#   make report FILE=<report.json[.gz]>      a large machine report through the local reports bucket (README)
-#   make drain SLAVE=<id> [FROM=5] [EVERY=2s]  reports of the machine's running tasks down to 0, so its decommission ends (make run first; README)
+#   make report FILE=<report.json[.gz]>      a large machine report through the local reports bucket (docs/reports.md)
+#   make drain SLAVE=<id> [FROM=5] [EVERY=2s]  reports of the machine's running tasks down to 0, so its decommission ends (make run first; docs/fleetctl.md)
 #   make check                               gofmt, go vet and the unit tests (no emulator, no browser): about a minute
 #   make test                                every package compiled, then unit and integration tests (they start moto, MinIO, Chromium)
 #   make test-compile                        compiles what make test runs and builds, without running it
@@ -99,7 +99,7 @@ build-ConsoleFunction:
 build-PublisherFunction:
 	$(call lambda_build,publisher)
 
-# fleetctl is one static binary (cmd/fleetctl, README "fleetctl"); its
+# fleetctl is one static binary (cmd/fleetctl, docs/fleetctl.md); its
 # version is the repository's git description.
 FLEETCTL_VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FLEETCTL_LDFLAGS := -s -w -X main.version=$(FLEETCTL_VERSION)
@@ -298,7 +298,7 @@ deps-deploy: deps
 
 # template.yaml translated by the SAM translator, created on moto's
 # CloudFormation, and the real handlers run against the tables it created
-# (README, "Deploy"). make test runs the same in dev/deploylocal's test.
+# (docs/deploying.md, "Deploy"). make test runs the same in dev/deploylocal's test.
 deploy-local: deps-deploy
 	@go run ./dev/deploylocal
 

@@ -69,13 +69,12 @@ func tableNames(t *testing.T, file, heading string) []string {
 	return names
 }
 
-// A reader looks a package up in the layout tables: each package under
-// shared/ has a row in architecture.md's and in the README's.
+// A reader looks a package up in the layout table: each package under
+// shared/ has a row in architecture.md's.
 func TestTheLayoutTablesNameEverySharedPackage(t *testing.T) {
 	packages := sharedPackages(t)
 	for _, doc := range []struct{ file, heading string }{
 		{"architecture.md", "## Packages"},
-		{"../README.md", "## Layout"},
 	} {
 		named := tableNames(t, doc.file, doc.heading)
 		for _, p := range packages {

@@ -255,7 +255,7 @@ func patientBuild(t *testing.T, root, dir string) string {
 }
 
 // In production a DynamoDB that does not answer costs a request the
-// attempts the README's Resilience section documents, 3 cut off after 1 s
+// attempts docs/testing.md's Resilience section documents, 3 cut off after 1 s
 // each, and then a JSON 504: the real SlavesFunction binary, built as
 // Lambda runs it, with the template's memory, against a DynamoDB that takes
 // every request and never answers. That the attempts fit well inside the

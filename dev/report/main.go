@@ -1,5 +1,5 @@
 // Command report sends a machine report in its large form through the local
-// stack, the way a scheduler sends one to a deployed stack (README, "Sending
+// stack, the way a scheduler sends one to a deployed stack (docs/reports.md, "Sending
 // a large report"): it uploads the file to the template's ReportsBucket under
 // reports/, then runs ReportStateMachine (dev/statemachine) on the "Object
 // Created" event S3 would have sent through EventBridge

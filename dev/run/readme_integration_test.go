@@ -24,7 +24,8 @@ import (
 	"github.com/fleetops/fleet/dev/stack"
 )
 
-// The README is run as a new user runs it: its ```sh blocks, top to bottom,
+// The README's tour and the guides of docs/ are run as a new user runs
+// them: their ```sh blocks, top to bottom, file after file (walkthrough),
 // with bash, against make run started the way the README says, from an
 // ordinary AWS shell of another machine: a profile that does not exist
 // here, config and credentials files that hold other profiles or none, no
@@ -61,9 +62,9 @@ var skipped = []string{
 	"sam", "samlocal", "aws", "awslocal", "docker", "localstack",
 }
 
-// command is one shell command of the README, continuation lines joined.
+// command is one shell command of the walkthrough, continuation lines joined.
 type command struct {
-	line     int // in README.md
+	where    string // file:line
 	text     string
 	status   int    // the status its last answer must have, 0 for any under 400
 	fragment string // JSON its output must match, "" for none
@@ -74,15 +75,18 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var commands []command
+	for _, file := range walkthrough {
+		text, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		commands = append(commands, readmeCommands(t, file, string(text))...)
 	}
-	commands := readmeCommands(t, string(readme))
 	var run []command
 	for _, c := range commands {
 		if skip := skippedBy(c.text); skip != "" {
-			t.Logf("README.md:%d: not run (%s): %s", c.line, skip, c.text)
+			t.Logf("%s: not run (%s): %s", c.where, skip, c.text)
 			continue
 		}
 		run = append(run, c)
@@ -150,32 +154,32 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	if shErr != nil {
 		at := "before the first command"
 		if last >= 0 {
-			at = fmt.Sprintf("at README.md:%d: %s", run[last].line, run[last].text)
+			at = fmt.Sprintf("at %s: %s", run[last].where, run[last].text)
 		}
 		t.Fatalf("the README failed %s (%v)\n--- output\n%s\n--- make run\n%s", at, shErr, tail(out.String(), 6000), tail(server.output(), 3000))
 	}
 	for i, c := range run {
 		statuses, ok := ended[i]
 		if !ok {
-			t.Errorf("README.md:%d: never ran: %s", c.line, c.text)
+			t.Errorf("%s: never ran: %s", c.where, c.text)
 			continue
 		}
 		for j, s := range statuses {
 			lastAnswer := j == len(statuses)-1
 			switch {
 			case lastAnswer && c.status != 0 && s != c.status:
-				t.Errorf("README.md:%d: got %d, the README says %d: %s", c.line, s, c.status, c.text)
+				t.Errorf("%s: got %d, the text says %d: %s", c.where, s, c.status, c.text)
 			case (!lastAnswer || c.status == 0) && (s == 0 || s >= 400):
-				t.Errorf("README.md:%d: got an answer %d, which the README does not announce: %s", c.line, s, c.text)
+				t.Errorf("%s: got an answer %d, which the text does not announce: %s", c.where, s, c.text)
 			}
 		}
 		if c.status != 0 && len(statuses) == 0 {
-			t.Errorf("README.md:%d: the README announces %d but the command made no HTTP request: %s", c.line, c.status, c.text)
+			t.Errorf("%s: the text announces %d but the command made no HTTP request: %s", c.where, c.status, c.text)
 		}
 		if c.fragment != "" {
 			got, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("out-%d", i)))
 			if err := matchFragment(c.fragment, got); err != nil {
-				t.Errorf("README.md:%d: the output contradicts the README's %s: %v\n%s", c.line, c.fragment, err, tail(string(got), 2000))
+				t.Errorf("%s: the output contradicts the text's %s: %v\n%s", c.where, c.fragment, err, tail(string(got), 2000))
 			}
 		}
 	}
@@ -202,8 +206,9 @@ func TestTheReadmeRunsTopToBottom(t *testing.T) {
 	}
 }
 
-// readmeCommands returns the commands of the README's ```sh blocks.
-func readmeCommands(t *testing.T, readme string) []command {
+// readmeCommands returns the commands of the ```sh blocks of file, whose
+// text is readme.
+func readmeCommands(t *testing.T, file, readme string) []command {
 	t.Helper()
 	var out []command
 	in := false
@@ -217,7 +222,7 @@ func readmeCommands(t *testing.T, readme string) []command {
 		case in && strings.TrimSpace(line) == "```":
 			in = false
 			if pending.Len() > 0 {
-				t.Fatalf("README.md:%d: a block ends inside a continued command", i+1)
+				t.Fatalf("%s:%d: a block ends inside a continued command", file, i+1)
 			}
 			continue
 		case !in:
@@ -237,7 +242,7 @@ func readmeCommands(t *testing.T, readme string) []command {
 		if strings.TrimSpace(code) == "" {
 			continue
 		}
-		c := command{line: start, text: strings.Join(strings.Fields(code), " ")}
+		c := command{where: fmt.Sprintf("%s:%d", file, start), text: strings.Join(strings.Fields(code), " ")}
 		if m := regexp.MustCompile(`^([1-5]\d\d)\b`).FindStringSubmatch(comment); m != nil {
 			c.status, _ = strconv.Atoi(m[1])
 		} else if i := strings.IndexAny(comment, "{["); i >= 0 {
@@ -301,7 +306,7 @@ curl() {
 `)
 	for i, c := range commands {
 		text := strings.ReplaceAll(c.text, "localhost:3000", "localhost:"+port)
-		fmt.Fprintf(b, "\n: >\"$statuses\"\necho 'begin %d' >>\"$steps\"\necho %s >&2\n", i, shellQuote(fmt.Sprintf("--- README.md:%d: %s", c.line, c.text)))
+		fmt.Fprintf(b, "\n: >\"$statuses\"\necho 'begin %d' >>\"$steps\"\necho %s >&2\n", i, shellQuote(fmt.Sprintf("--- %s: %s", c.where, c.text)))
 		if c.fragment != "" {
 			fmt.Fprintf(b, "{ %s\n} >\"$FLEET_DIR/out-%d\"\ncat \"$FLEET_DIR/out-%d\"\n", text, i, i)
 		} else {

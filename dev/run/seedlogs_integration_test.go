@@ -19,7 +19,7 @@ import (
 )
 
 // make seed-logs against make run's server: the set once, whatever the
-// number of runs, with logs of the last hour for the README's
+// number of runs, with logs of the last hour for the walkthrough's
 // `fleetctl logs ls --since 1h`.
 func TestMakeSeedLogsSeedsTheSetOnceWithLogsOfTheLastHour(t *testing.T) {
 	h, local, _ := indexedStack(t)

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The env files are for sam local invoke --env-vars (README, "sam local
+// The env files are for sam local invoke --env-vars (docs/deploying.md, "sam local
 // invoke"): SAM reads them with the template and overrides only variables the
 // template declares, so a misspelt function or variable is silently ignored
 // there. Each must name real functions and variables, name the tables make

@@ -1,4 +1,4 @@
-// Package config reads the service's environment variables (the README's configuration table) once,
+// Package config reads the service's environment variables (docs/deploying.md, Configuration) once,
 // at cold start, and names the variable in the one error it returns when a
 // value is invalid. Endpoints are not configuration here: the SDK reads its
 // own AWS_ENDPOINT_URL* variables.
