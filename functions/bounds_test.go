@@ -59,10 +59,9 @@ const (
 // binaries (with patient backend deadlines: patientBuild), run by a local
 // Lambda Runtime API that refuses a response over Lambda's limits as Lambda
 // does (6 MB buffered, 200 MB streamed), with and without Accept-Encoding
-// gzip. Both functions stream (docs/behaviour.md "Answers of any size"):
-// every answer must be delivered whole, be JSON, match openapi.yaml, and
-// carry no truncation headers; only search pages end early, by their own
-// bound.
+// gzip. Every function streams (docs/behaviour.md "Answers of any size"):
+// every answer must be delivered whole, be JSON and match openapi.yaml;
+// only search pages end early, by their own bound.
 func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 	ctx := context.Background()
 	local, err := stack.Up(ctx, "127.0.0.1:0")
@@ -141,14 +140,14 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 			t.Run("a history of the longest messages", func(t *testing.T) {
 				// 29 MB without gzip: streamed, all of it arrives.
 				a := call(t, slavesFn, "GET", history, "", gz)
-				a.wantArray(t, historyChanges+1, false)
+				a.wantArray(t, historyChanges+1)
 				a = call(t, slavesFn, "GET", history+"?limit=5", "", gz)
-				a.wantArray(t, 5, false)
+				a.wantArray(t, 5)
 				call(t, slavesFn, "GET", history+"?limit=0", "", gz).wantStatus(t, 400)
 			})
 			t.Run("the fleet of slaves with large attributes", func(t *testing.T) {
 				a := call(t, slavesFn, "GET", "/api/slaves", "", gz)
-				a.wantArray(t, bigSlaves+bigExpiring+1, false)
+				a.wantArray(t, bigSlaves+bigExpiring+1)
 				if gz && a.header.Get("Content-Encoding") != "gzip" {
 					t.Errorf("got Content-Encoding %q, want gzip for a client that accepts it", a.header.Get("Content-Encoding"))
 				}
@@ -156,7 +155,7 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 			})
 			t.Run("the expiring changes with the longest message and actionId", func(t *testing.T) {
 				a := call(t, slavesFn, "GET", "/api/slaves/expiring", "", gz)
-				a.wantArray(t, bigExpiring, false)
+				a.wantArray(t, bigExpiring)
 			})
 			lookups := []string{
 				"/api/logs/task/" + boundsTask + "?excludeMetadata=true",
@@ -166,7 +165,7 @@ func TestEveryAnswerFitsLambdasResponse(t *testing.T) {
 			for _, target := range lookups {
 				t.Run("the lookup "+target[:strings.Index(target, "?")], func(t *testing.T) {
 					a := call(t, logsFn, "GET", target, "", gz)
-					a.wantArray(t, longLogs, false)
+					a.wantArray(t, longLogs)
 				})
 			}
 			t.Run("the search, page by page", func(t *testing.T) {
@@ -365,7 +364,7 @@ func TestBoundsHoldOnAFleetOf100000Slaves(t *testing.T) {
 			a := invokeRoute(t, fn, doc, "GET", "/api/slaves", "", gz)
 			// 1.5 MB gzipped, 36 MB of JSON without: streamed, all of
 			// it arrives either way.
-			a.wantArray(t, fleetSize, false)
+			a.wantArray(t, fleetSize)
 			var ids []struct {
 				ID string `json:"id"`
 			}
@@ -588,8 +587,7 @@ func invokeRoute(t *testing.T, fn lambdarun.Function, doc *apidoc.Doc, method, t
 	if err := doc.Check(req, a.status, a.header, wire); err != nil {
 		t.Errorf("%s %s: answer does not match %s: %v", method, target, apidoc.File, err)
 	}
-	t.Logf("%s %s, gzip %v: %d, %d bytes of response, %s %s of %s; %s", method, target, gz, a.status, len(res.Response),
-		a.header.Get(web.TruncatedHeader), a.header.Get(web.CountHeader), a.header.Get(web.TotalHeader), res.Report(fn.MemorySize))
+	t.Logf("%s %s, gzip %v: %d, %d bytes of response; %s", method, target, gz, a.status, len(res.Response), res.Report(fn.MemorySize))
 	return a
 }
 
@@ -600,27 +598,15 @@ func (a answer) wantStatus(t *testing.T, status int) {
 	}
 }
 
-// wantArray checks that the answer is an array of total elements, cut or
-// whole as said, with the headers saying so exactly when it is cut.
-func (a answer) wantArray(t *testing.T, total int, cut bool) {
+// wantArray checks that the answer is the JSON array of all total elements.
+func (a answer) wantArray(t *testing.T, total int) {
 	t.Helper()
 	a.wantStatus(t, 200)
 	var elems []json.RawMessage
 	if err := json.Unmarshal(a.body, &elems); err != nil {
 		t.Fatalf("got %.200s, want a JSON array", a.body)
 	}
-	h := a.header
-	if !cut {
-		if len(elems) != total || h.Get(web.TruncatedHeader) != "" || h.Get(web.CountHeader) != "" || h.Get(web.TotalHeader) != "" {
-			t.Errorf("got %d elements with %s %q, want all %d and no truncation headers", len(elems), web.TruncatedHeader, h.Get(web.TruncatedHeader), total)
-		}
-		return
-	}
-	if h.Get(web.TruncatedHeader) != "true" || h.Get(web.CountHeader) != strconv.Itoa(len(elems)) || h.Get(web.TotalHeader) != strconv.Itoa(total) {
-		t.Errorf("got %d elements with %s %q, %s %q, %s %q, want true, %d and %d", len(elems), web.TruncatedHeader, h.Get(web.TruncatedHeader),
-			web.CountHeader, h.Get(web.CountHeader), web.TotalHeader, h.Get(web.TotalHeader), len(elems), total)
-	}
-	if len(elems) == 0 || len(elems) >= total {
-		t.Errorf("got %d of %d elements, want some, not all", len(elems), total)
+	if len(elems) != total {
+		t.Errorf("got %d elements, want all %d", len(elems), total)
 	}
 }

@@ -99,9 +99,8 @@ func New(ctx context.Context, opts Options) (http.Handler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	// Streamed, as API Gateway streams the answers of SlavesFunction and
-	// LogsFunction (startup.StreamedAPI): whole, whatever their size.
-	return web.Wrap(mux, web.Options{Logger: log, Stream: true}), nil
+	// As API Gateway streams every function's answers (startup.API).
+	return web.Wrap(mux, web.Options{Logger: log}), nil
 }
 
 // document serves the API's OpenAPI description, for tools such as

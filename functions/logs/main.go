@@ -12,7 +12,7 @@ import (
 )
 
 func main() {
-	startup.StreamedAPI(func(ctx context.Context, _ startup.Setup) (http.Handler, error) {
+	startup.API(func(ctx context.Context, _ startup.Setup) (http.Handler, error) {
 		return logsapp.New(ctx, os.Getenv, logsapp.Options{})
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/web"
@@ -240,34 +241,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f *file, cacheCo
 	if hd.Get("Vary") == "" { // web.Wrap sets it already
 		hd.Set("Vary", "Accept-Encoding")
 	}
-	if match := r.Header.Get("If-None-Match"); match != "" && strings.Contains(match, f.etag) {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
 	body := f.body
-	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+	if web.AcceptsGzip(r.Header.Get("Accept-Encoding")) {
 		hd.Set("Content-Encoding", "gzip")
 		body = f.gzipped
 	}
-	if r.Method == http.MethodHead {
-		return
-	}
-	w.Write(body)
-}
-
-// acceptsGzip reports whether an Accept-Encoding header accepts gzip (q=0
-// refuses it).
-func acceptsGzip(header string) bool {
-	for _, part := range strings.Split(header, ",") {
-		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
-		name = strings.ToLower(strings.TrimSpace(name))
-		if name != "gzip" && name != "*" {
-			continue
-		}
-		if q := strings.ReplaceAll(params, " ", ""); q == "q=0" || q == "q=0.0" || q == "q=0.00" || q == "q=0.000" {
-			return false
-		}
-		return true
-	}
-	return false
+	// If-None-Match against the ETag, HEAD, ranges and Content-Length, as
+	// the standard library serves any file.
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
-	"github.com/fleetops/fleet/shared/console"
 	"github.com/fleetops/fleet/shared/jobs"
 )
 
@@ -335,30 +333,4 @@ func TestTheKeyboardAlone(t *testing.T) {
 			t.Errorf("got %d changes sent, want none", n)
 		}
 	})
-}
-
-func TestACutFleetListIsSaidSo(t *testing.T) {
-	ui, err := console.New(console.Config{Auth: console.AuthNone})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/api/slaves":
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("X-Result-Truncated", "true")
-			w.Header().Set("X-Result-Count", "1")
-			w.Header().Set("X-Total-Count", "14001")
-			io.WriteString(w, `[{"id":"S1","firstSeenAt":1793491200000,"currentState":{"objectId":"S1","state":"ACTIVE","timestamp":1793491200000},"host":"node-1","rackId":"DEFAULT","attributes":{}}]`)
-		case "/api/slaves/expiring":
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `[]`)
-		default:
-			ui.ServeHTTP(w, r)
-		}
-	}))
-	defer srv.Close()
-	ctx := tab(t)
-	open(t, ctx, srv.URL, "#/fleet", "table.fleet tbody tr")
-	eventually(t, ctx, "the notice", has("main .info", "the first 1 of 14,001 machines"))
 }

@@ -1,8 +1,8 @@
 // Package edge owns the boundary between API Gateway and net/http: it turns
 // Lambda proxy events (REST API payload 1.0 and HTTP API payload 2.0) into
 // *http.Request values carrying the caller's identity and request ids, and
-// turns the response back into the proxy response (Handler) or into API
-// Gateway's response streaming format (StreamHandler). It is the only
+// the answer into API Gateway's response streaming format (StreamHandler),
+// in which every API function answers. It is the only
 // package that imports the aws-lambda-go events types, so the same
 // http.Handler serves Lambda, the local server and httptest.
 package edge
@@ -26,12 +26,11 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
 	"github.com/fleetops/fleet/shared/exactjson"
-	"github.com/fleetops/fleet/shared/payload"
 )
 
 // ErrNotProxyEvent reports a Lambda payload that is not an API Gateway proxy
-// event at all (not a JSON object, or without an HTTP method). Handler returns
-// it as a Lambda error, since there is no HTTP client to answer.
+// event at all (not a JSON object, or without an HTTP method). StreamHandler
+// returns it as a Lambda error, since there is no HTTP client to answer.
 var ErrNotProxyEvent = errors.New("not an API Gateway proxy event")
 
 // Format is the payload format version of a proxy event; the response must be
@@ -48,48 +47,6 @@ const (
 // AnswerMargin is the time kept, before Lambda's deadline, to write the
 // response of a request whose backend calls ran out of time.
 const AnswerMargin = 500 * time.Millisecond
-
-// Handler returns a Lambda handler function serving h. It accepts payload 1.0
-// and 2.0 events and answers in the matching format. A malformed event is
-// answered with a JSON 400 without calling h; a payload that is not a proxy
-// event at all returns an error wrapping ErrNotProxyEvent.
-func Handler(h http.Handler) func(ctx context.Context, event json.RawMessage) (json.RawMessage, error) {
-	return func(ctx context.Context, event json.RawMessage) (json.RawMessage, error) {
-		r, format, err := Request(ctx, event)
-		if errors.Is(err, ErrNotProxyEvent) {
-			return nil, err
-		}
-		rec := httptest.NewRecorder()
-		if err != nil {
-			writeError(rec, http.StatusBadRequest, err.Error())
-		} else {
-			// Lambda's deadline is the function timeout. The handler gets
-			// a little less, so a backend that is too slow ends in the
-			// handler's JSON 504 rather than in Lambda killing the call.
-			if deadline, ok := ctx.Deadline(); ok {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithDeadline(r.Context(), deadline.Add(-AnswerMargin))
-				defer cancel()
-				r = r.WithContext(ctx)
-			}
-			h.ServeHTTP(rec, r)
-		}
-		out, err := Response(format, rec.Result())
-		if err != nil || len(out) <= payload.Limit {
-			return out, err
-		}
-		// web.Wrap keeps bodies well within the limit; this only stops
-		// whatever else would make Lambda fail the invocation, which API
-		// Gateway would answer with a 502 that is not JSON.
-		rec = httptest.NewRecorder()
-		id := ""
-		if r != nil {
-			id = RequestID(r)
-		}
-		writeError(rec, http.StatusInternalServerError, payload.TooLargeMessage(id))
-		return Response(format, rec.Result())
-	}
-}
 
 // Request converts a proxy event into a server-side *http.Request whose context
 // carries the request ids (see RequestID) and, when the authorizer context
@@ -279,50 +236,6 @@ func RequestID(r *http.Request) string {
 	return first(ids.gateway, ids.lambda)
 }
 
-// Response converts a recorded response (for example
-// httptest.ResponseRecorder.Result()) into a proxy response in format f. A
-// zero status is 200. Bodies that are not textual, or that carry a
-// Content-Encoding, are base64-encoded, as API Gateway requires for binary
-// (payload.Base64).
-func Response(f Format, res *http.Response) (json.RawMessage, error) {
-	var body []byte
-	if res.Body != nil {
-		var err error
-		if body, err = io.ReadAll(res.Body); err != nil {
-			return nil, fmt.Errorf("read response body: %w", err)
-		}
-	}
-	status := res.StatusCode
-	if status == 0 {
-		status = http.StatusOK
-	}
-	text, encoded := string(body), payload.Base64(res.Header, body)
-	if encoded {
-		text = base64.StdEncoding.EncodeToString(body)
-	}
-	if f == FormatV2 {
-		out := events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{}, Body: text,
-			IsBase64Encoded: encoded, Cookies: res.Header.Values("Set-Cookie")}
-		for k, vs := range res.Header {
-			if k != "Set-Cookie" {
-				out.Headers[k] = strings.Join(vs, ", ")
-			}
-		}
-		return json.Marshal(out)
-	}
-	// API Gateway merges both maps; single values also go in Headers for
-	// consumers (and older local emulators) that read only that map.
-	out := events.APIGatewayProxyResponse{StatusCode: status, Headers: map[string]string{},
-		MultiValueHeaders: map[string][]string{}, Body: text, IsBase64Encoded: encoded}
-	for k, vs := range res.Header {
-		out.MultiValueHeaders[k] = vs
-		if len(vs) == 1 {
-			out.Headers[k] = vs[0]
-		}
-	}
-	return json.Marshal(out)
-}
-
 // writeError answers an event the handler never saw as the API answers its
 // own errors (shared/web): a JSON line, not to be sniffed or cached.
 func writeError(w http.ResponseWriter, status int, message string) {
@@ -351,8 +264,9 @@ func writeError(w http.ResponseWriter, status int, message string) {
 // writing the body while Lambda reads it. An answer that h aborts
 // (http.ErrAbortHandler, as web.Wrap does when an answer fails after its
 // first byte) ends the body with an error, which Lambda reports as a
-// failed stream: the client's body ends early. Malformed events are
-// answered as Handler answers them.
+// failed stream: the client's body ends early. A malformed event is
+// answered with a JSON 400 without calling h; a payload that is not a
+// proxy event at all returns an error wrapping ErrNotProxyEvent.
 func StreamHandler(h http.Handler) func(ctx context.Context, event json.RawMessage) (*events.LambdaFunctionURLStreamingResponse, error) {
 	return func(ctx context.Context, event json.RawMessage) (*events.LambdaFunctionURLStreamingResponse, error) {
 		r, _, err := Request(ctx, event)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,11 +18,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/fleetops/fleet/shared/access"
-	"github.com/fleetops/fleet/shared/payload"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -44,14 +41,13 @@ type seen struct {
 	Identity      *access.Identity
 }
 
-// answer holds the fields of both proxy response formats.
+// answer is a streamed answer as API Gateway reads it: the prelude's
+// status, headers and cookies, and the body.
 type answer struct {
-	StatusCode        int                 `json:"statusCode"`
-	Headers           map[string]string   `json:"headers"`
-	MultiValueHeaders map[string][]string `json:"multiValueHeaders"`
-	Body              string              `json:"body"`
-	IsBase64Encoded   bool                `json:"isBase64Encoded"`
-	Cookies           []string            `json:"cookies"`
+	StatusCode int
+	Headers    map[string]string
+	Cookies    []string
+	Body       string
 }
 
 func echo(w http.ResponseWriter, r *http.Request) {
@@ -93,18 +89,24 @@ func fixture(t *testing.T, name string) json.RawMessage {
 	return b
 }
 
-// invoke runs event through Handler(h) and decodes the proxy response.
+// invoke runs event through StreamHandler(h) and reads its answer whole.
 func invoke(t *testing.T, ctx context.Context, h http.Handler, event json.RawMessage) answer {
 	t.Helper()
-	out, err := Handler(h)(ctx, event)
+	a, err := serve(ctx, h, event)
 	if err != nil {
-		t.Fatalf("got error %v, want a proxy response", err)
-	}
-	var a answer
-	if err := json.Unmarshal(out, &a); err != nil {
-		t.Fatalf("response %s is not a proxy response: %v", out, err)
+		t.Fatalf("got error %v, want an answer", err)
 	}
 	return a
+}
+
+// serve runs event through StreamHandler(h) and reads its answer whole.
+func serve(ctx context.Context, h http.Handler, event json.RawMessage) (answer, error) {
+	res, err := StreamHandler(h)(ctx, event)
+	if err != nil {
+		return answer{}, err
+	}
+	body, err := io.ReadAll(res.Body)
+	return answer{StatusCode: res.StatusCode, Headers: res.Headers, Cookies: res.Cookies, Body: string(body)}, err
 }
 
 const slaveID = "20261121-051400-16777343-5050-1234-S3"
@@ -385,14 +387,7 @@ func TestHandlerAnswersMalformedEventsWith400WithoutCallingTheHandler(t *testing
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("got the handler called, want it skipped") })
-			out, err := Handler(h)(t.Context(), tt.event)
-			if err != nil {
-				t.Fatalf("got error %v, want a 400 response", err)
-			}
-			var a answer
-			if err := json.Unmarshal(out, &a); err != nil {
-				t.Fatal(err)
-			}
+			a := invoke(t, t.Context(), h, tt.event)
 			var body struct {
 				Code    int     `json:"code"`
 				Message *string `json:"message"`
@@ -407,25 +402,7 @@ func TestHandlerAnswersMalformedEventsWith400WithoutCallingTheHandler(t *testing
 			if a.Headers["X-Content-Type-Options"] != "nosniff" || a.Headers["Cache-Control"] != "no-store" || !strings.HasSuffix(a.Body, "}\n") {
 				t.Errorf("got headers %v and body %q, want nosniff, no-store and one line, ended", a.Headers, a.Body)
 			}
-			// Only the v2 format has a cookies field.
-			if got := bytes.Contains(out, []byte(`"cookies"`)); got != (tt.format == FormatV2) {
-				t.Errorf("got cookies field present %v, want %v (format %d): %s", got, tt.format == FormatV2, tt.format, out)
-			}
 		})
-	}
-}
-
-func TestHandlerKeepsAMarginBeforeLambdasDeadline(t *testing.T) {
-	lambdaDeadline := time.Now().Add(10 * time.Second)
-	ctx, cancel := context.WithDeadline(t.Context(), lambdaDeadline)
-	defer cancel()
-	var got time.Time
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got, _ = r.Context().Deadline() })
-	if _, err := Handler(h)(ctx, fixture(t, "rest-iam.json")); err != nil {
-		t.Fatal(err)
-	}
-	if want := lambdaDeadline.Add(-AnswerMargin); !got.Equal(want) {
-		t.Errorf("got handler deadline %v, want %v (Lambda's less AnswerMargin)", got, want)
 	}
 }
 
@@ -443,9 +420,9 @@ func TestHandlerReturnsAnErrorForPayloadsThatAreNotProxyEvents(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("got the handler called, want it skipped") })
-			out, err := Handler(h)(t.Context(), json.RawMessage(tt.event))
+			a, err := serve(t.Context(), h, json.RawMessage(tt.event))
 			if !errors.Is(err, ErrNotProxyEvent) {
-				t.Errorf("got response %s error %v, want ErrNotProxyEvent", out, err)
+				t.Errorf("got answer %+v error %v, want ErrNotProxyEvent", a, err)
 			}
 		})
 	}
@@ -455,39 +432,21 @@ func TestHandlerConvertsTheResponse(t *testing.T) {
 	gz := gzipped(t, `{"id":"x"}`)
 	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
 	tests := []struct {
-		name        string
-		file        string
-		serve       http.HandlerFunc
-		status      int
-		headers     map[string]string   // exact Headers, v1 and v2
-		multi       map[string][]string // exact MultiValueHeaders, v1 only
-		cookies     []string            // v2 only
-		body        []byte              // after base64 decoding when encoded
-		base64      bool
-		checkFormat Format
+		name    string
+		file    string
+		serve   http.HandlerFunc
+		status  int
+		headers map[string]string
+		cookies []string
+		body    []byte
 	}{
 		{
 			name: "a handler that writes nothing answers 200 with an empty body", file: "rest-get-query.json",
 			serve:  func(http.ResponseWriter, *http.Request) {},
-			status: 200, headers: map[string]string{}, multi: map[string][]string{}, body: nil,
+			status: 200, headers: map[string]string{}, body: nil,
 		},
 		{
-			name: "a REST answer keeps repeated headers only in the multi-value map", file: "rest-get-query.json",
-			serve: func(w http.ResponseWriter, _ *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				w.Header()["Vary"] = []string{"Accept", "Origin"}
-				w.Header().Add("Set-Cookie", "a=1")
-				w.Header().Add("Set-Cookie", "b=2")
-				w.WriteHeader(http.StatusCreated)
-				_, _ = io.WriteString(w, `{"ok":true}`)
-			},
-			status:  201,
-			headers: map[string]string{"Content-Type": "application/json"},
-			multi:   map[string][]string{"Content-Type": {"application/json"}, "Vary": {"Accept", "Origin"}, "Set-Cookie": {"a=1", "b=2"}},
-			body:    []byte(`{"ok":true}`),
-		},
-		{
-			name: "an HTTP API answer joins repeated headers and moves Set-Cookie to cookies", file: "http-get-cookies.json",
+			name: "repeated headers are joined, and Set-Cookie goes to the cookies", file: "rest-get-query.json",
 			serve: func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.Header()["Vary"] = []string{"Accept", "Origin"}
@@ -502,7 +461,18 @@ func TestHandlerConvertsTheResponse(t *testing.T) {
 			body:    []byte(`{"code":409,"message":"busy"}`),
 		},
 		{
-			name: "a gzip-encoded JSON answer is base64", file: "http-get-cookies.json",
+			name: "an HTTP API event is answered in the same format", file: "http-get-cookies.json",
+			serve: func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, `{"ok":true}`)
+			},
+			status:  201,
+			headers: map[string]string{"Content-Type": "application/json"},
+			body:    []byte(`{"ok":true}`),
+		},
+		{
+			name: "a gzip body goes as its bytes", file: "rest-get-query.json",
 			serve: func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Content-Encoding", "gzip")
@@ -510,60 +480,17 @@ func TestHandlerConvertsTheResponse(t *testing.T) {
 			},
 			status:  200,
 			headers: map[string]string{"Content-Type": "application/json", "Content-Encoding": "gzip"},
-			body:    gz, base64: true,
+			body:    gz,
 		},
 		{
-			name: "a binary answer is base64", file: "rest-get-query.json",
+			name: "a binary body goes as its bytes", file: "rest-get-query.json",
 			serve: func(w http.ResponseWriter, _ *http.Request) {
 				w.Header().Set("Content-Type", "image/png")
 				_, _ = w.Write(png)
 			},
 			status:  200,
 			headers: map[string]string{"Content-Type": "image/png"},
-			multi:   map[string][]string{"Content-Type": {"image/png"}},
-			body:    png, base64: true,
-		},
-		{
-			name: "an octet-stream answer is base64 even when its bytes are text", file: "rest-get-query.json",
-			serve: func(w http.ResponseWriter, _ *http.Request) {
-				w.Header().Set("Content-Type", "application/octet-stream")
-				_, _ = io.WriteString(w, "plain bytes")
-			},
-			status:  200,
-			headers: map[string]string{"Content-Type": "application/octet-stream"},
-			multi:   map[string][]string{"Content-Type": {"application/octet-stream"}},
-			body:    []byte("plain bytes"), base64: true,
-		},
-		{
-			name: "a problem+json answer stays text", file: "rest-get-query.json",
-			serve: func(w http.ResponseWriter, _ *http.Request) {
-				w.Header().Set("Content-Type", "application/problem+json; charset=utf-8")
-				_, _ = io.WriteString(w, `{"title":"é"}`)
-			},
-			status:  200,
-			headers: map[string]string{"Content-Type": "application/problem+json; charset=utf-8"},
-			multi:   map[string][]string{"Content-Type": {"application/problem+json; charset=utf-8"}},
-			body:    []byte(`{"title":"é"}`),
-		},
-		{
-			name: "a text answer that is not UTF-8 is base64 so no byte is lost", file: "http-get-cookies.json",
-			serve: func(w http.ResponseWriter, _ *http.Request) {
-				w.Header().Set("Content-Type", "text/plain; charset=iso-8859-1")
-				_, _ = w.Write([]byte("caf\xe9"))
-			},
-			status:  200,
-			headers: map[string]string{"Content-Type": "text/plain; charset=iso-8859-1"},
-			body:    []byte("caf\xe9"), base64: true,
-		},
-		{
-			name: "an empty answer with a binary type stays an empty string", file: "rest-get-query.json",
-			serve: func(w http.ResponseWriter, _ *http.Request) {
-				w.Header().Set("Content-Type", "image/png")
-				w.WriteHeader(http.StatusNoContent)
-			},
-			status:  204,
-			headers: map[string]string{"Content-Type": "image/png"},
-			multi:   map[string][]string{"Content-Type": {"image/png"}},
+			body:    png,
 		},
 	}
 	for _, tt := range tests {
@@ -575,115 +502,13 @@ func TestHandlerConvertsTheResponse(t *testing.T) {
 			if !reflect.DeepEqual(a.Headers, tt.headers) {
 				t.Errorf("got headers %v, want %v", a.Headers, tt.headers)
 			}
-			if tt.multi != nil && !reflect.DeepEqual(a.MultiValueHeaders, tt.multi) {
-				t.Errorf("got multiValueHeaders %v, want %v", a.MultiValueHeaders, tt.multi)
-			}
 			if !slices.Equal(a.Cookies, tt.cookies) {
 				t.Errorf("got cookies %q, want %q", a.Cookies, tt.cookies)
 			}
-			if a.IsBase64Encoded != tt.base64 {
-				t.Errorf("got isBase64Encoded %v, want %v", a.IsBase64Encoded, tt.base64)
-			}
-			body := []byte(a.Body)
-			if a.IsBase64Encoded {
-				var err error
-				if body, err = base64.StdEncoding.DecodeString(a.Body); err != nil {
-					t.Fatalf("got body %q, want base64: %v", a.Body, err)
-				}
-			}
-			if !bytes.Equal(body, tt.body) {
-				t.Errorf("got body %q, want %q", body, tt.body)
+			if !bytes.Equal([]byte(a.Body), tt.body) {
+				t.Errorf("got body %q, want %q", a.Body, tt.body)
 			}
 		})
-	}
-}
-
-// TestResponseCarriesBodiesAsPayloadCountsThem holds the edge to the rule
-// web budgets with: the body field of the envelope, quotes left out, is
-// exactly payload.BodySize bytes, in both formats.
-func TestResponseCarriesBodiesAsPayloadCountsThem(t *testing.T) {
-	jsonType := http.Header{"Content-Type": {"application/json"}}
-	bodies := []struct {
-		name   string
-		header http.Header
-		body   []byte
-	}{
-		{"JSON with every escaped character", jsonType, []byte(`[{"message":"\u003c<>&\"\\\n\u2028é漢😀"}]` + "\x01\u2028")},
-		{"a gzip body", http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}, gzipped(t, `{"id":"x"}`)},
-		{"bytes that are not UTF-8", jsonType, []byte("caf\xe9")},
-		{"a body of one byte to pad base64", http.Header{"Content-Type": {"image/png"}}, []byte("\x89")},
-	}
-	for _, b := range bodies {
-		for _, f := range []Format{FormatV1, FormatV2} {
-			t.Run(fmt.Sprintf("%s in format %d", b.name, f), func(t *testing.T) {
-				out, err := Response(f, &http.Response{StatusCode: 200, Header: b.header, Body: io.NopCloser(bytes.NewReader(b.body))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var fields map[string]json.RawMessage
-				if err := json.Unmarshal(out, &fields); err != nil {
-					t.Fatal(err)
-				}
-				if got, want := len(fields["body"])-2, payload.BodySize(b.header, b.body); got != want {
-					t.Errorf("got a body field of %d bytes, want %d", got, want)
-				}
-			})
-		}
-	}
-}
-
-func TestHandlerAnswersAJSONErrorInsteadOfAResponseLambdaWouldRefuse(t *testing.T) {
-	big := strings.Repeat("x", payload.Limit)
-	for _, tt := range []struct {
-		name  string
-		serve http.HandlerFunc
-		want  int
-	}{
-		{"a body over the limit", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `"`+big+`"`)
-		}, http.StatusInternalServerError},
-		{"headers over the limit", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("X-Padding", big)
-		}, http.StatusInternalServerError},
-		{"a body just within the limit", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `"`+big[:payload.Limit-1024]+`"`)
-		}, http.StatusOK},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			out, err := Handler(tt.serve)(t.Context(), fixture(t, "rest-get-query.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(out) > payload.Limit {
-				t.Fatalf("got a response of %d bytes, want at most %d", len(out), payload.Limit)
-			}
-			var a answer
-			if err := json.Unmarshal(out, &a); err != nil {
-				t.Fatal(err)
-			}
-			if a.StatusCode != tt.want {
-				t.Fatalf("got status %d, want %d", a.StatusCode, tt.want)
-			}
-			if tt.want == http.StatusInternalServerError && !strings.Contains(a.Body, `"message":"internal error (request `) {
-				t.Errorf("got body %s, want a JSON error naming the request", a.Body)
-			}
-		})
-	}
-}
-
-func TestResponseDefaultsAZeroStatusTo200(t *testing.T) {
-	out, err := Response(FormatV1, &http.Response{Header: http.Header{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a answer
-	if err := json.Unmarshal(out, &a); err != nil {
-		t.Fatal(err)
-	}
-	if a.StatusCode != 200 || a.Body != "" {
-		t.Errorf("got status %d body %q, want 200 and an empty body", a.StatusCode, a.Body)
 	}
 }
 

@@ -50,7 +50,7 @@ func TestStreamHandlerAnswersAListLargerThanLambdasBufferedLimitWhole(t *testing
 		rows[i] = fmt.Sprintf("%06d%s", i, strings.Repeat("<", 400)) // about 2.4 KB as JSON escapes it
 	}
 	h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { web.JSON(w, http.StatusOK, rows) }),
-		web.Options{Logger: slog.New(slog.DiscardHandler), RequestID: RequestID, Stream: true})
+		web.Options{Logger: slog.New(slog.DiscardHandler), RequestID: RequestID})
 	res, err := StreamHandler(h)(context.Background(), streamEvent(t, "/api/slaves"))
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func TestStreamHandlerAnswersAListLargerThanLambdasBufferedLimitWhole(t *testing
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("got status %d and error %v, want a whole 200", status, err)
 	}
-	if header["Content-Type"] != "application/json" || header[web.TruncatedHeader] != "" {
+	if header["Content-Type"] != "application/json" || header["X-Result-Truncated"] != "" {
 		t.Errorf("got headers %v, want JSON and no truncation", header)
 	}
 	var got []string

@@ -276,9 +276,7 @@ func TestEveryPathAnswersWhatS3Holds(t *testing.T) {
 	cfg := logs.Config{Buckets: []string{bucket}, URLTTL: time.Hour, Lookback: 30 * day,
 		ListTimeout: routeDeadline, LinkTimeout: routeDeadline}
 	var logged bytes.Buffer
-	// The answers are written as deployed: streamed (docs/behaviour.md
-	// "Answers of any size").
-	quiet := web.Options{Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError})), Stream: true}
+	quiet := web.Options{Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError}))}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("errors logged:\n%s", logged.String())

@@ -301,13 +301,13 @@ func tokenValue(t tokenJSON) string {
 	return *t.Value
 }
 
-// maxTokenShare is the most of web.Budget that a search answer without
+// maxTokenShare is the most of payload.Budget that a search answer without
 // results may take: a search whose tokens alone would take more is refused
 // before anything is listed, so that every page has room for results. Real
 // searches take a few hundred kilobytes at most (2,000 prefixes of about a
 // hundred bytes); only ids hundreds of bytes long over thousands of
 // prefixes come near it.
-const maxTokenShare = web.Budget / 2
+const maxTokenShare = payload.Budget / 2
 
 // pageBase returns how many bytes a search answer without results takes as
 // Lambda carries it (payload.StringSize), with every token at its widest:
@@ -343,7 +343,7 @@ func carried(v any) (int, error) {
 	return payload.StringSize(b), nil
 }
 
-// fitPage cuts a page to what one answer can carry (web.Budget). Up to
+// fitPage cuts a page to payload.Budget. Up to
 // 1,000 results of long keys, each with two presigned URLs that repeat the
 // key, can take over 20 MB; the cut keeps the longest run of hits, in the
 // order they were listed, whose results and tokens fit beside base (see
@@ -370,7 +370,7 @@ func fitPage(base int, hits []hit, found []logkey.Entry, results []logJSON, toke
 			result, _ := carried(results[j])
 			grow += result + 1 // and a comma
 		}
-		if size+grow > web.Budget && i > 0 {
+		if size+grow > payload.Budget && i > 0 {
 			cut = i
 			break
 		}

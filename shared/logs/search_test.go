@@ -12,7 +12,6 @@ import (
 
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/payload"
-	"github.com/fleetops/fleet/shared/web"
 )
 
 // The paginated search: every object exactly once across pages, pages
@@ -179,8 +178,8 @@ func TestSearchPagesStopWhereTheirAnswerWouldOutgrowLambdasResponse(t *testing.T
 				raw, _ := json.Marshal(body)
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/logs/search", strings.NewReader(string(raw))))
-				if n := payload.BodySize(rec.Header(), rec.Body.Bytes()); n > web.Budget {
-					t.Fatalf("page %d takes %d bytes in Lambda's response, want at most %d", pages, n, web.Budget)
+				if n := payload.BodySize(rec.Header(), rec.Body.Bytes()); n > payload.Budget {
+					t.Fatalf("page %d takes %d bytes in Lambda's response, want at most %d", pages, n, payload.Budget)
 				}
 				p := decode[page](t, result{rec.Code, rec.Body.String(), rec.Header()})
 				for _, e := range p.Results {

@@ -1,9 +1,11 @@
 // Package payload owns what a Lambda proxy response can carry: Lambda's
 // limit on a synchronous response, and how many bytes a response body takes
 // inside the JSON envelope that API Gateway's proxy integration reads
-// (statusCode, headers, body, isBase64Encoded). The edge writes that
-// envelope and web keeps every answer within the limit; both follow the one
-// rule here, so a size web computes is the size the edge writes.
+// (statusCode, headers, body, isBase64Encoded). Every answer of the API is
+// streamed, which has no such limit; the routes that page by size (the log
+// search, the change feed) still keep each page within Budget, the size
+// their clients page through, and dev/lambdarun writes that envelope for
+// make invoke.
 package payload
 
 import (
@@ -19,6 +21,12 @@ import (
 // alone. Beyond it Lambda fails the invocation (Function.ResponseSizeTooLarge)
 // and API Gateway answers a 502 that is not JSON.
 const Limit = 6 << 20
+
+// Budget is the most bytes a page of the log search or the change feed
+// takes as the envelope would carry its body (StringSize): Limit, less 64
+// KiB for the status and headers. A page of that size is what one buffered
+// answer could carry, and stays the page clients know.
+const Budget = Limit - 64<<10
 
 // TooLargeMessage is the message of the JSON 500 that stands in for an
 // answer Lambda could not deliver, for the request with id requestID.

@@ -11,7 +11,7 @@ import (
 	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/machine"
-	"github.com/fleetops/fleet/shared/web"
+	"github.com/fleetops/fleet/shared/payload"
 )
 
 // CursorHeader carries, on a list of the slaves, the change feed's cursor
@@ -86,8 +86,8 @@ func (h *Handler) changes(r *http.Request) (changesJSON, error) {
 			return changesJSON{}, fmt.Errorf("encode change of %s: %w", c.SlaveID, err)
 		}
 		// No byte takes more than 6 as Lambda carries it: an answer of
-		// changes within Budget/6 always fits, and one change always does.
-		if size += len(b); i > 0 && size > web.Budget/6 {
+		// changes within payload.Budget/6 always fits, and one change always does.
+		if size += len(b); i > 0 && size > payload.Budget/6 {
 			out.Cursor = page.After(i)
 			break
 		}

@@ -25,28 +25,18 @@ type Setup struct {
 	Metrics *metrics.Emitter
 }
 
-// API starts a function that serves an endpoint group behind API Gateway:
-// the handler build returns, wrapped by web (log line, errors, response
-// bounds) and converted from and to API Gateway's events by edge.
+// API starts a function that serves an endpoint group behind API Gateway,
+// which invokes it with response streaming (responseTransferMode STREAM on
+// every integration of FleetApi that reaches it in template.yaml, which
+// functions/streamed_test.go checks): the handler build returns, wrapped by
+// web (log line, errors, compression), answers in the streaming format
+// (edge.StreamHandler), every answer whole, written as it is encoded
+// (docs/behaviour.md "Answers of any size").
 func API(build func(ctx context.Context, s Setup) (http.Handler, error)) {
 	ctx, s := setup()
 	h, err := build(ctx, s)
 	exitOn(s.Log, err)
-	lambda.Start(tracing.Lambda(edge.Handler(web.Wrap(tracing.HTTP(h), web.Options{Logger: s.Log, RequestID: edge.RequestID, Metrics: s.Metrics}))))
-}
-
-// StreamedAPI is API for a function that API Gateway invokes with response
-// streaming (responseTransferMode STREAM on every integration of FleetApi
-// that reaches it in template.yaml, which functions/streamed_test.go
-// checks): every answer is sent whole, written as it is encoded, in the
-// streaming format (edge.StreamHandler), rather than held and bounded to
-// Lambda's 6 MB (docs/behaviour.md "Answers of any size"). Such a function
-// answers only streaming invocations.
-func StreamedAPI(build func(ctx context.Context, s Setup) (http.Handler, error)) {
-	ctx, s := setup()
-	h, err := build(ctx, s)
-	exitOn(s.Log, err)
-	lambda.Start(tracing.Lambda(edge.StreamHandler(web.Wrap(tracing.HTTP(h), web.Options{Logger: s.Log, RequestID: edge.RequestID, Metrics: s.Metrics, Stream: true}))))
+	lambda.Start(tracing.Lambda(edge.StreamHandler(web.Wrap(tracing.HTTP(h), web.Options{Logger: s.Log, RequestID: edge.RequestID, Metrics: s.Metrics}))))
 }
 
 // Events starts a function that handles events (a scheduled run, a

@@ -2,8 +2,8 @@
 // conventions of docs/behaviour.md "Wire conventions" (JSON bodies, tolerant
 // optional bodies, the error body), the one mapping from fault kinds to HTTP
 // status, and the middleware that gives every request an id, a log line and
-// panic safety and either streams every answer whole (Options.Stream) or
-// keeps it within what Lambda can return buffered (Budget).
+// panic safety, and writes every answer as a stream, gzipped when the client
+// accepts it and the answer is long enough to gain (answer).
 //
 // The log line of a request says what an operator asks first: which route,
 // what answer, how long, for whom (the caller's identity id, never a token),
@@ -14,7 +14,6 @@ package web
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,7 +25,6 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +34,6 @@ import (
 	"github.com/fleetops/fleet/shared/exactjson"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/metrics"
-	"github.com/fleetops/fleet/shared/payload"
 )
 
 // MaxBody is the largest request body accepted (docs/behaviour.md "Wire conventions").
@@ -126,10 +123,6 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Cache-Control", "no-store")
 	jsonHeaders(w.Header())
 	w.WriteHeader(status)
-	if b, ok := w.(*buffer); ok {
-		b.adopt(body)
-		return
-	}
 	w.Write(body)
 }
 
@@ -141,18 +134,16 @@ func jsonHeaders(h http.Header) {
 	h.Set("X-Content-Type-Options", "nosniff")
 }
 
-// JSON writes v as the JSON response body with status. Inside Wrap, a
-// slice is held as it is and encoded element by element as the answer is
-// sent, so that a long list is never held as one body (see Wrap); elements
-// that are json.RawMessage are taken as the encoding they are.
+// JSON writes v as the JSON response body with status. A slice is written
+// element by element (writeArray), so that a long list is never held as one
+// body; elements that are json.RawMessage are taken as the encoding they
+// are.
 func JSON(w http.ResponseWriter, status int, v any) {
-	if b, ok := w.(*buffer); ok && b.status == 0 && len(b.body) == 0 {
-		if elems, ok := elementsOf(v); ok {
-			jsonHeaders(w.Header())
-			w.WriteHeader(status)
-			b.elements = elems
-			return
-		}
+	if elems, ok := arrayOf(v); ok {
+		jsonHeaders(w.Header())
+		w.WriteHeader(status)
+		writeArray(w, elems)
+		return
 	}
 	body, err := json.Marshal(v)
 	if err != nil {
@@ -161,16 +152,13 @@ func JSON(w http.ResponseWriter, status int, v any) {
 	}
 	jsonHeaders(w.Header())
 	w.WriteHeader(status)
-	if b, ok := w.(*buffer); ok {
-		b.adopt(body)
-		return
-	}
 	w.Write(body)
 }
 
-// OK writes the empty 200 response of a successful change.
+// OK writes the empty 200 response of a successful change: no body, and so
+// no Content-Type (a validating proxy refuses a JSON type on an empty body).
 func OK(w http.ResponseWriter) {
-	jsonHeaders(w.Header())
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -250,12 +238,6 @@ type Options struct {
 	// backend calls were throttled; handlers reach it with Metrics. Nil
 	// means no metrics.
 	Metrics *metrics.Emitter
-	// Stream sends every answer whole, written as it is encoded, instead
-	// of holding it and bounding it to Budget: for a transport with no
-	// size limit of its own, the local server's and API Gateway's response
-	// streaming (edge.StreamHandler). See docs/behaviour.md "Answers of any
-	// size".
-	Stream bool
 }
 
 // request is what Wrap keeps of one request, in its context: one value
@@ -340,15 +322,10 @@ func logger(r *http.Request) *slog.Logger {
 // a panic, a JSON 404 for paths with empty, "." or ".." segments, which
 // ServeMux would otherwise redirect to another route, a JSON 400 for a
 // query string that does not parse, and gzip for large bodies when the
-// client accepts it.
-//
-// The answer is held until h returns. With Options.Stream it is then sent
-// whole, encoded as it is written (see stream), whatever its size. Without,
-// it is sent only within Budget: a JSON array that would not fit is cut to
-// its longest prefix that does (the routes order their arrays so that the
-// first elements matter most), with TruncatedHeader, CountHeader and
-// TotalHeader saying so; any other body that would not fit becomes a JSON
-// 500. Lambda (through edge) and the local server get the same answer.
+// client accepts it. Every answer is sent whole, written as it is encoded
+// (answer), whatever its size: the local server's and API Gateway's response
+// streaming (edge.StreamHandler) carry it (docs/behaviour.md "Answers of any
+// size").
 //
 // The log line ("request") holds request_id, method, route, path, status,
 // latency_ms, what handlers added with Note, and backend_calls: the AWS SDK
@@ -372,23 +349,27 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 		ctx, calls := callcount.With(r.Context())
 		s := &request{id: id, log: log, metrics: opts.Metrics}
 		r = r.WithContext(context.WithValue(ctx, requestKey{}, s))
-		buf := &buffer{header: w.Header()}
-		buf.header.Add("Vary", "Accept-Encoding")
-		gz := acceptsGzip(r.Header.Get("Accept-Encoding"))
+		w.Header().Add("Vary", "Accept-Encoding")
+		a := &answer{w: w, gzipOK: AcceptsGzip(r.Header.Get("Accept-Encoding"))}
 		defer func() {
+			var err error
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				buf.reset()
-				Error(buf, r, fmt.Errorf("panic: %v", p))
+				err = fmt.Errorf("panic: %v", p)
+				if a.reset() {
+					Error(a, r, err)
+					err = nil
+				} else {
+					err = fmt.Errorf("%w: %w", errAborted, err)
+					a.abandon()
+				}
 			}
-			if !opts.Stream {
-				status := buf.send(w, r, gz)
-				s.finish(r, status, time.Since(start), calls)
-				return
+			if err == nil {
+				err = a.finish()
 			}
-			status, err := buf.stream(w, r, gz)
+			status := a.status
 			if err != nil {
 				Note(r, "aborted", err.Error())
 			}
@@ -408,14 +389,14 @@ func Wrap(h http.Handler, opts Options) http.Handler {
 		// slave. API Gateway refuses such a request before it looks for a
 		// route, and so does this.
 		if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
-			Error(buf, r, fault.Invalid("malformed query string"))
+			Error(a, r, fault.Invalid("malformed query string"))
 			return
 		}
 		if !cleanPath(r.URL.EscapedPath()) {
-			NotFound(buf, r)
+			NotFound(a, r)
 			return
 		}
-		h.ServeHTTP(buf, r)
+		h.ServeHTTP(a, r)
 	})
 }
 
@@ -444,111 +425,6 @@ func (s *request) finish(r *http.Request, status int, took time.Duration, calls 
 	s.metrics.Emit(nil, counts...)
 }
 
-// buffer holds an answer until its handler returns, so that Wrap can
-// choose its encoding and bound its size before anything is sent: its body,
-// or the elements of a JSON array that JSON handed over. Headers go
-// straight to the underlying writer's map.
-type buffer struct {
-	header   http.Header
-	status   int
-	body     []byte
-	elements elements
-}
-
-// reset drops the answer held, to answer another instead.
-func (b *buffer) reset() { b.status, b.body, b.elements = 0, nil, nil }
-
-func (b *buffer) Header() http.Header { return b.header }
-
-func (b *buffer) WriteHeader(status int) {
-	if b.status == 0 {
-		b.status = status
-	}
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.WriteHeader(http.StatusOK)
-	b.spill()
-	b.body = append(b.body, p...)
-	return len(p), nil
-}
-
-// adopt takes body as the rest of the answer without copying it: JSON hands
-// over the slice it marshaled, which nothing else holds, and a large list
-// is then in memory once rather than twice.
-func (b *buffer) adopt(body []byte) {
-	b.WriteHeader(http.StatusOK)
-	b.spill()
-	if len(b.body) == 0 {
-		b.body = body
-		return
-	}
-	b.body = append(b.body, body...)
-}
-
-// spill turns held elements into body bytes, for a handler that writes
-// more after them.
-func (b *buffer) spill() {
-	if b.elements == nil {
-		return
-	}
-	body, err := writeAll(b.elements)
-	if err != nil {
-		b.status, body = http.StatusInternalServerError, []byte(internalError)
-	}
-	b.body, b.elements = body, nil
-}
-
-// send writes the held answer to w within Budget (see Wrap), gzipped when
-// the client accepts gzip and that helps, and returns the status sent.
-func (b *buffer) send(w http.ResponseWriter, r *http.Request, acceptsGzip bool) int {
-	status := cmp.Or(b.status, http.StatusOK)
-	var out fitted
-	var size int
-	ok := true
-	if b.elements != nil {
-		var err error
-		if out, size, ok, err = fitElements(b.header, status, b.elements, acceptsGzip); err != nil {
-			b.reset()
-			Error(b, r, err)
-			return b.send(w, r, acceptsGzip)
-		}
-	} else {
-		gz := acceptsGzip && len(b.body) >= minGzip && b.header.Get("Content-Encoding") == ""
-		out, size, ok = fit(b.header, status, b.body, gz)
-	}
-	if !ok {
-		b.reset()
-		tooLarge(b, r, size)
-		status, out = b.status, fitted{body: b.body}
-	}
-	if out.gzip {
-		b.header.Set("Content-Encoding", "gzip")
-		b.header.Del("Content-Length")
-	}
-	if out.cut {
-		b.header.Set(TruncatedHeader, "true")
-		b.header.Set(CountHeader, strconv.Itoa(out.kept))
-		b.header.Set(TotalHeader, strconv.Itoa(out.total))
-		b.header.Del("Content-Length")
-		Note(r, "result_count", out.kept)
-		Note(r, "total_count", out.total)
-	}
-	w.WriteHeader(status)
-	if len(out.body) > 0 {
-		_, _ = w.Write(out.body)
-	}
-	return status
-}
-
-// tooLarge answers a body that does not fit in Budget and cannot be cut. No
-// route answers one: each bounds what it answers (see openapi.yaml).
-func tooLarge(w http.ResponseWriter, r *http.Request, size int) {
-	logger(r).ErrorContext(r.Context(), "request failed", "request_id", RequestID(r), "status", http.StatusInternalServerError,
-		"error", fmt.Sprintf("the answer takes %d bytes in Lambda's response, over the %d allowed, and is not a JSON array to cut", size, Budget))
-	writeError(w, http.StatusInternalServerError, payload.TooLargeMessage(RequestID(r)))
-}
-
 // cleanPath reports whether every segment of an escaped path is a real
 // name. A trailing slash is allowed (`/api/slaves/`).
 func cleanPath(p string) bool {
@@ -561,12 +437,9 @@ func cleanPath(p string) bool {
 	return true
 }
 
-// minGzip is the smallest body worth compressing: below it, gzip's header
-// and the base64 API Gateway needs for a compressed body outweigh the gain.
-const minGzip = 4 << 10
-
-// acceptsGzip reports whether an Accept-Encoding header accepts gzip.
-func acceptsGzip(header string) bool {
+// AcceptsGzip reports whether an Accept-Encoding header accepts gzip (q=0
+// refuses it).
+func AcceptsGzip(header string) bool {
 	for _, part := range strings.Split(header, ",") {
 		name, params, _ := strings.Cut(part, ";")
 		name = strings.ToLower(strings.TrimSpace(name))

@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/fleetops/fleet/shared/callcount"
 	"github.com/fleetops/fleet/shared/fault"
 	"github.com/fleetops/fleet/shared/metrics"
-	"github.com/fleetops/fleet/shared/payload"
 	"github.com/fleetops/fleet/shared/web"
 )
 
@@ -837,11 +835,6 @@ func gzipOf(t *testing.T, b []byte) []byte {
 	return buf.Bytes()
 }
 
-// delivered is the size of an answer's body in Lambda's envelope.
-func delivered(rec *httptest.ResponseRecorder) int {
-	return payload.BodySize(rec.Header(), rec.Body.Bytes())
-}
-
 func get(h http.Handler, acceptGzip bool) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodGet, "/api/slaves", nil)
 	if acceptGzip {
@@ -869,69 +862,6 @@ func plainBody(t *testing.T, rec *httptest.ResponseRecorder) []byte {
 	return b
 }
 
-// wantPrefix checks that an answer is the first elements of parts, as
-// its headers say, and returns how many it holds.
-func wantPrefix(t *testing.T, rec *httptest.ResponseRecorder, parts []string) int {
-	t.Helper()
-	if rec.Code != http.StatusOK {
-		t.Fatalf("got status %d, want 200", rec.Code)
-	}
-	var got []json.RawMessage
-	if err := json.Unmarshal(plainBody(t, rec), &got); err != nil {
-		t.Fatalf("got a body that is not a JSON array: %v", err)
-	}
-	for i, e := range got {
-		if string(e) != parts[i] {
-			t.Fatalf("element %d: got %.80s, want %.80s", i, e, parts[i])
-		}
-	}
-	h := rec.Header()
-	if h.Get(web.TruncatedHeader) != "true" || h.Get(web.CountHeader) != strconv.Itoa(len(got)) || h.Get(web.TotalHeader) != strconv.Itoa(len(parts)) {
-		t.Errorf("got headers %s=%q %s=%q %s=%q, want true, %d, %d", web.TruncatedHeader, h.Get(web.TruncatedHeader),
-			web.CountHeader, h.Get(web.CountHeader), web.TotalHeader, h.Get(web.TotalHeader), len(got), len(parts))
-	}
-	if n := delivered(rec); n > web.Budget {
-		t.Errorf("got %d bytes in the envelope, want at most %d", n, web.Budget)
-	}
-	if len(got) == 0 || len(got) == len(parts) {
-		t.Fatalf("kept %d of %d elements, want some but not all", len(got), len(parts))
-	}
-	return len(got)
-}
-
-func TestWrapCutsAnArrayThatWouldNotFitToItsLongestPrefixThatDoes(t *testing.T) {
-	// Every '<' takes 7 bytes in the envelope: 300 of these are over
-	// 8 MB there, from 1.8 MB of JSON that gzip makes tiny. The elements
-	// hold what a naive split on commas or brackets would cut.
-	var elems []any
-	for i := range 300 {
-		elems = append(elems, map[string]any{"id": i, "note": `a,]"[{\` + strings.Repeat("<", 4096), "tags": []string{"x,y", "]"}})
-	}
-	body, parts := arrayOf(t, elems)
-
-	t.Run("a client without gzip gets the longest prefix that fits as text", func(t *testing.T) {
-		rec := get(serveBody(body), false)
-		kept := wantPrefix(t, rec, parts)
-		next := "[" + strings.Join(parts[:kept+1], ",") + "]"
-		if n := payload.BodySize(rec.Header(), []byte(next)); n <= web.Budget {
-			t.Errorf("one more element takes %d bytes, which fits in %d: want the longest prefix", n, web.Budget)
-		}
-		if rec.Header().Get("Content-Encoding") != "" {
-			t.Errorf("got Content-Encoding %q, want none", rec.Header().Get("Content-Encoding"))
-		}
-	})
-	t.Run("a gzip client gets all of it, compressed", func(t *testing.T) {
-		rec := get(serveBody(body), true)
-		if rec.Header().Get("Content-Encoding") != "gzip" || rec.Header().Get(web.TruncatedHeader) != "" {
-			t.Fatalf("got Content-Encoding %q and %s %q, want gzip and no cut", rec.Header().Get("Content-Encoding"),
-				web.TruncatedHeader, rec.Header().Get(web.TruncatedHeader))
-		}
-		if !bytes.Equal(plainBody(t, rec), body) {
-			t.Errorf("got another body, want the whole array")
-		}
-	})
-}
-
 // randomText returns n random printable characters that JSON writes as they
 // are: text gzip shrinks by less than base64 grows it.
 func randomText(rng *rand.Rand, n int) string {
@@ -941,103 +871,6 @@ func randomText(rng *rand.Rand, n int) string {
 		b[i] = alphabet[rng.IntN(len(alphabet))]
 	}
 	return string(b)
-}
-
-func TestWrapCutsACompressedArrayToItsLongestPrefixThatFitsCompressed(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 7))
-	// Random text, half of it '<': 7 bytes a character as text in the
-	// envelope, under one compressed. Too large either way, and gzip keeps
-	// more of it. Texts repeat further apart than gzip looks back.
-	texts := make([]string, 16)
-	for i := range texts {
-		text := []byte(randomText(rng, 3000))
-		for j := range text {
-			if rng.IntN(2) == 0 {
-				text[j] = '<'
-			}
-		}
-		texts[i] = string(text)
-	}
-	var elems []any
-	for i := range 3000 {
-		elems = append(elems, map[string]string{"id": strconv.Itoa(i), "attributes": texts[i%len(texts)]})
-	}
-	body, parts := arrayOf(t, elems)
-	rec := get(serveBody(body), true)
-	if rec.Header().Get("Content-Encoding") != "gzip" {
-		t.Fatalf("got Content-Encoding %q, want gzip", rec.Header().Get("Content-Encoding"))
-	}
-	kept := wantPrefix(t, rec, parts)
-	next := gzipOf(t, []byte("["+strings.Join(parts[:kept+1], ",")+"]"))
-	if n := payload.BodySize(rec.Header(), next); n <= web.Budget {
-		t.Errorf("one more element takes %d bytes compressed, which fits in %d: want the longest prefix", n, web.Budget)
-	}
-	if plain := get(serveBody(body), false); wantPrefix(t, plain, parts) >= kept {
-		t.Errorf("got as many elements without gzip, want gzip to keep more of this text")
-	}
-}
-
-func TestWrapSendsTextToAGzipClientWhenOnlyTextFits(t *testing.T) {
-	rng := rand.New(rand.NewPCG(8, 8))
-	var elems []any
-	for range 500 {
-		elems = append(elems, randomText(rng, 12000))
-	}
-	body, _ := arrayOf(t, elems)
-	if z := len(gzipOf(t, body)); z*4/3 <= web.Budget || payload.StringSize(body) > web.Budget {
-		t.Fatalf("test body: %d bytes as text and %d compressed, want text to fit and gzip not", payload.StringSize(body), z)
-	}
-	rec := get(serveBody(body), true)
-	if rec.Header().Get("Content-Encoding") != "" || rec.Header().Get(web.TruncatedHeader) != "" || !bytes.Equal(rec.Body.Bytes(), body) {
-		t.Errorf("got Content-Encoding %q, %s %q and %d bytes, want the whole body as text", rec.Header().Get("Content-Encoding"),
-			web.TruncatedHeader, rec.Header().Get(web.TruncatedHeader), rec.Body.Len())
-	}
-}
-
-func TestWrapAnswersAJSONErrorForABodyThatNeitherFitsNorCanBeCut(t *testing.T) {
-	huge := map[string]string{"message": strings.Repeat("<", web.Budget/7+1)}
-	for _, tt := range []struct {
-		name string
-		body any
-	}{
-		{"an object", huge},
-		{"an array of one element that does not fit alone", []any{huge}},
-	} {
-		for _, gz := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s, gzip %v", tt.name, gz), func(t *testing.T) {
-				body, err := json.Marshal(tt.body)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var logs bytes.Buffer
-				h := web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if gz {
-						// Incompressible, so that gzip does not save it.
-						w.Header().Set("Content-Encoding", "br")
-					}
-					web.JSON(w, http.StatusOK, json.RawMessage(body))
-				}), web.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil)), RequestID: fixedID("req-9")})
-				rec := get(h, gz)
-				if tt.name == "an array of one element that does not fit alone" {
-					// The empty prefix fits: an array is always answered.
-					if rec.Code != http.StatusOK || rec.Header().Get(web.CountHeader) != "0" {
-						t.Fatalf("got %d with %s %q, want 200 holding no element", rec.Code, web.CountHeader, rec.Header().Get(web.CountHeader))
-					}
-					return
-				}
-				if rec.Code != http.StatusInternalServerError {
-					t.Fatalf("got status %d, want 500", rec.Code)
-				}
-				want := `{"code":500,"message":"internal error (request req-9): the response is too large to deliver"}` + "\n"
-				if got := string(plainBody(t, rec)); got != want {
-					t.Errorf("got body %s, want %s", got, want)
-				}
-				if failed := linesWithMsg(logLines(t, &logs), "request failed"); len(failed) != 1 {
-					t.Errorf("got %d request failed lines, want 1", len(failed))
-				}
-			})
-		}
-	}
 }
 
 // An array is compressed from 4 KiB of JSON on, as any other body: the

@@ -44,11 +44,6 @@ export async function call(method, path, { body, query, key, signal } = {}) {
   // (A change answers 200 with an empty body, so only reads are parsed so.)
   if (res.ok && method === "GET") {
     const out = await res.json();
-    // An answer cut to fit Lambda's response (docs/behaviour.md, "Response
-    // bounds") says so; the pages show it.
-    if (res.headers.get("X-Result-Truncated") === "true") {
-      Object.defineProperty(out, "truncated", { value: { count: Number(res.headers.get("X-Result-Count")), total: Number(res.headers.get("X-Total-Count")) } });
-    }
     // A list carries the change feed's cursor of the state it answered
     // (docs/behaviour.md "The change feed"): following from it misses and
     // repeats nothing.

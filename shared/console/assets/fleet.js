@@ -12,7 +12,7 @@ import * as api from "./api.js";
 import { href, replace } from "./router.js";
 import { time, number, size } from "./format.js";
 import { badge } from "./badge.js";
-import { problem, info } from "./notice.js";
+import { problem } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
 import { bulkPanel } from "./bulk.js";
 import { follow } from "./follow.js";
@@ -65,7 +65,7 @@ async function load() {
   const rows = list.map((s) => ({ s, x: byId.get(s.id) }));
   fleet = {
     rows, byId: new Map(rows.map((r) => [r.s.id, r])), at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map(),
-    truncated: list.truncated, cursor: list.cursor, seqs: new Map(), marks: new Map(),
+    cursor: list.cursor, seqs: new Map(), marks: new Map(),
   };
   // The search index is built when the browser is idle after the first
   // paint, not before it.
@@ -110,10 +110,10 @@ function apply(changes) {
     if (r) {
       r.s = c.slave;
       r.text = undefined;
-    } else if (!fleet.truncated) { // a list cut short shows only its first machines
+    } else {
       r = { s: c.slave, x: undefined };
       fleet.byId.set(id, r);
-    } else continue;
+    }
     moved.add(r);
     fleet.marks.set(id, now);
   }
@@ -494,8 +494,7 @@ export function render(root, route) {
       relisted = refused;
       // The page says so for a moment.
       if (refused) setTimeout(() => { relisted = false; if (fleet) updated(); }, 10000);
-      const cut = fleet.truncated;
-      errors.replaceChildren(cut ? info(`The API answered the first ${number(cut.count)} of ${number(cut.total)} machines by id: the whole list did not fit in one answer.`) : "");
+      errors.replaceChildren();
       updated();
       draw();
     } catch (e) {
