@@ -28,12 +28,6 @@ const Limit = 6 << 20
 // answer could carry, and stays the page clients know.
 const Budget = Limit - 64<<10
 
-// TooLargeMessage is the message of the JSON 500 that stands in for an
-// answer Lambda could not deliver, for the request with id requestID.
-func TooLargeMessage(requestID string) string {
-	return "internal error (request " + requestID + "): the response is too large to deliver"
-}
-
 // Base64 reports whether a proxy response carries body base64-encoded.
 // API Gateway passes a textual body through as a JSON string; a body with a
 // Content-Encoding, one that is not UTF-8 (a JSON string cannot carry those

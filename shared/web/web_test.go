@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -800,77 +799,6 @@ func TestOutcomeNamesTheStatusClass(t *testing.T) {
 			t.Errorf("Outcome(%d): got %q, want %q", status, got, want)
 		}
 	}
-}
-
-// serveBody answers every request with body, as a handler's JSON.
-func serveBody(body []byte) http.Handler {
-	return web.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(body)
-	}), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-}
-
-// arrayOf marshals elements as a JSON array, and returns each element's
-// JSON too.
-func arrayOf(t *testing.T, elems []any) ([]byte, []string) {
-	t.Helper()
-	var parts []string
-	for _, e := range elems {
-		b, err := json.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts = append(parts, string(b))
-	}
-	return []byte("[" + strings.Join(parts, ",") + "]"), parts
-}
-
-// gzipOf is the gzip form Wrap writes (the fastest level).
-func gzipOf(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
-	zw.Write(b)
-	zw.Close()
-	return buf.Bytes()
-}
-
-func get(h http.Handler, acceptGzip bool) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodGet, "/api/slaves", nil)
-	if acceptGzip {
-		req.Header.Set("Accept-Encoding", "gzip")
-	}
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
-}
-
-// plainBody returns the answer's body, decompressed when it is gzip.
-func plainBody(t *testing.T, rec *httptest.ResponseRecorder) []byte {
-	t.Helper()
-	if rec.Header().Get("Content-Encoding") != "gzip" {
-		return rec.Body.Bytes()
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(rec.Body.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// randomText returns n random printable characters that JSON writes as they
-// are: text gzip shrinks by less than base64 grows it.
-func randomText(rng *rand.Rand, n int) string {
-	const alphabet = "!#$%'()*+,-./0123456789:;=?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~"
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = alphabet[rng.IntN(len(alphabet))]
-	}
-	return string(b)
 }
 
 // An array is compressed from 4 KiB of JSON on, as any other body: the
