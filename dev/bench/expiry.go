@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -13,12 +11,10 @@ import (
 
 	"github.com/fleetops/fleet/app/expiryapp"
 	"github.com/fleetops/fleet/dev/stack"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/sdkconfig"
 )
-
-// expiryTimeout is ExpiryFunction's timeout in template.yaml: what one run
-// of the trigger may take.
-const expiryTimeout = 300 * time.Second
 
 // expiryThroughput writes 10,000 FROZEN slaves, each with an expiring record
 // due to revert it to ACTIVE, and times one run of the expiry trigger over
@@ -59,11 +55,16 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	took := time.Since(start)
 	_, text := c.take()
 	rate := float64(res.Applied) / took.Seconds()
-	perRun := int(rate * expiryTimeout.Seconds())
+	// What one run of the trigger may take: ExpiryFunction's timeout.
+	fn, err := e.local.Template.FunctionConfig("ExpiryFunction")
+	if err != nil {
+		return nil, err
+	}
+	perRun := int(rate * fn.Timeout.Seconds())
 	return []row{
 		{figure: fmt.Sprintf("expiry trigger over %d due records (emulator)", due), value: fmt.Sprintf("%.0f records/s (%d applied in %.1f s; %s)", rate, res.Applied, took.Seconds(), text),
 			target: fmt.Sprintf("all %d applied", due), met: verdict(res.Applied == due)},
-		{figure: "records one 300 s run applies at that rate", value: fmt.Sprintf("%d", perRun)},
+		{figure: fmt.Sprintf("records one %v run applies at that rate", fn.Timeout), value: fmt.Sprintf("%d", perRun)},
 		{figure: fmt.Sprintf("%d slaves with due records written (BatchWriteItem)", due), value: fmt.Sprintf("%.1f s", loaded.Seconds())},
 	}, nil
 }
@@ -74,32 +75,26 @@ func putDue(ctx context.Context, e *env, n int) error {
 	now := time.Now().UnixMilli()
 	started := now - 2*time.Hour.Milliseconds()
 	duration := time.Hour.Milliseconds()
-	ts := strconv.FormatInt(started, 10)
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	num := func(v int64) types.AttributeValue {
-		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-	}
+	active := machine.Active
 	var slaveItems, historyItems, expiringItems []map[string]types.AttributeValue
 	for i := range n {
 		id := fmt.Sprintf("due-%05d", i)
-		slaveItems = append(slaveItems, map[string]types.AttributeValue{
-			"id": s(id), "state": s("FROZEN"), "stateTimestamp": num(started), "stateMessage": s("maintenance"),
-			"firstSeenAt": num(started), "host": s(id + ".example.com"), "rackId": s("us-east-1a"),
-			"attributes": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{}}, "version": num(1),
-		})
-		historyItems = append(historyItems, map[string]types.AttributeValue{
-			"slaveId": s(id), "seq": num(1), "state": s("FROZEN"), "timestamp": &types.AttributeValueMemberN{Value: ts}, "message": s("maintenance"),
-		})
-		h := fnv.New32a()
-		h.Write([]byte(id))
-		expiringItems = append(expiringItems, map[string]types.AttributeValue{
-			"machineId": s(id), "startMillis": num(started), "actionId": s(fmt.Sprintf("action-%05d", i)), "revertToState": s("ACTIVE"),
-			"killTasksOnDecommissionTimeout": &types.AttributeValueMemberBOOL{Value: false},
-			"request": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-				"durationMillis": num(duration), "revertToState": s("ACTIVE"), "killTasksOnDecommissionTimeout": &types.AttributeValueMemberBOOL{Value: false},
-			}},
-			"dueAt": num(started + duration), "dueShard": num(int64(h.Sum32() % 8)), "expiresAt": num((started+duration)/1000 + 7*24*3600),
-		})
+		frozen := machine.Update{SlaveID: id, State: machine.Frozen, Timestamp: started, Message: "maintenance"}
+		slave, err := dynamo.SlaveItem(machine.Slave{ID: id, FirstSeenAt: started, Current: frozen, Host: id + ".example.com",
+			RackID: "us-east-1a", Attributes: map[string]string{}}, 1)
+		if err != nil {
+			return err
+		}
+		entry, err := dynamo.HistoryItem(frozen, 1, 0)
+		if err != nil {
+			return err
+		}
+		expiring, err := dynamo.ExpiringItem(machine.Expiring{MachineID: id, StartMillis: started, ActionID: fmt.Sprintf("action-%05d", i),
+			RevertTo: active, Request: machine.ChangeRequest{DurationMillis: &duration, RevertToState: &active}})
+		if err != nil {
+			return err
+		}
+		slaveItems, historyItems, expiringItems = append(slaveItems, slave), append(historyItems, entry), append(expiringItems, expiring)
 	}
 	for table, items := range map[string][]map[string]types.AttributeValue{
 		stack.Tables.Slaves: slaveItems, stack.Tables.History: historyItems, stack.Tables.Expiring: expiringItems,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -24,10 +23,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/app/logsapp"
 	"github.com/fleetops/fleet/app/slavesapp"
+	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/edge"
 	"github.com/fleetops/fleet/shared/machine"
@@ -445,6 +446,8 @@ const (
 	fakeHistory   = 6
 	fakeExpiring  = 3
 	fakeByState   = 4
+	// fakeRetention is how long a superseded entry is kept: any value
+	// does, as the canned answers are only read.
 	fakeRetention = 90 * 24 * 3600 // s
 )
 
@@ -461,12 +464,13 @@ func newFakeTables(tables dynamo.Tables, state machine.State) *fakeTables {
 	var history, keys []wireObj
 	for seq := fakeHistory; seq >= 1; seq-- {
 		st := []machine.State{machine.Active, machine.Frozen}[seq%2]
-		entry := wireObj{"slaveId": attrS(fakeSlaveID), "seq": attrN(int64(seq)), "state": attrS(string(st)),
-			"timestamp": attrN(fakeNow - int64(fakeHistory-seq)*3_600_000), "user": attrS("ops@example.com"), "message": attrS("kernel upgrade on node-1.example.com")}
+		var expiresAt int64
 		if seq < fakeHistory {
-			entry["expiresAt"] = attrN(fakeNow/1000 + fakeRetention)
+			expiresAt = fakeNow/1000 + fakeRetention
 		}
-		history = append(history, entry)
+		entry := machine.Update{SlaveID: fakeSlaveID, State: st, Timestamp: fakeNow - int64(fakeHistory-seq)*3_600_000,
+			User: "ops@example.com", Message: "kernel upgrade on node-1.example.com"}
+		history = append(history, fixture(dynamo.HistoryItem(entry, int64(seq), expiresAt)))
 		keys = append(keys, wireObj{"slaveId": attrS(fakeSlaveID), "seq": attrN(int64(seq))})
 	}
 	put("Query/history", queryPage(history))
@@ -479,11 +483,11 @@ func newFakeTables(tables dynamo.Tables, state machine.State) *fakeTables {
 	}
 	put("Scan/expiring", queryPage(expiring))
 	put("BatchGetItem", wireObj{"Responses": wireObj{tables.Slaves: existing}, "UnprocessedKeys": wireObj{}})
-	limit := wireObj{"id": attrS("#decommissioning"), "members": wireObj{"SS": []string{"20261121-051400-16777343-5050-1234-S9"}}, "lastAt": attrN(fakeNow - 86_400_000)}
+	limit := fixture(dynamo.DecommissioningItem([]string{"20261121-051400-16777343-5050-1234-S9"}, fakeNow-86_400_000))
 	put("TransactGetItems", wireObj{"Responses": []wireObj{{"Item": slave}, {}, {"Item": limit}, {}, {}}})
 	// The change feed: its cursor key; its heads (BatchGetItem, above,
 	// answers none of them) are all 0, an empty feed.
-	put("GetItem/feedkey", wireObj{"Item": wireObj{"shard": attrN(16), "seq": attrN(0), "key": wireObj{"B": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}}})
+	put("GetItem/feedkey", wireObj{"Item": fixture(dynamo.FeedKeyItem(bytes.Repeat([]byte{7}, 32)), nil)})
 	for _, op := range []string{"TransactWriteItems", "PutItem", "DeleteItem", "UpdateItem"} {
 		put(op, wireObj{})
 	}
@@ -556,24 +560,31 @@ func queryPage(items []wireObj) wireObj {
 	return wireObj{"Items": items, "Count": len(items), "ScannedCount": len(items)}
 }
 
-func fakeSlave(id string, i int, state machine.State) wireObj {
-	return wireObj{
-		"id": attrS(id), "state": attrS(string(state)), "stateTimestamp": attrN(fakeNow), "stateUser": attrS("ops@example.com"),
-		"stateMessage": attrS("kernel upgrade on node-1.example.com"), "firstSeenAt": attrN(fakeNow - 30*86_400_000),
-		"host": attrS(fmt.Sprintf("node-%d.example.com", i)), "rackId": attrS("us-east-1a"),
-		"attributes": wireObj{"M": wireObj{"instance_type": attrS("m5.4xlarge"), "pool": attrS("default")}},
-		"resources":  attrS(`{"cpus":16,"mem":63000,"disk":400000,"ports":"[31000-32000]"}`),
-		"version":    attrN(fakeHistory),
+// fixture is an item the store would write (shared/dynamo's items), in
+// DynamoDB's JSON; an item that cannot be built is a bug of the bench.
+func fixture(item map[string]types.AttributeValue, err error) wireObj {
+	if err != nil {
+		panic(fmt.Sprintf("bench: fake item: %v", err))
 	}
+	return fleettable.Wire(item)
+}
+
+func fakeSlave(id string, i int, state machine.State) wireObj {
+	return fixture(dynamo.SlaveItem(machine.Slave{
+		ID:          id,
+		FirstSeenAt: fakeNow - 30*86_400_000,
+		Current:     machine.Update{SlaveID: id, State: state, Timestamp: fakeNow, User: "ops@example.com", Message: "kernel upgrade on node-1.example.com"},
+		Host:        fmt.Sprintf("node-%d.example.com", i),
+		RackID:      "us-east-1a",
+		Attributes:  map[string]string{"instance_type": "m5.4xlarge", "pool": "default"},
+		Resources:   json.RawMessage(`{"cpus":16,"mem":63000,"disk":400000,"ports":"[31000-32000]"}`),
+	}, fakeHistory))
 }
 
 func fakeExpiringRecord(id string) wireObj {
-	due := int64(fakeNow + 3_600_000)
-	return wireObj{
-		"machineId": attrS(id), "user": attrS("ops@example.com"), "startMillis": attrN(fakeNow), "actionId": attrS("5f0c6e1e-2b7d-4c8a-9f3e-0d1a2b3c4d5e"),
-		"revertToState": attrS(string(machine.Active)), "killTasksOnDecommissionTimeout": wireObj{"BOOL": false},
-		"request": wireObj{"M": wireObj{"message": attrS("freeze for one hour while the disk is replaced"), "durationMillis": attrN(3_600_000),
-			"revertToState": attrS(string(machine.Active)), "actionId": attrS("5f0c6e1e-2b7d-4c8a-9f3e-0d1a2b3c4d5e"), "killTasksOnDecommissionTimeout": wireObj{"BOOL": false}}},
-		"dueAt": attrN(due), "dueShard": attrN(3), "expiresAt": attrN(due/1000 + 7*24*3600),
-	}
+	hour, active := int64(3_600_000), machine.Active
+	return fixture(dynamo.ExpiringItem(machine.Expiring{MachineID: id, User: "ops@example.com", StartMillis: fakeNow,
+		ActionID: "5f0c6e1e-2b7d-4c8a-9f3e-0d1a2b3c4d5e", RevertTo: active,
+		Request: machine.ChangeRequest{Message: "freeze for one hour while the disk is replaced", DurationMillis: &hour,
+			RevertToState: &active, ActionID: "5f0c6e1e-2b7d-4c8a-9f3e-0d1a2b3c4d5e"}}))
 }

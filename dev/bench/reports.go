@@ -50,10 +50,9 @@ const (
 // On-demand prices, us-east-1, standard table class (per million request
 // units, since November 2024), and the reports of a month at one a minute.
 const (
-	readUnitPrice    = 0.125 / 1e6
-	writeUnitPrice   = 0.625 / 1e6
-	reportsPerMonth  = 730 * 60
-	inventoryTimeout = 60 * time.Second // InventoryFunction's Timeout in template.yaml
+	readUnitPrice   = 0.125 / 1e6
+	writeUnitPrice  = 0.625 / 1e6
+	reportsPerMonth = 730 * 60
 )
 
 // reportFigures measures machine reports: a complete report of the fleet
@@ -67,6 +66,11 @@ func reportFigures(ctx context.Context, e *env) ([]row, error) {
 		size, firstSize, emulatorSize = 10_000, 10_000, 2_000
 	}
 	itemBytes := approxItemBytes(fleettable.Items(1, 0)[0])
+	fn, err := e.local.Template.FunctionConfig("InventoryFunction")
+	if err != nil {
+		return nil, err
+	}
+	inventoryTimeout := fn.Timeout
 	var rows []row
 
 	// Complete report, 1% changed.

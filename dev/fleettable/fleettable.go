@@ -31,33 +31,36 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetops/fleet/shared/awsfault"
+	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/machine"
 )
 
-// Items returns size slave items as the store writes them, frozen of them
-// FROZEN and the rest ACTIVE, with ids fleet-000000 onwards.
+// Items returns size slave items as the store writes them
+// (dynamo.SlaveItem), frozen of them FROZEN and the rest ACTIVE, with ids
+// fleet-000000 onwards.
 func Items(size, frozen int) []map[string]types.AttributeValue {
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	now := time.Now().UnixMilli()
 	items := make([]map[string]types.AttributeValue, size)
 	for i := range items {
-		state := "ACTIVE"
+		state := machine.Active
 		if frozen > 0 && i%(size/frozen) == 0 {
-			state = "FROZEN"
+			state = machine.Frozen
 		}
-		items[i] = map[string]types.AttributeValue{
-			"id":             &types.AttributeValueMemberS{Value: fmt.Sprintf("fleet-%06d", i)},
-			"state":          &types.AttributeValueMemberS{Value: state},
-			"stateTimestamp": &types.AttributeValueMemberN{Value: now},
-			"stateMessage":   &types.AttributeValueMemberS{Value: "Machine reported up"},
-			"firstSeenAt":    &types.AttributeValueMemberN{Value: now},
-			"host":           &types.AttributeValueMemberS{Value: fmt.Sprintf("node-%06d.us-east-1.compute.internal", i)},
-			"rackId":         &types.AttributeValueMemberS{Value: fmt.Sprintf("us-east-1%c", 'a'+i%6)},
-			"attributes": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-				"instance_type": &types.AttributeValueMemberS{Value: "m5.4xlarge"},
-				"ami":           &types.AttributeValueMemberS{Value: "ami-0abcdef1234567890"},
-			}},
-			"resources": &types.AttributeValueMemberS{Value: `{"cpus":16,"mem":63000,"disk":500000,"ports":"[31000-32000]"}`},
-			"version":   &types.AttributeValueMemberN{Value: "1"},
+		id := fmt.Sprintf("fleet-%06d", i)
+		s := machine.Slave{
+			ID:          id,
+			FirstSeenAt: now,
+			Current:     machine.Update{SlaveID: id, State: state, Timestamp: now, Message: "Machine reported up"},
+			Host:        fmt.Sprintf("node-%06d.us-east-1.compute.internal", i),
+			RackID:      fmt.Sprintf("us-east-1%c", 'a'+i%6),
+			Attributes:  map[string]string{"instance_type": "m5.4xlarge", "ami": "ami-0abcdef1234567890"},
+			Resources:   json.RawMessage(`{"cpus":16,"mem":63000,"disk":500000,"ports":"[31000-32000]"}`),
 		}
+		item, err := dynamo.SlaveItem(s, 1)
+		if err != nil {
+			panic(fmt.Sprintf("fleettable: slave %s: %v", id, err)) // a machine.Slave always marshals
+		}
+		items[i] = item
 	}
 	return items
 }
@@ -81,7 +84,7 @@ type Table struct {
 func New(items []map[string]types.AttributeValue, latency time.Duration) (*Table, error) {
 	t := &Table{latency: latency, seen: map[int32]bool{}}
 	for _, item := range items {
-		raw, err := json.Marshal(wireItem(item))
+		raw, err := json.Marshal(Wire(item))
 		if err != nil {
 			return nil, err
 		}
@@ -223,8 +226,8 @@ func (t *Table) more(last int, belongs func(int) bool) bool {
 	return false
 }
 
-// wireItem is an item in DynamoDB's JSON.
-func wireItem(item map[string]types.AttributeValue) map[string]any {
+// Wire is an item in DynamoDB's JSON, as the service's HTTP API carries it.
+func Wire(item map[string]types.AttributeValue) map[string]any {
 	out := map[string]any{}
 	for k, v := range item {
 		out[k] = wireValue(v)
@@ -238,8 +241,14 @@ func wireValue(v types.AttributeValue) map[string]any {
 		return map[string]any{"S": v.Value}
 	case *types.AttributeValueMemberN:
 		return map[string]any{"N": v.Value}
+	case *types.AttributeValueMemberBOOL:
+		return map[string]any{"BOOL": v.Value}
+	case *types.AttributeValueMemberSS:
+		return map[string]any{"SS": v.Value}
+	case *types.AttributeValueMemberB:
+		return map[string]any{"B": v.Value} // encoding/json writes bytes as base64, as DynamoDB's JSON does
 	case *types.AttributeValueMemberM:
-		return map[string]any{"M": wireItem(v.Value)}
+		return map[string]any{"M": Wire(v.Value)}
 	}
 	panic(fmt.Sprintf("fleettable: no wire form for %T", v))
 }
