@@ -440,12 +440,12 @@ type fakeTables struct {
 }
 
 const (
-	fakeSlaveID   = "20261121-051400-16777343-5050-1234-S1"
-	fakeNow       = 1795238040000
-	fakeFleet     = 12
-	fakeHistory   = 6
-	fakeExpiring  = 3
-	fakeByState   = 4
+	fakeSlaveID  = "20261121-051400-16777343-5050-1234-S1"
+	fakeNow      = 1795238040000
+	fakeFleet    = 12
+	fakeHistory  = 6
+	fakeExpiring = 3
+	fakeByState  = 4
 	// fakeRetention is how long a superseded entry is kept: any value
 	// does, as the canned answers are only read.
 	fakeRetention = 90 * 24 * 3600 // s
