@@ -61,10 +61,7 @@ func coldStart(ctx context.Context, e *env) ([]row, error) {
 	if runtime.GOOS != "linux" {
 		return nil, fmt.Errorf("the bootstrap binaries are linux binaries; this is %s", runtime.GOOS)
 	}
-	rounds := 15
-	if e.quick {
-		rounds = 5
-	}
+	rounds := e.size(15, 5, 2)
 	dir, err := os.MkdirTemp("", "fleet-bench-coldstart-")
 	if err != nil {
 		return nil, err

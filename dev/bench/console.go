@@ -37,10 +37,7 @@ const consoleFleet = 100_000
 // last what the page costs while it follows the change feed
 // (consoleFeedFigures).
 func consoleFigures(ctx context.Context, e *env) ([]row, error) {
-	n, runs := consoleFleet, 5
-	if e.quick {
-		n, runs = 10_000, 2
-	}
+	n, runs := e.size(consoleFleet, 10_000, 500), e.size(5, 2, 1)
 	// ConsoleFunction as deployed, but for its sign-in (AUTH_MODE none).
 	consoleEnv, err := functionEnv(e, "ConsoleFunction", nil)
 	if err != nil {

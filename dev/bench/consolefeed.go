@@ -102,10 +102,13 @@ func consoleFeedFigures(b *browser.Browser, ui http.Handler, n, runs int) ([]row
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancelTimeout()
-	if err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/#/fleet?sort=state&q=node-"),
-		chromedp.WaitVisible(`table.fleet td[data-col=id]`),
-		chromedp.Poll(`document.querySelector(".live")?.dataset.state === "live"`, nil, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-		return nil, err
+	if err := chromedp.Run(ctx, chromedp.Navigate(srv.URL+"/#/fleet?sort=state&q=node-"), chromedp.WaitVisible(`table.fleet td[data-col=id]`)); err != nil {
+		return nil, fmt.Errorf("the fleet page: %w", err)
+	}
+	if err := chromedp.Run(ctx, chromedp.Poll(`document.querySelector(".live")?.dataset.state === "live"`, nil, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		var state string
+		_ = chromedp.Run(ctx, chromedp.Evaluate(`document.querySelector(".live")?.dataset.state + " " + document.querySelector(".live")?.textContent`, &state))
+		return nil, fmt.Errorf("the page following the feed (it says %q): %w", state, err)
 	}
 	perAnswer := feedChangesPerMinute / feedAnswersPerMinute
 	var paints []time.Duration
@@ -124,7 +127,7 @@ func consoleFeedFigures(b *browser.Browser, ui http.Handler, n, runs int) ([]row
 		}
 		var took float64
 		if err := chromedp.Run(ctx, chromedp.Poll(`window.__feedPaint`, &took, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the paint of answer %d: %w", i, err)
 		}
 		paints = append(paints, time.Duration(took*float64(time.Millisecond)))
 	}
@@ -145,17 +148,18 @@ func consoleFeedFigures(b *browser.Browser, ui http.Handler, n, runs int) ([]row
 
 // feedPainted is run in the page before an answer: it notes the time from
 // the end of the next feed answer's arrival to the frame painted after the
-// table was drawn again (its rows replaced: the clock's ticks in the cells
-// are not a draw).
+// page was drawn again: any element the answer changed (rows put in or
+// taken out, the counts per state; the page draws only what changed),
+// but for the clock's ticks, which rewrite <time> elements every second.
 const feedPainted = `(() => {
   window.__feedPaint = undefined;
   const answers = () => performance.getEntriesByType("resource").filter((r) => r.name.includes("/api/slaves/changes"));
   const seen = answers().length;
-  new MutationObserver((_, obs) => {
+  new MutationObserver((records, obs) => {
     const answer = answers()[seen];
-    if (!answer) return;
+    if (!answer || records.every((r) => r.target.closest?.("time"))) return;
     obs.disconnect();
     requestAnimationFrame(() => setTimeout(() => { window.__feedPaint = performance.now() - answer.responseEnd; }));
-  }).observe(document.querySelector("table.fleet"), {childList: true});
+  }).observe(document.body, {childList: true, subtree: true});
   return true;
 })()`

@@ -21,10 +21,7 @@ import (
 // them, against the emulator, ExpiryFunction built by its composition root
 // over a counted client.
 func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
-	due := 10_000
-	if e.quick {
-		due = 1_000
-	}
+	due := e.size(10_000, 1_000, 50)
 	start := time.Now()
 	if err := putDue(ctx, e, due); err != nil {
 		return nil, err

@@ -20,10 +20,7 @@ import (
 // 100,000 machines is computed from those calls (docs/decisions.md "A
 // change feed positioned in the change's own transaction").
 func feedFigures(ctx context.Context, e *env) ([]row, error) {
-	changes := 20
-	if e.quick {
-		changes = 5
-	}
+	changes := e.size(20, 5, 2)
 	f, err := newSlaveFunctions(ctx, e)
 	if err != nil {
 		return nil, err

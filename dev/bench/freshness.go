@@ -36,10 +36,7 @@ import (
 // from the PutObject call to the end of the handler's write, so that the
 // hold cannot hide them.
 func freshness(ctx context.Context, e *env) ([]row, error) {
-	n := 50
-	if e.quick {
-		n = 10
-	}
+	n := e.size(50, 10, 3)
 	held, err := uploadsVisible(ctx, e, e.local, n)
 	if err != nil {
 		return nil, err

@@ -42,11 +42,8 @@ func logIndex(ctx context.Context, e *env) ([]row, error) {
 		return nil, err
 	}
 	busy := fmt.Sprintf("bench-busy-%d", now.UnixMilli())
-	n, lastHour := 10_000, 18
-	reps := 5
-	if e.quick {
-		n, reps = 2_000, 3
-	}
+	n, lastHour := e.size(10_000, 2_000, 200), 18
+	reps := e.size(5, 3, 1)
 	if err := putBusyRequest(ctx, e, bucket, busy, n, lastHour, now); err != nil {
 		return nil, err
 	}

@@ -65,10 +65,7 @@ func logPath(ctx context.Context, e *env) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	reps := 7
-	if e.quick {
-		reps = 3
-	}
+	reps := e.size(7, 3, 1)
 	cases := []struct {
 		figure, method, path, body string
 		target                     bool

@@ -27,10 +27,7 @@ import (
 // count the calls made one after another.
 func logSearch(ctx context.Context, e *env) ([]row, error) {
 	const bucket = "bench-log-search"
-	n := 10_000
-	if e.quick {
-		n = 2_000
-	}
+	n := e.size(10_000, 2_000, 200)
 	now := time.Now().UTC()
 	requestID := fmt.Sprintf("bench-search-%d", now.UnixMilli())
 	logged, err := putRequestLogs(ctx, e, bucket, requestID, n, now)
@@ -55,10 +52,7 @@ func logSearch(ctx context.Context, e *env) ([]row, error) {
 	}{{"listing", listingHandler}, {"index", indexHandler}}
 	body := fmt.Sprintf(`{"requestsAndDeploys":{%q:[]},"maxPerPage":100}`, requestID)
 
-	reps := 7
-	if e.quick {
-		reps = 3
-	}
+	reps := e.size(7, 3, 1)
 	type measured struct {
 		undelayed, delayed time.Duration
 		chain, returned    int

@@ -58,6 +58,7 @@ type env struct {
 	local *stack.Local
 	minio *stack.MinIO
 	quick bool // smaller fleets and fewer repetitions, for trying the command out
+	smoke bool // the smallest sizes that run every step of every section (the test's)
 	quiet *slog.Logger
 }
 
@@ -83,14 +84,16 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*quick, *only); err != nil {
+	if err := run(os.Stdout, *quick, false, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(quick bool, only string) error {
+// run runs the sections whose name holds only ("" for all) and prints
+// their table to out; smoke runs each at its smallest size (see env.size).
+func run(out io.Writer, quick, smoke bool, only string) error {
 	ctx := context.Background()
 	start := time.Now()
 	root, err := stack.RepoRoot()
@@ -110,7 +113,7 @@ func run(quick bool, only string) error {
 		return err
 	}
 	defer minio.Stop()
-	e := &env{root: root, local: local, minio: minio, quick: quick, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := &env{root: root, local: local, minio: minio, quick: quick || smoke, smoke: smoke, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
 
 	var rows []row
 	for _, s := range sections {
@@ -127,9 +130,22 @@ func run(quick bool, only string) error {
 		}
 		rows = append(rows, got...)
 	}
-	printTable(os.Stdout, rows)
-	fmt.Printf("\n%s, Go %s, %s/%s, %d CPUs; %v in all\n", cpuName(), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(start).Round(time.Second))
+	printTable(out, rows)
+	fmt.Fprintf(out, "\n%s, Go %s, %s/%s, %d CPUs; %v in all\n", cpuName(), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), time.Since(start).Round(time.Second))
 	return nil
+}
+
+// size is the size a section runs at: full for make bench, quick with
+// -quick, smoke in the test that runs every section (bench_integration_test),
+// the smallest that still takes each of its steps.
+func (e *env) size(full, quick, smoke int) int {
+	switch {
+	case e.smoke:
+		return smoke
+	case e.quick:
+		return quick
+	}
+	return full
 }
 
 // sections are run in this order.

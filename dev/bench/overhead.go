@@ -69,10 +69,7 @@ var overheadRoutes = []overheadRoute{
 // the handler's own time, SDK serialization, signing and middleware
 // included, backend I/O excluded.
 func overhead(ctx context.Context, e *env) ([]row, error) {
-	n := 2000
-	if e.quick {
-		n = 500
-	}
+	n := e.size(2000, 500, 50)
 	var rows []row
 	for _, route := range overheadRoutes {
 		raw, err := os.ReadFile(filepath.Join(e.root, "events", route.event))

@@ -37,10 +37,7 @@ import (
 //   - then again, interrupted when 40% of its batches are done and resumed
 //     from its journal: only the batches cut short are redone.
 func reconcileFigures(ctx context.Context, e *env) ([]row, error) {
-	n := 2_000
-	if e.quick {
-		n = 500
-	}
+	n := e.size(2_000, 500, 200) // at least 100: 1% of it changes
 	if v := os.Getenv("BENCH_RECONCILE_N"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 100 {

@@ -61,10 +61,9 @@ const (
 // real InventoryFunction binary applying a complete report object of the
 // whole fleet; and a first report of 20,000 machines on the emulator.
 func reportFigures(ctx context.Context, e *env) ([]row, error) {
-	size, firstSize, emulatorSize := 100_000, 100_000, 20_000
-	if e.quick {
-		size, firstSize, emulatorSize = 10_000, 10_000, 2_000
-	}
+	// A first report at its smallest still takes two parts
+	// (config.DefaultPartSize).
+	size, firstSize, emulatorSize := e.size(100_000, 10_000, 1_000), e.size(100_000, 10_000, 4_000), e.size(20_000, 2_000, 200)
 	itemBytes := approxItemBytes(fleettable.Items(1, 0)[0])
 	fn, err := e.local.Template.FunctionConfig("InventoryFunction")
 	if err != nil {
