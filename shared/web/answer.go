@@ -61,9 +61,7 @@ func (a *answer) Write(p []byte) (int, error) {
 		return 0, a.err
 	}
 	n, err := a.dst.Write(p)
-	if err != nil {
-		a.err = fmt.Errorf("%w: %w", errAborted, err)
-	}
+	a.fail(err)
 	return n, a.err
 }
 
@@ -87,9 +85,8 @@ func (a *answer) send(long bool) {
 	if len(held) == 0 {
 		return
 	}
-	if _, err := a.dst.Write(held); err != nil {
-		a.err = fmt.Errorf("%w: %w", errAborted, err)
-	}
+	_, err := a.dst.Write(held)
+	a.fail(err)
 }
 
 // reset drops what the answer holds, so that another can be written
@@ -110,16 +107,19 @@ func (a *answer) finish() error {
 		a.send(false)
 	}
 	if a.zw != nil {
-		if err := a.zw.Close(); err != nil && a.err == nil {
-			a.err = fmt.Errorf("%w: %w", errAborted, err)
-		}
+		a.fail(a.zw.Close())
 		gzips.Put(a.zw)
 		a.zw = nil
 	}
-	if err := a.out.flush(); err != nil && a.err == nil {
+	a.fail(a.out.flush())
+	return a.err
+}
+
+// fail keeps the first write that failed once the answer was sent.
+func (a *answer) fail(err error) {
+	if err != nil && a.err == nil {
 		a.err = fmt.Errorf("%w: %w", errAborted, err)
 	}
-	return a.err
 }
 
 // abandon sends what is compressed so far, without gzip's trailer, so that
