@@ -70,11 +70,10 @@ type Store interface {
 
 // Read is what a change is decided and conditioned on.
 type Read struct {
-	Snapshot machine.Snapshot
-	Version  int64    // the slave's version (its state changes so far), 0 when there is none
-	LimitAt  int64    // when the decommissioning set last changed (epoch ms), 0 never
-	Receipt  *Receipt // the receipt under the request's key, live or not
-	Head     int64    // the newest position of the slave's feed shard (ShardOf)
+	Snapshot machine.Snapshot // with the decommissioning set's LimitAt
+	Version  int64            // the slave's version (its state changes so far), 0 when there is none
+	Receipt  *Receipt         // the receipt under the request's key, live or not
+	Head     int64            // the newest position of the slave's feed shard (ShardOf)
 }
 
 // Receipt is the first answer to a change request, stored so that a retry
@@ -94,23 +93,15 @@ func (r Receipt) Live(now int64) bool { return now-r.At < machine.IdempotencyWin
 // live for a request made at now, and may be replaced.
 func Replaces(now int64) int64 { return now - machine.IdempotencyWindow.Milliseconds() }
 
-// Write is a decided change, as a Store writes it. Plan's shape says what
-// is written: the expiring record alone (no Entry, DropExpiring), the
-// description alone (no Entry), or a state change with all that goes with
-// it.
+// Write is a decided change, as a Store writes it: the plan's kind of write
+// (machine.Kind) and the parts it names, with what the protocol adds, which
+// is configuration and bookkeeping, never a decision.
 type Write struct {
 	ID   string
-	Read Read // what the plan was decided from
-	// Plan is the decision. For a state change that joins or leaves the
-	// decommissioning set, its entry's and current state's times already
-	// follow the set's (machine.AfterLimitChange).
-	Plan *machine.Plan
-	// Join and Leave say whether the slave enters or leaves the
-	// decommissioning set; either also moves the set's LimitAt to the
-	// entry's time, conditioned on the one read.
-	Join, Leave bool
-	// Supersedes is when (epoch s) the entry of the state being left
-	// expires, counted from now; 0 keeps it (no retention, or no slave).
+	Read Read          // what the plan was decided from
+	Plan *machine.Plan // the decision, with all its effects
+	// Supersedes is when (epoch s) the entry a Transitions plan follows
+	// expires, by the configured history retention; 0 keeps it.
 	Supersedes int64
 	// Receipt is stored with a state change, for a request that may be
 	// retried; nil for one that may not.
@@ -273,16 +264,11 @@ func (p *Protocol) ApplyAbsent(ctx context.Context, ids []string, decide func(id
 	var created, alone []int
 	for i, id := range ids {
 		plan, err := decide(id)(machine.Snapshot{})
-		if err != nil || plan == nil || plan.Entry == nil || plan.PutExpiring != nil || plan.DropExpiring {
+		if err != nil || plan == nil || plan.Kind != machine.Creates || plan.Join || plan.PutExpiring != nil {
 			alone = append(alone, i) // decided again on what is stored
 			continue
 		}
-		w := p.write(id, Read{}, plan, nil)
-		if w.Join || w.Leave {
-			alone = append(alone, i)
-			continue
-		}
-		creates, created = append(creates, w), append(created, i)
+		creates, created = append(creates, p.write(id, Read{}, plan, nil)), append(created, i)
 	}
 	for start := 0; start < len(creates); start += CreateBatch {
 		end := min(start+CreateBatch, len(creates))
@@ -355,46 +341,28 @@ func (p *Protocol) apply(ctx context.Context, id string, receipt *Receipt, decid
 		if err != nil || plan == nil {
 			return err
 		}
+		if plan.Kind == 0 {
+			return fmt.Errorf("change %s: the decision names no kind of write", id)
+		}
 		return p.store.Write(ctx, p.write(id, read, plan, receipt))
 	})
 	return seen, err
 }
 
-// write completes a decision into what the store writes: the
-// decommissioning set's join or leave, the order of time it imposes, the
-// retention of the entry the change supersedes, and the change's feed
+// write completes a decision into what the store writes: the retention of
+// the entry a state change supersedes, the receipt, and the change's feed
 // entry.
 func (p *Protocol) write(id string, read Read, plan *machine.Plan, receipt *Receipt) Write {
-	w := p.settle(id, read, plan, receipt)
-	w.Change = p.feedChange(id, read, w.Plan)
-	return w
-}
-
-// settle is write without the feed entry.
-func (p *Protocol) settle(id string, read Read, plan *machine.Plan, receipt *Receipt) Write {
-	w := Write{ID: id, Read: read, Plan: plan}
-	if plan.Entry == nil {
-		return w
-	}
-	snap := read.Snapshot
-	entry := *plan.Entry
-	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
-	w.Join, w.Leave = entry.State.CountsTowardLimit() && !was, was && !entry.State.CountsTowardLimit()
-	if w.Join || w.Leave {
-		decided := *plan
-		entry.Timestamp = machine.AfterLimitChange(entry.Timestamp, read.LimitAt)
-		decided.Entry, decided.Slave.Current.Timestamp = &entry, entry.Timestamp
-		w.Plan = &decided
-	}
-	if snap.Slave != nil && p.retention > 0 {
+	w := Write{ID: id, Read: read, Plan: plan, Receipt: receipt}
+	if plan.Kind == machine.Transitions && p.retention > 0 {
 		// The entry of the state being left is superseded now: from here on
 		// it may expire, counted from now, so the state a slave just left is
 		// always in its history. The current state's entry never carries a
 		// TTL, so a slave that has not changed for longer than the retention
 		// keeps it.
-		w.Supersedes = (entry.Timestamp + p.retention.Milliseconds()) / 1000
+		w.Supersedes = (plan.Entry.Timestamp + p.retention.Milliseconds()) / 1000
 	}
-	w.Receipt = receipt
+	w.Change = p.feedChange(id, read, plan)
 	return w
 }
 

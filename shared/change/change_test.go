@@ -89,7 +89,10 @@ func TestAChangeStopsWaitingToRetryWhenItsContextEnds(t *testing.T) {
 	}
 }
 
-func TestTheProtocolDecidesTheDecommissioningSetAndRetention(t *testing.T) {
+// The decision names the decommissioning set's join or leave and times
+// the entry after the set's last change; the protocol adds the retention
+// of the entry the change supersedes.
+func TestTheDecisionNamesTheDecommissioningSetAndTheProtocolAddsRetention(t *testing.T) {
 	tests := []struct {
 		name        string
 		from        machine.State
@@ -104,7 +107,7 @@ func TestTheProtocolDecidesTheDecommissioningSetAndRetention(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			read := active(1000)
 			read.Snapshot.Slave.Current.State = tt.from
-			read.LimitAt = 5000 // a change on a clock a little behind follows it
+			read.Snapshot.LimitAt = 5000 // a change on a clock a little behind follows it
 			ctx, cancel := context.WithCancel(context.Background())
 			s := &racing{read: read, onWrite: func(int) { cancel() }}
 			c := machine.Change{SlaveID: "S1", Target: tt.target, Now: func() int64 { return 2000 }}
@@ -117,14 +120,26 @@ func TestTheProtocolDecidesTheDecommissioningSetAndRetention(t *testing.T) {
 			if tt.join || tt.leave {
 				wantAt = 5001
 			}
-			if w.Join != tt.join || w.Leave != tt.leave || w.Plan.Entry.Timestamp != wantAt || w.Plan.Slave.Current.Timestamp != wantAt {
+			if w.Plan.Join != tt.join || w.Plan.Leave != tt.leave || w.Plan.Entry.Timestamp != wantAt || w.Plan.Slave.Current.Timestamp != wantAt {
 				t.Errorf("got join %v, leave %v, entry at %d, current at %d; want %v, %v, %d, %d",
-					w.Join, w.Leave, w.Plan.Entry.Timestamp, w.Plan.Slave.Current.Timestamp, tt.join, tt.leave, wantAt, wantAt)
+					w.Plan.Join, w.Plan.Leave, w.Plan.Entry.Timestamp, w.Plan.Slave.Current.Timestamp, tt.join, tt.leave, wantAt, wantAt)
 			}
 			if want := (wantAt + time.Hour.Milliseconds()) / 1000; w.Supersedes != want {
 				t.Errorf("got the superseded entry expiring at %d, want %d", w.Supersedes, want)
 			}
 		})
+	}
+}
+
+// A store only carries out the kind of write a plan names: a plan that
+// names none is an error, and nothing is written.
+func TestAPlanThatNamesNoKindOfWriteIsNotWritten(t *testing.T) {
+	s := &racing{read: active(1000)}
+	err := change.New(s, 0).Apply(context.Background(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
+		return &machine.Plan{Slave: *snap.Slave, Describe: true}, nil
+	})
+	if err == nil || len(s.writes) != 0 {
+		t.Errorf("got %v and %d writes, want an error and none", err, len(s.writes))
 	}
 }
 

@@ -415,15 +415,15 @@ func (p *Protocol) Listed(ctx context.Context, list func(context.Context) error)
 func (p *Protocol) feedChange(id string, read Read, plan *machine.Plan) *Change {
 	c := &Change{SlaveID: id, Shard: ShardOf(id), Seq: read.Head + 1, Written: p.now().UnixMilli()}
 	prev := read.Snapshot.Slave
-	switch {
-	case plan.Entry == nil && plan.DropExpiring:
+	switch plan.Kind {
+	case machine.DropsExpiring:
 		return nil
-	case plan.Entry == nil:
+	case machine.Describes:
 		after := cloneSlave(*prev)
 		describeFrom(&after, plan.Slave)
 		c.Kind, c.At, c.Slave = DescriptionChanged, plan.Slave.DescribedAt, &after
 		return c
-	case prev == nil:
+	case machine.Creates:
 		after := cloneSlave(plan.Slave)
 		after.ID, after.Current.SlaveID = id, id
 		entry := *plan.Entry

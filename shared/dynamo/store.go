@@ -318,7 +318,7 @@ func (s *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 	if err := attributevalue.UnmarshalMap(out.Responses[2].Item, &set); err != nil {
 		return read{}, fmt.Errorf("decode the decommissioning set: %w", err)
 	}
-	r.LimitAt = set.LastAt
+	r.Snapshot.LimitAt = set.LastAt
 	r.Head = decodeHead(out.Responses[3].Item)
 	if named && len(out.Responses[4].Item) > 0 {
 		var rec receiptRecord
@@ -331,12 +331,13 @@ func (s *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 	return r, nil
 }
 
-// Write applies w: the expiring record alone, the description alone, or a
-// state change with everything that goes with it.
+// Write carries out w, the kind of write its plan names: the expiring
+// record alone, the description alone, or a slave created or changed with
+// everything that goes with it.
 func (s *driver) Write(ctx context.Context, w change.Write) error {
 	id, plan := w.ID, w.Plan
-	switch {
-	case plan.Entry == nil && plan.DropExpiring:
+	switch plan.Kind {
+	case machine.DropsExpiring:
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Delete: s.deleteExpiring(id, w.Read.Snapshot.Expiring.ActionID)},
 		}})
@@ -344,7 +345,7 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 			return change.ErrRace
 		}
 		return translate("drop expiring record of "+id, err)
-	case plan.Entry == nil:
+	case machine.Describes:
 		return s.redescribe(ctx, id, w.Read, plan, w.Change)
 	}
 	return s.change(ctx, w)
@@ -412,9 +413,9 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 			ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames, ExpressionAttributeValues: put.ExpressionAttributeValues}})
 	}
 	limitIndex := -1
-	if w.Join || w.Leave {
+	if plan.Join || plan.Leave {
 		limitIndex = len(items)
-		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, w.Join, plan.Limit, r.LimitAt, entry.Timestamp)})
+		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, plan.Join, plan.Limit, snap.LimitAt, entry.Timestamp)})
 	}
 	feed, err := s.changeItems(w.Change)
 	if err != nil {
@@ -422,7 +423,7 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 	}
 	items = append(items, feed...)
 	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	return writeError(id, err, limitIndex, w.Join, plan.Limit, r.LimitAt)
+	return writeError(id, err, limitIndex, plan.Join, plan.Limit, snap.LimitAt)
 }
 
 // stateItems are the writes of a state change's slave, conditioned on the
@@ -437,7 +438,7 @@ func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
 		return nil, fmt.Errorf("encode history of %s: %w", id, err)
 	}
 	var slaveWrite types.TransactWriteItem
-	if r.Snapshot.Slave == nil {
+	if plan.Kind == machine.Creates {
 		item, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
 		if err != nil {
 			return nil, fmt.Errorf("encode slave %s: %w", id, err)
@@ -528,7 +529,7 @@ func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan) (*typ
 		return num(int64(*n))
 	}
 	cond := "version = :v"
-	if plan.Entry != nil {
+	if plan.Kind == machine.Transitions {
 		cur := slave.Current
 		assign("state", str(string(cur.State)))
 		assign("stateTimestamp", num(cur.Timestamp))

@@ -254,7 +254,7 @@ func TestATriggerThatDiesHalfwayIsNotAppliedTwice(t *testing.T) {
 			entry := machine.Update{SlaveID: id, State: machine.Active, Timestamp: time.Now().UnixMilli(), User: snap.Expiring.User, Message: machine.ExpiryMessage}
 			slave := *snap.Slave
 			slave.Current = entry
-			return &machine.Plan{Slave: slave, Entry: &entry}, nil
+			return &machine.Plan{Kind: machine.Transitions, Slave: slave, Entry: &entry}, nil
 		})
 		if err != nil {
 			t.Fatal(err)

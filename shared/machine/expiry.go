@@ -44,10 +44,10 @@ func Expire(id string, now func() int64, limits Limits, outcome *Outcome) Decide
 			return nil, nil
 		case snap.Slave == nil:
 			*outcome = Dropped
-			return &Plan{DropExpiring: true}, nil
+			return dropExpiring(snap), nil
 		case CheckTransition(id, snap.Slave.Current.State, e.RevertTo) != nil:
 			*outcome = Skipped
-			return &Plan{DropExpiring: true}, nil
+			return dropExpiring(snap), nil
 		}
 		*outcome = Applied
 		plan := transition(snap, Update{SlaveID: id, State: e.RevertTo, Timestamp: at, User: e.User, Message: ExpiryMessage})

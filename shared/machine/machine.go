@@ -68,31 +68,87 @@ func (e Expiring) DueAt() int64 { return e.StartMillis + *e.Request.DurationMill
 // durationMillis has passed since it started.
 func (e Expiring) Due(now int64) bool { return now-e.StartMillis > *e.Request.DurationMillis }
 
-// Snapshot is a slave and its expiring record, read together.
+// Snapshot is a slave and its expiring record, read together, with the
+// time the decommissioning set last changed.
 type Snapshot struct {
 	Slave    *Slave
 	Expiring *Expiring
+	// LimitAt is when a slave last entered or left the decommissioning
+	// states (epoch ms, 0 never): a change that does so is timed after it
+	// (AfterLimitChange).
+	LimitAt int64
 }
 
-// Plan is one atomic change to a slave, as decided by this package. The
-// storage adapter writes all of it or nothing, conditioned on the snapshot it
-// was decided from. A plan with DropExpiring and no Entry deletes only the
-// expiring record; its Slave is not written.
+// Kind is the kind of write a plan is. It names the feed entry written
+// with it, too.
+type Kind int
+
+// The kinds of write.
+const (
+	// Creates writes a new slave whole, with its first history entry (the
+	// feed's "added").
+	Creates Kind = iota + 1
+	// Transitions appends a history entry and makes it the current state,
+	// with the other parts the plan names (the feed's "stateChanged"). The
+	// entry it follows is superseded at the new entry's time: that entry's
+	// history retention counts from then.
+	Transitions
+	// Describes writes the description alone (the feed's
+	// "descriptionChanged"); the state and version stay.
+	Describes
+	// DropsExpiring deletes the snapshot's expiring record alone; the feed
+	// does not show it.
+	DropsExpiring
+)
+
+// Plan is one atomic change to a slave, as decided by this package, with
+// all its effects. The storage adapter writes all of it or nothing,
+// conditioned on the snapshot it was decided from.
 //
-// The adapter writes only the parts a plan names, and decides nothing: the
-// current state when there is an Entry, the description when Describe is
-// set, the running-task count when Tasks is set. A new slave is written
-// whole. A user change never writes the description it happened to read,
-// so a report's refresh that commits between the change's read and its
-// write is kept.
+// The adapter carries out the kind of write the plan names (Kind) and the
+// parts it names, and decides nothing: the description when Describe is
+// set, the running-task count when Tasks is set, the expiring record's
+// creation or deletion, the decommissioning set's join or leave. A new
+// slave is written whole. A user change never writes the description it
+// happened to read, so a report's refresh that commits between the
+// change's read and its write is kept.
 type Plan struct {
+	Kind         Kind
 	Slave        Slave     // the slave as it will be stored
-	Entry        *Update   // history entry to append; nil when only the description changes
+	Entry        *Update   // history entry of Creates and Transitions
 	Describe     bool      // Slave's host, rack, attributes, resources and DescribedAt are written
 	Tasks        bool      // Slave's RunningTasks is written; nil removes the stored count
 	PutExpiring  *Expiring // expiring record created with the change
 	DropExpiring bool      // the snapshot's expiring record is deleted
-	Limit        int       // > 0: entering a decommissioning state is refused when Limit slaves already count
+	// Join and Leave say that the slave enters or leaves the
+	// decommissioning set; either moves the set's time to the entry's,
+	// conditioned on the snapshot's LimitAt.
+	Join, Leave bool
+	Limit       int // > 0: a Join is refused when Limit slaves already count
+}
+
+// followLimit marks whether the plan's entry enters or leaves the
+// decommissioning set, and times one that does after the set's last change
+// (AfterLimitChange): the set orders those changes, whatever the clocks
+// of the instances that decided them say.
+func (p *Plan) followLimit(snap Snapshot) {
+	was := snap.Slave != nil && snap.Slave.Current.State.CountsTowardLimit()
+	counts := p.Entry.State.CountsTowardLimit()
+	p.Join, p.Leave = counts && !was, was && !counts
+	if p.Join || p.Leave {
+		p.Entry.Timestamp = AfterLimitChange(p.Entry.Timestamp, snap.LimitAt)
+		p.Slave.Current.Timestamp = p.Entry.Timestamp
+	}
+}
+
+// dropExpiring is the plan that deletes the snapshot's expiring record and
+// nothing else.
+func dropExpiring(snap Snapshot) *Plan {
+	plan := &Plan{Kind: DropsExpiring, DropExpiring: true}
+	if snap.Slave != nil {
+		plan.Slave = *snap.Slave
+	}
+	return plan
 }
 
 // Decide computes the plan for a snapshot; a nil plan means nothing to write.

@@ -49,7 +49,9 @@ func Observe(o Observation, now int64) Decide {
 			entry := Update{SlaveID: o.ID, State: Active, Timestamp: o.At, Message: "New machine reported"}
 			slave := Slave{ID: o.ID, FirstSeenAt: now, Current: entry}
 			describe(&slave, o, Active)
-			return &Plan{Slave: slave, Entry: &entry, Describe: true, Tasks: true}, nil
+			plan := &Plan{Kind: Creates, Slave: slave, Entry: &entry, Describe: true, Tasks: true}
+			plan.followLimit(snap)
+			return plan, nil
 		}
 		cur := snap.Slave.Current
 		if o.staleFor(cur) {
@@ -68,14 +70,14 @@ func Observe(o Observation, now int64) Decide {
 			if !refresh {
 				return nil, nil
 			}
-			return &Plan{Slave: slave, Describe: true, Tasks: true}, nil
+			return &Plan{Kind: Describes, Slave: slave, Describe: true, Tasks: true}, nil
 		}
 		entry := Update{SlaveID: o.ID, State: next, Timestamp: o.At, Message: reason}
 		if cur.State.IsDecommissioning() && next.IsDecommissioning() {
 			// The operator's decommission progressing: keep who asked and why.
 			entry.User, entry.Message = cur.User, cur.Message
 		}
-		plan := transition(Snapshot{Slave: &slave, Expiring: snap.Expiring}, entry)
+		plan := transition(Snapshot{Slave: &slave, Expiring: snap.Expiring, LimitAt: snap.LimitAt}, entry)
 		plan.Describe = refresh
 		plan.Tasks = plan.Tasks || refresh // the count is part of a refreshed description
 		return plan, nil

@@ -140,12 +140,15 @@ func transition(snap Snapshot, entry Update) *Plan {
 	if !drains {
 		slave.RunningTasks = nil
 	}
-	return &Plan{
+	plan := &Plan{
+		Kind:         Transitions,
 		Slave:        slave,
 		Entry:        &entry,
 		Tasks:        !drains,
 		DropExpiring: snap.Expiring != nil && ClearsExpiring(snap.Expiring.RevertTo, entry.State),
 	}
+	plan.followLimit(snap)
+	return plan
 }
 
 // ValidateExpiring checks an expiring change request in the order of
@@ -195,9 +198,5 @@ func DeleteExpiring(snap Snapshot) (*Plan, error) {
 	if snap.Expiring == nil {
 		return nil, nil
 	}
-	plan := &Plan{DropExpiring: true}
-	if snap.Slave != nil {
-		plan.Slave = *snap.Slave
-	}
-	return plan, nil
+	return dropExpiring(snap), nil
 }

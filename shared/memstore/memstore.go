@@ -256,7 +256,7 @@ func (d *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := change.Read{LimitAt: s.lastAt, Head: s.head(change.ShardOf(id))}
+	r := change.Read{Snapshot: machine.Snapshot{LimitAt: s.lastAt}, Head: s.head(change.ShardOf(id))}
 	if key != nil && key.Key != "" {
 		if rec, ok := s.receipts[scope(key.Idempotency)]; ok {
 			r.Receipt = &rec
@@ -273,22 +273,22 @@ func (d *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 	return r, nil
 }
 
-// Write applies w if what it read still holds: the expiring record alone,
-// the description alone, or a state change with everything that goes with
-// it.
+// Write carries out w if what it read still holds: the kind of write its
+// plan names, the expiring record alone, the description alone, or a slave
+// created or changed with everything that goes with it.
 func (d *driver) Write(ctx context.Context, w change.Write) error {
 	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id, r, plan := w.ID, w.Read, w.Plan
-	switch {
-	case plan.Entry == nil && plan.DropExpiring:
+	switch plan.Kind {
+	case machine.DropsExpiring:
 		if !s.expiringIs(id, r.Snapshot.Expiring) {
 			return change.ErrRace
 		}
 		delete(s.expiring, id)
 		return nil
-	case plan.Entry == nil:
+	case machine.Describes:
 		item := s.slaves[id]
 		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt || !s.headIs(w.Change) {
 			return change.ErrRace
@@ -333,16 +333,16 @@ func (d *driver) Create(ctx context.Context, ws []change.Write) error {
 func (s *Store) change(w change.Write) error {
 	id, r, plan := w.ID, w.Read, w.Plan
 	item := s.slaves[id]
-	if item == nil && r.Version != 0 || item != nil && item.version != r.Version || !s.headIs(w.Change) {
+	if (item == nil) != (plan.Kind == machine.Creates) || item != nil && item.version != r.Version || !s.headIs(w.Change) {
 		return change.ErrRace
 	}
 	entry, slave := *plan.Entry, cloneSlave(plan.Slave)
 	entry.SlaveID, slave.ID, slave.Current.SlaveID = id, id, id
-	if w.Join || w.Leave {
-		if s.lastAt != r.LimitAt {
+	if plan.Join || plan.Leave {
+		if s.lastAt != r.Snapshot.LimitAt {
 			return change.ErrRace
 		}
-		if w.Join && plan.Limit > 0 && len(s.members) >= plan.Limit {
+		if plan.Join && plan.Limit > 0 && len(s.members) >= plan.Limit {
 			return machine.LimitError(len(s.members), plan.Limit)
 		}
 	}
@@ -377,13 +377,13 @@ func (s *Store) change(w change.Write) error {
 	if key.key != "" {
 		s.receipts[key] = change.Receipt{Idempotency: w.Receipt.Idempotency}
 	}
-	if w.Join {
+	if plan.Join {
 		s.members[id] = true
 	}
-	if w.Leave {
+	if plan.Leave {
 		delete(s.members, id)
 	}
-	if w.Join || w.Leave {
+	if plan.Join || plan.Leave {
 		s.lastAt = entry.Timestamp
 	}
 	s.appendChange(w.Change)
@@ -432,10 +432,10 @@ func (s *Store) expiringIs(id string, read *machine.Expiring) bool {
 }
 
 // write copies into dst the parts of src that plan names (machine.Plan),
-// and nothing else: the current state when there is an entry, the
+// and nothing else: the current state of a Transitions plan, the
 // description when Describe is set, the running-task count when Tasks is.
 func write(dst *machine.Slave, src machine.Slave, plan *machine.Plan) {
-	if plan.Entry != nil {
+	if plan.Kind == machine.Transitions {
 		dst.Current = src.Current
 	}
 	if plan.Describe {

@@ -202,7 +202,7 @@ var cases = []struct {
 			slave.Host, slave.Attributes = "elsewhere", map[string]string{"changed": "yes"}
 			entry := machine.Update{SlaveID: "S1", State: machine.Frozen, Timestamp: e.at + 1, User: "ops@example.com", Message: "disk"}
 			slave.Current = entry
-			return &machine.Plan{Slave: slave, Entry: &entry}, nil
+			return &machine.Plan{Kind: machine.Transitions, Slave: slave, Entry: &entry}, nil
 		}))
 		got := e.get("S1")
 		if got.Current.State != machine.Frozen || got.Current.User != "ops@example.com" || got.Host != "host-S1" || len(got.Attributes) != 0 {
@@ -219,7 +219,7 @@ var cases = []struct {
 			slave.Host, slave.DescribedAt = "elsewhere", e.at+1
 			entry := machine.Update{SlaveID: "S1", State: machine.Dead, Timestamp: e.at + 1}
 			slave.Current = entry
-			return &machine.Plan{Slave: slave, Entry: &entry, Describe: true}, nil
+			return &machine.Plan{Kind: machine.Transitions, Slave: slave, Entry: &entry, Describe: true}, nil
 		}))
 		if got := e.get("S1"); got.Current.State != machine.Dead || got.Host != "elsewhere" || got.DescribedAt != e.at+1 {
 			e.t.Errorf("got %+v, want DEAD, described anew", got)
@@ -231,7 +231,7 @@ var cases = []struct {
 			slave := *snap.Slave
 			slave.Host, slave.RackID, slave.Resources, slave.DescribedAt = "elsewhere", "r9", []byte(`{"gpus":1}`), e.at+1
 			slave.Current.State, slave.FirstSeenAt = machine.Dead, 1
-			return &machine.Plan{Slave: slave, Describe: true}, nil
+			return &machine.Plan{Kind: machine.Describes, Slave: slave, Describe: true}, nil
 		}))
 		got := e.get("S1")
 		if got.Host != "elsewhere" || got.RackID != "r9" || string(got.Resources) != `{"gpus":1}` || got.DescribedAt != e.at+1 {
@@ -248,7 +248,7 @@ var cases = []struct {
 		e.must(e.s.Apply(e.ctx(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
 			slave := *snap.Slave
 			slave.Host, slave.Current.State = "elsewhere", machine.Dead
-			return &machine.Plan{Slave: slave, DropExpiring: true}, nil
+			return &machine.Plan{Kind: machine.DropsExpiring, Slave: slave, DropExpiring: true}, nil
 		}))
 		if got := e.expiring(e.at); len(got) != 0 {
 			e.t.Errorf("got records %+v, want none", got)
@@ -302,7 +302,7 @@ var cases = []struct {
 			if snap.Expiring == nil {
 				return nil, nil
 			}
-			return &machine.Plan{Slave: *snap.Slave, DropExpiring: true}, nil
+			return &machine.Plan{Kind: machine.DropsExpiring, Slave: *snap.Slave, DropExpiring: true}, nil
 		})
 		if calls != 2 || seen[1] != nil {
 			e.t.Errorf("got %d decisions, the last on record %+v, want 2, the last on none", calls, seen[len(seen)-1])
@@ -431,7 +431,7 @@ var cases = []struct {
 			return func(snap machine.Snapshot) (*machine.Plan, error) {
 				slave := *snap.Slave
 				slave.Host, slave.RunningTasks = "not written", tasks
-				return &machine.Plan{Slave: slave, Tasks: true}, nil
+				return &machine.Plan{Kind: machine.Describes, Slave: slave, Tasks: true}, nil
 			}
 		}
 		before := e.get("S1")
@@ -795,7 +795,7 @@ var cases = []struct {
 					entry.State = machine.Active
 				}
 				slave.Current = entry
-				return &machine.Plan{Slave: slave, Entry: &entry, Describe: true}, nil
+				return &machine.Plan{Kind: machine.Transitions, Slave: slave, Entry: &entry, Describe: true}, nil
 			})
 		})
 		got := e.get("S1")
@@ -817,7 +817,7 @@ var cases = []struct {
 					}
 					slave := *snap.Slave
 					slave.Current = entry
-					return &machine.Plan{Slave: slave, Entry: &entry}, nil
+					return &machine.Plan{Kind: machine.Transitions, Slave: slave, Entry: &entry}, nil
 				})
 			}
 			err := e.s.Apply(e.ctx(), "S1", func(snap machine.Snapshot) (*machine.Plan, error) {
@@ -826,7 +826,7 @@ var cases = []struct {
 				n, _ := strconv.Atoi(slave.Attributes["r"])
 				slave.Attributes = map[string]string{"r": strconv.Itoa(n + 1)}
 				slave.DescribedAt++
-				return &machine.Plan{Slave: slave, Describe: true}, nil
+				return &machine.Plan{Kind: machine.Describes, Slave: slave, Describe: true}, nil
 			})
 			if err == nil {
 				mu.Lock()
