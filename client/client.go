@@ -305,16 +305,6 @@ func (c *Client) decode(op string, a *answer, v any) error {
 	return nil
 }
 
-// truncated returns a *TruncatedError when the answer says it was cut.
-func truncated(op string, a *answer) error {
-	if a.header.Get("X-Result-Truncated") != "true" {
-		return nil
-	}
-	count, _ := strconv.Atoi(a.header.Get("X-Result-Count"))
-	total, _ := strconv.Atoi(a.header.Get("X-Total-Count"))
-	return &TruncatedError{Operation: op, Count: count, Total: total}
-}
-
 // seg escapes one path parameter as a single segment (the service decodes
 // it once, so "a/b" travels as a%2Fb).
 func seg(s string) string { return url.PathEscape(s) }

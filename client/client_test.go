@@ -178,21 +178,6 @@ func TestAttemptsStopAtMaxAttempts(t *testing.T) {
 	}
 }
 
-func TestTruncatedListsComeWithTheirFirstElements(t *testing.T) {
-	s := &script{answers: []func(http.ResponseWriter, *http.Request){func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Result-Truncated", "true")
-		w.Header().Set("X-Result-Count", "1")
-		w.Header().Set("X-Total-Count", "7")
-		status(200, "", `[{"objectId":"S1","state":"ACTIVE","timestamp":5}]`)(w, r)
-	}}}
-	c, _ := newTest(t, s, Options{})
-	got, err := c.GetSlaveHistory(context.Background(), "S1", 0)
-	var te *TruncatedError
-	if len(got) != 1 || !errors.As(err, &te) || te.Count != 1 || te.Total != 7 {
-		t.Errorf("got %v and %v, want one entry and a TruncatedError of 1 of 7", got, err)
-	}
-}
-
 func TestStrictDecodingRefusesUnknownFields(t *testing.T) {
 	s := &script{answers: []func(http.ResponseWriter, *http.Request){status(200, "", `[{"objectId":"S1","state":"ACTIVE","timestamp":5,"colour":"red"}]`)}}
 	c, _ := newTest(t, s, Options{Strict: true})

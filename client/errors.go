@@ -73,18 +73,6 @@ func (e *TransportError) Error() string { return fmt.Sprintf("%s: %v", e.Operati
 
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// TruncatedError comes with a list the service cut to fit Lambda's
-// response (X-Result-Truncated): the slice returned beside it holds the
-// first Count of Total elements, in the route's order.
-type TruncatedError struct {
-	Operation    string
-	Count, Total int
-}
-
-func (e *TruncatedError) Error() string {
-	return fmt.Sprintf("%s: the answer holds only the first %d of %d", e.Operation, e.Count, e.Total)
-}
-
 // NotAPIError is an answer that does not come from the fleet API: an HTML
 // page, an S3 XML error, a proxy's text. The endpoint is likely wrong.
 type NotAPIError struct {

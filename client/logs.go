@@ -44,8 +44,7 @@ func (q LogQuery) values(perPage bool) url.Values {
 }
 
 // GetTaskLogs returns every log of one task, newest first (getTaskLogs).
-// A malformed task id is a 400 *Error. Besides an *Error it may return a
-// *TruncatedError with the newest logs.
+// A malformed task id is a 400 *Error.
 func (c *Client) GetTaskLogs(ctx context.Context, taskID string, q LogQuery) ([]Log, error) {
 	return c.logs(ctx, "getTaskLogs", "/api/logs/task/"+seg(taskID), q.values(false))
 }
@@ -71,7 +70,7 @@ func (c *Client) logs(ctx context.Context, op, path string, q url.Values) ([]Log
 	if err := c.decode(op, a, &out); err != nil {
 		return nil, err
 	}
-	return out, truncated(op, a)
+	return out, nil
 }
 
 // SearchLogs returns one page of a log search (searchLogs). Send the

@@ -10,8 +10,7 @@ import (
 // ListSlaves returns every slave, sorted by id; state, when not empty, keeps
 // only the slaves in it (the service reads it leniently: "frozen" and
 // "starting-decommission" work). It is listSlaves and, the same route,
-// listSlavesTrailingSlash. Besides an *Error it may return a
-// *TruncatedError with the first slaves.
+// listSlavesTrailingSlash.
 func (c *Client) ListSlaves(ctx context.Context, state string) ([]Slave, error) {
 	out, _, err := c.ListSlavesAt(ctx, state)
 	return out, err
@@ -19,8 +18,7 @@ func (c *Client) ListSlaves(ctx context.Context, state string) ([]Slave, error) 
 
 // ListSlavesAt is ListSlaves with the cursor of the state the list answered
 // (X-Changes-Cursor): following the change feed from it (FollowChanges)
-// yields every change after the list and none it already holds. The cursor
-// comes with a *TruncatedError too.
+// yields every change after the list and none it already holds.
 func (c *Client) ListSlavesAt(ctx context.Context, state string) ([]Slave, string, error) {
 	var q url.Values
 	if state != "" {
@@ -34,7 +32,7 @@ func (c *Client) ListSlavesAt(ctx context.Context, state string) ([]Slave, strin
 	if err := c.decode("listSlaves", a, &out); err != nil {
 		return nil, "", err
 	}
-	return out, a.header.Get("X-Changes-Cursor"), truncated("listSlaves", a)
+	return out, a.header.Get("X-Changes-Cursor"), nil
 }
 
 // GetSlave returns one slave (getSlave); an unknown id is a 404 *Error.
@@ -52,8 +50,7 @@ func (c *Client) GetSlave(ctx context.Context, id string) (*Slave, error) {
 
 // GetSlaveHistory returns the newest limit entries of the slave's state
 // history, newest first (getSlaveHistory); limit 0 means the service's
-// default, 1,000. An unknown slave has an empty history. Besides an *Error
-// it may return a *TruncatedError with the newest entries.
+// default, 1,000. An unknown slave has an empty history.
 func (c *Client) GetSlaveHistory(ctx context.Context, id string, limit int) ([]StateUpdate, error) {
 	var q url.Values
 	if limit != 0 {
@@ -67,12 +64,11 @@ func (c *Client) GetSlaveHistory(ctx context.Context, id string, limit int) ([]S
 	if err := c.decode("getSlaveHistory", a, &out); err != nil {
 		return nil, err
 	}
-	return out, truncated("getSlaveHistory", a)
+	return out, nil
 }
 
 // ListExpiring returns every pending expiring change, by machine id
-// (listExpiring). Besides an *Error it may return a *TruncatedError with
-// the first records.
+// (listExpiring).
 func (c *Client) ListExpiring(ctx context.Context) ([]Expiring, error) {
 	a, err := c.do(ctx, call{op: "listExpiring", method: http.MethodGet, path: "/api/slaves/expiring", idempotent: true})
 	if err != nil {
@@ -82,7 +78,7 @@ func (c *Client) ListExpiring(ctx context.Context) ([]Expiring, error) {
 	if err := c.decode("listExpiring", a, &out); err != nil {
 		return nil, err
 	}
-	return out, truncated("listExpiring", a)
+	return out, nil
 }
 
 // ChangeOptions are the options of a state change.

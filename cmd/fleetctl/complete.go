@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -75,8 +74,7 @@ func (a *app) completeIDs(source idSource, most int) cobra.CompletionFunc {
 			return nil, directive
 		}
 		found, err := source(ctx, c)
-		var te *client.TruncatedError
-		if err != nil && !errors.As(err, &te) {
+		if err != nil {
 			return nil, directive
 		}
 		slices.SortFunc(found, func(x, y candidate) int { return strings.Compare(x.id, y.id) })

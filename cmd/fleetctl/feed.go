@@ -161,7 +161,7 @@ func (f *stateFollower) run(ctx context.Context, listed []client.Slave, cursor s
 func (f *stateFollower) readState(ctx context.Context) (string, []client.Slave, error) {
 	if len(f.ids) != 1 {
 		all, cursor, err := f.c.ListSlavesAt(ctx, "")
-		if err = f.a.partial(err); err != nil {
+		if err != nil {
 			return "", nil, err
 		}
 		if cursor != "" {
@@ -177,7 +177,7 @@ func (f *stateFollower) readState(ctx context.Context) (string, []client.Slave, 
 	}
 	if len(f.ids) != 1 {
 		all, _, err := f.c.ListSlavesAt(ctx, "")
-		return now.Cursor, all, f.a.partial(err)
+		return now.Cursor, all, err
 	}
 	s, err := f.c.GetSlave(ctx, f.ids[0])
 	if client.IsNotFound(err) {

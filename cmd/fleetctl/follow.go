@@ -116,7 +116,7 @@ func (a *app) follow(ctx context.Context, c *client.Client, cache *cache, lookup
 	for {
 		polled := time.Now()
 		logs, err := lookup(ctx, client.LogQuery{LandedSince: start, ListOnly: cache == nil})
-		if err = a.partial(err); err != nil {
+		if err != nil {
 			return err
 		}
 		logs = slices.DeleteFunc(logs, func(l client.Log) bool {

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -108,17 +107,6 @@ func completeStates(*cobra.Command, []string, string) ([]string, cobra.ShellComp
 	return names, cobra.ShellCompDirectiveNoFileComp
 }
 
-// partial passes a truncated list on with a warning: what was answered is
-// still worth showing.
-func (a *app) partial(err error) error {
-	var te *client.TruncatedError
-	if errors.As(err, &te) {
-		fmt.Fprintf(a.stderr, "fleetctl: warning: the service answered only the first %d of %d\n", te.Count, te.Total)
-		return nil
-	}
-	return err
-}
-
 func matchesAny(patterns []string, values ...string) bool {
 	if len(patterns) == 0 {
 		return true
@@ -208,11 +196,11 @@ func (a *app) showCommand() *cobra.Command {
 				return err
 			}
 			history, err := c.GetSlaveHistory(ctx, ids[0], limit)
-			if err = a.partial(err); err != nil {
+			if err != nil {
 				return err
 			}
 			expiring, err := c.ListExpiring(ctx)
-			if err = a.partial(err); err != nil {
+			if err != nil {
 				return err
 			}
 			var exp *client.Expiring
@@ -301,7 +289,7 @@ func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string
 		return a.listSelected(ctx, c, f)
 	}
 	all, cursor, err := c.ListSlavesAt(ctx, "")
-	if err = a.partial(err); err != nil {
+	if err != nil {
 		return nil, "", err
 	}
 	out := make([]client.Slave, len(ids))
@@ -320,7 +308,7 @@ func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string
 // here.
 func (a *app) listSelected(ctx context.Context, c *client.Client, f machineFilter) ([]client.Slave, string, error) {
 	all, cursor, err := c.ListSlavesAt(ctx, string(f.state))
-	if err = a.partial(err); err != nil {
+	if err != nil {
 		return nil, "", err
 	}
 	all = slices.DeleteFunc(all, func(s client.Slave) bool { return !f.matches(s) })
@@ -423,7 +411,7 @@ func (a *app) expiringCommand() *cobra.Command {
 				return err
 			}
 			list, err := c.ListExpiring(cmd.Context())
-			if err = a.partial(err); err != nil {
+			if err != nil {
 				return err
 			}
 			if output == "json" {
@@ -462,7 +450,7 @@ code 4), so that a mistyped id does not pass for done.`,
 				return err
 			}
 			expiring, err := c.ListExpiring(ctx)
-			if err = a.partial(err); err != nil {
+			if err != nil {
 				return err
 			}
 			return a.each(ctx, ids, func(id string) error {
@@ -521,7 +509,7 @@ func (a *app) purgeDeadCommand() *cobra.Command {
 				return err
 			}
 			dead, err := c.ListSlaves(ctx, string(client.Dead))
-			if err = a.partial(err); err != nil {
+			if err != nil {
 				return err
 			}
 			if len(dead) == 0 {

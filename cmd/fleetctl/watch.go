@@ -71,7 +71,7 @@ func (w *watcher) matches(s client.Slave) bool {
 // list reads the selection and the cursor of the state it answered.
 func (w *watcher) list(ctx context.Context) (string, error) {
 	all, cursor, err := w.c.ListSlavesAt(ctx, string(w.f.state))
-	if err = w.a.partial(err); err != nil {
+	if err != nil {
 		return "", err
 	}
 	w.selected, w.listed = map[string]bool{}, true
