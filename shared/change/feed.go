@@ -305,6 +305,9 @@ func (p *Protocol) read(ctx context.Context, from, upTo Cursor, max int) ([]Chan
 					entries = entries[:i]
 					break
 				}
+				if e.Slave != nil {
+					e.Slave.Sequence = e.Seq // the slave as this change left it
+				}
 			}
 			shards[s] = entries
 			return nil

@@ -48,6 +48,7 @@ func decodeSlaveRecord(item map[string]types.AttributeValue) (slaveRecord, error
 	r.DescribedAt = d.num("describedAt")
 	r.RunningTasks = d.optInt("runningTasks")
 	r.Version = d.num("version")
+	r.Sequence = d.num("sequence")
 	if d.err != nil {
 		return slaveRecord{}, fmt.Errorf("decode slave %s: %w", r.ID, d.err)
 	}

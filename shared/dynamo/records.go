@@ -20,7 +20,9 @@ import (
 // change that leaves the description alone does not write it at all.
 // runningTasks is stored only while the slave drains
 // (machine.Slave.RunningTasks); it is written, or removed, when the plan
-// says so (machine.Plan.Tasks), never by a rule of this package.
+// says so (machine.Plan.Tasks), never by a rule of this package. sequence
+// is the position of the slave's latest feed entry (machine.Slave.Sequence),
+// written with it.
 type slaveRecord struct {
 	ID             string            `dynamodbav:"id"`
 	State          string            `dynamodbav:"state,omitempty"`
@@ -35,6 +37,7 @@ type slaveRecord struct {
 	DescribedAt    int64             `dynamodbav:"describedAt,omitempty"`
 	RunningTasks   *int              `dynamodbav:"runningTasks,omitempty"`
 	Version        int64             `dynamodbav:"version"`
+	Sequence       int64             `dynamodbav:"sequence,omitempty"`
 }
 
 func (r slaveRecord) slave() machine.Slave {
@@ -47,6 +50,7 @@ func (r slaveRecord) slave() machine.Slave {
 		Attributes:   r.Attributes,
 		DescribedAt:  r.DescribedAt,
 		RunningTasks: r.RunningTasks,
+		Sequence:     r.Sequence,
 	}
 	if s.Attributes == nil {
 		s.Attributes = map[string]string{}
@@ -72,6 +76,7 @@ func newSlaveRecord(s machine.Slave, version int64) slaveRecord {
 		DescribedAt:    s.DescribedAt,
 		RunningTasks:   s.RunningTasks,
 		Version:        version,
+		Sequence:       s.Sequence,
 	}
 }
 

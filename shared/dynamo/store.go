@@ -357,7 +357,7 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 // the description it replaces, so that of two concurrent reports neither is
 // lost unseen.
 func (s *driver) redescribe(ctx context.Context, id string, r change.Read, plan *machine.Plan, c *change.Change) error {
-	u, err := s.updateSlave(id, r, plan)
+	u, err := s.updateSlave(id, r, plan, c)
 	if err != nil {
 		return err
 	}
@@ -437,6 +437,9 @@ func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode history of %s: %w", id, err)
 	}
+	if w.Change != nil {
+		slave.Sequence = w.Change.Seq
+	}
 	var slaveWrite types.TransactWriteItem
 	if plan.Kind == machine.Creates {
 		item, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
@@ -444,7 +447,7 @@ func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
 			return nil, fmt.Errorf("encode slave %s: %w", id, err)
 		}
 		slaveWrite.Put = &types.Put{TableName: &s.tables.Slaves, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}
-	} else if slaveWrite.Update, err = s.updateSlave(id, r, plan); err != nil {
+	} else if slaveWrite.Update, err = s.updateSlave(id, r, plan, w.Change); err != nil {
 		return nil, err
 	}
 	return []types.TransactWriteItem{
@@ -469,16 +472,17 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 		if w.Read.Snapshot.Slave != nil {
 			return fmt.Errorf("create slave %s: it was read as stored", w.ID)
 		}
+		if c := w.Change; c != nil {
+			e := *c
+			e.Seq = heads[e.Shard] + int64(len(entries[e.Shard])) + 1
+			entries[e.Shard] = append(entries[e.Shard], e)
+			w.Change = &e
+		}
 		its, err := s.stateItems(w)
 		if err != nil {
 			return err
 		}
 		items = append(items, its...)
-		if c := w.Change; c != nil {
-			e := *c
-			e.Seq = heads[e.Shard] + int64(len(entries[e.Shard])) + 1
-			entries[e.Shard] = append(entries[e.Shard], e)
-		}
 	}
 	for shard, es := range entries {
 		if len(es) == 0 {
@@ -500,9 +504,10 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 // updateSlave updates an existing slave in place with the parts of plan's
 // slave that the plan names (machine.Plan): its current state and version
 // when there is an entry, its description when Describe is set, its
-// running-task count when Tasks is set. It is conditioned on the version
-// read and, when it writes the description, on the description's time read.
-func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan) (*types.Update, error) {
+// running-task count when Tasks is set; and the sequence of its feed entry
+// c. It is conditioned on the version read and, when it writes the
+// description, on the description's time read.
+func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan, c *change.Change) (*types.Update, error) {
 	slave := plan.Slave
 	var set, remove []string
 	names := map[string]string{}
@@ -556,6 +561,9 @@ func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan) (*typ
 	}
 	if plan.Tasks {
 		assign("runningTasks", optionalCount(slave.RunningTasks))
+	}
+	if c != nil {
+		assign("sequence", num(c.Seq))
 	}
 	var clauses []string
 	if len(set) > 0 {

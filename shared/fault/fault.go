@@ -21,12 +21,23 @@ const (
 	KindUnavailable
 	KindTimeout
 	KindGone
+	KindPreconditionFailed
 )
 
 // Error is a failure with a message safe to show the caller.
 type Error struct {
 	Kind    Kind
 	Message string
+	// Now is where the slave of a failed precondition is now; nil for
+	// every other failure.
+	Now *Now
+}
+
+// Now is the current sequence and state of a slave that moved since the
+// caller saw it.
+type Now struct {
+	Sequence int64
+	State    string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -35,10 +46,10 @@ func (e *Error) Error() string { return e.Message }
 func Invalid(format string, args ...any) error { return newf(KindInvalid, format, args) }
 
 // Unauthorized reports a missing identity (401).
-func Unauthorized(msg string) error { return &Error{KindUnauthorized, msg} }
+func Unauthorized(msg string) error { return &Error{Kind: KindUnauthorized, Message: msg} }
 
 // Forbidden reports an identity without the needed group (403).
-func Forbidden(msg string) error { return &Error{KindForbidden, msg} }
+func Forbidden(msg string) error { return &Error{Kind: KindForbidden, Message: msg} }
 
 // NotFound reports a missing resource (404).
 func NotFound(format string, args ...any) error { return newf(KindNotFound, format, args) }
@@ -59,11 +70,19 @@ func Timeout(format string, args ...any) error { return newf(KindTimeout, format
 // feed cursor older than the feed's retention (410).
 func Gone(format string, args ...any) error { return newf(KindGone, format, args) }
 
+// PreconditionFailed reports a conditional change of a slave that is no
+// longer as the caller saw it (412), with where it is now.
+func PreconditionFailed(now Now, format string, args ...any) error {
+	err := newf(KindPreconditionFailed, format, args).(*Error)
+	err.Now = &now
+	return err
+}
+
 func newf(k Kind, format string, args []any) error {
 	if len(args) == 0 {
-		return &Error{k, format}
+		return &Error{Kind: k, Message: format}
 	}
-	return &Error{k, fmt.Sprintf(format, args...)}
+	return &Error{Kind: k, Message: fmt.Sprintf(format, args...)}
 }
 
 // KindOf returns the kind of the first *Error in err's chain, or KindInternal.

@@ -39,6 +39,12 @@ type Slave struct {
 	// cleared by any change that leaves them. So the counts of an ACTIVE
 	// fleet, which move with every report, never cost a write.
 	RunningTasks *int
+	// Sequence is the position of the slave's latest change in the change
+	// feed: it only grows, with every change the feed shows, so a client
+	// that saw it can ask for a change only if the slave has not moved
+	// since (If-Match). The store sets it as it writes; 0 for a slave not
+	// changed since the feed began.
+	Sequence int64
 }
 
 // ChangeRequest is the optional body of freeze, decommission and activate.

@@ -200,3 +200,24 @@ func DeleteExpiring(snap Snapshot) (*Plan, error) {
 	}
 	return dropExpiring(snap), nil
 }
+
+// Conditional is decide made only while the slave is at sequence, the
+// position of its latest change as the caller saw it (If-Match): a slave
+// that moved since is refused with fault.PreconditionFailed, which says
+// where it is now, and nothing is written. An unknown slave is decide's to
+// answer.
+func Conditional(id string, sequence int64, decide Decide) Decide {
+	return func(snap Snapshot) (*Plan, error) {
+		if s := snap.Slave; s != nil && s.Sequence != sequence {
+			return nil, Moved(id, sequence, *s)
+		}
+		return decide(snap)
+	}
+}
+
+// Moved is the refusal of a change conditioned on a sequence the slave has
+// moved past.
+func Moved(id string, sequence int64, now Slave) error {
+	return fault.PreconditionFailed(fault.Now{Sequence: now.Sequence, State: string(now.Current.State)},
+		"Slave %s moved since sequence %d: it is at sequence %d, in state %s", id, sequence, now.Sequence, now.Current.State)
+}

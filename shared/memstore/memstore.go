@@ -294,6 +294,7 @@ func (d *driver) Write(ctx context.Context, w change.Write) error {
 			return change.ErrRace
 		}
 		write(&item.slave, cloneSlave(plan.Slave), plan)
+		item.slave.Sequence = w.Change.Seq
 		s.appendChange(w.Change)
 		return nil
 	}
@@ -385,6 +386,9 @@ func (s *Store) change(w change.Write) error {
 	}
 	if plan.Join || plan.Leave {
 		s.lastAt = entry.Timestamp
+	}
+	if w.Change != nil {
+		item.slave.Sequence = w.Change.Seq
 	}
 	s.appendChange(w.Change)
 	return nil

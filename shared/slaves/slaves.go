@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,12 +32,12 @@ type Store interface {
 	ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error
 	History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error)
 	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
+	Apply(ctx context.Context, id string, decide machine.Decide) error
 	ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error
 	// DryRun answers what a change would answer, and writes nothing.
 	DryRun(ctx context.Context, id string, decide machine.Decide) error
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
 	DeleteDead(ctx context.Context, before int64) (int, error)
-	DeleteExpiring(ctx context.Context, id string) error
 	Feed
 }
 
@@ -59,7 +60,7 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	t.HandleNamed("GET /api/slaves/expiring", access.Read, read[[]expiringJSON](h.listExpiring))
 	t.HandleNamed("GET /api/slaves/changes", access.Read, read[changesJSON](h.changes))
 	t.HandleNamed("DELETE /api/slaves/dead", access.Change, counted{"delete-dead", h.deleteDead})
-	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, read[slaveJSON](h.details))
+	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, plain(h.details))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}", access.Read, read[[]updateJSON](h.history))
 	t.Handle("POST /api/slaves/slave/{slaveId}/freeze", access.Change, counted{"freeze", h.change(machine.Frozen)})
 	t.Handle("POST /api/slaves/slave/{slaveId}/decommission", access.Change, counted{"decommission", h.change(machine.StartingDecommission)})
@@ -90,6 +91,17 @@ func (f read[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Fail answers a request the route table stopped, noting its slave.
 func (read[T]) Fail(w http.ResponseWriter, r *http.Request, err error) {
+	slaveID(r)
+	web.Error(w, r, err)
+}
+
+// plain serves a read route that writes its own answer, with its headers.
+type plain func(w http.ResponseWriter, r *http.Request)
+
+func (f plain) ServeHTTP(w http.ResponseWriter, r *http.Request) { f(w, r) }
+
+// Fail answers a request the route table stopped, noting its slave.
+func (plain) Fail(w http.ResponseWriter, r *http.Request, err error) {
 	slaveID(r)
 	web.Error(w, r, err)
 }
@@ -164,16 +176,20 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	web.JSON(w, http.StatusOK, list.sorted())
 }
 
-func (h *Handler) details(r *http.Request) (slaveJSON, error) {
+// details answers one slave, with its sequence as the ETag a conditional
+// change sends back in If-Match.
+func (h *Handler) details(w http.ResponseWriter, r *http.Request) {
 	id := slaveID(r)
 	slave, err := h.store.Get(r.Context(), id)
+	if err == nil && slave == nil {
+		err = machine.NotFound(id)
+	}
 	if err != nil {
-		return slaveJSON{}, err
+		web.Error(w, r, err)
+		return
 	}
-	if slave == nil {
-		return slaveJSON{}, machine.NotFound(id)
-	}
-	return toSlaveJSON(*slave), nil
+	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(slave.Sequence, 10)))
+	web.JSON(w, http.StatusOK, toSlaveJSON(*slave))
 }
 
 // history answers the newest entries of a slave's history, as many as the
@@ -227,12 +243,16 @@ func (h *Handler) change(target machine.State) func(r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		once, err := idempotency(r, id, target, actor, req, h.Now())
+		seen, err := ifMatch(r)
+		if err != nil {
+			return err
+		}
+		once, err := idempotency(r, id, target, actor, req, seen, h.Now())
 		if err != nil {
 			return err
 		}
 		c := machine.Change{SlaveID: id, Target: target, Request: req, User: actor.Email, Now: h.clock}
-		decide := machine.UserChange(c, h.limits)
+		decide := conditional(id, seen, machine.UserChange(c, h.limits))
 		if dry {
 			return h.store.DryRun(r.Context(), id, decide)
 		}
@@ -253,6 +273,31 @@ func dryRun(r *http.Request) (bool, error) {
 	}
 }
 
+// ifMatch reads the If-Match header of a change: the slave's sequence the
+// caller saw (its details' ETag, its list entry's or its last change's
+// sequence), quoted or not; nil without the header or with "*", which any
+// existing slave matches.
+func ifMatch(r *http.Request) (*int64, error) {
+	v := strings.TrimSpace(r.Header.Get("If-Match"))
+	if v == "" || v == "*" {
+		return nil, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimPrefix(v, `"`), `"`), 10, 64)
+	if err != nil || n < 0 {
+		return nil, fault.Invalid("If-Match must be a slave's sequence, as its details (ETag), the list and the change feed show it, got %q", v)
+	}
+	return &n, nil
+}
+
+// conditional is decide made only while the slave is at sequence seen, when
+// the request named one.
+func conditional(id string, seen *int64, decide machine.Decide) machine.Decide {
+	if seen == nil {
+		return decide
+	}
+	return machine.Conditional(id, *seen, decide)
+}
+
 // maxIdempotencyKey bounds the Idempotency-Key header, as common APIs do.
 const maxIdempotencyKey = 255
 
@@ -261,7 +306,7 @@ const maxIdempotencyKey = 255
 // metadata. The fingerprint covers everything else that decides the
 // outcome, so a key reused for another slave, action or body is told apart
 // from a retry.
-func idempotency(r *http.Request, id string, target machine.State, actor access.Identity, req machine.ChangeRequest, now time.Time) (machine.Idempotency, error) {
+func idempotency(r *http.Request, id string, target machine.State, actor access.Identity, req machine.ChangeRequest, seen *int64, now time.Time) (machine.Idempotency, error) {
 	key := strings.TrimSpace(r.Header.Get("Idempotency-Key"))
 	if len(key) > maxIdempotencyKey {
 		return machine.Idempotency{}, fault.Invalid("Idempotency-Key must be at most %d characters", maxIdempotencyKey)
@@ -269,7 +314,8 @@ func idempotency(r *http.Request, id string, target machine.State, actor access.
 	canonical, err := json.Marshal(struct {
 		Slave, Action string
 		Request       machine.ChangeRequest
-	}{id, string(target), req})
+		IfMatch       *int64 `json:",omitempty"`
+	}{id, string(target), req, seen})
 	if err != nil {
 		return machine.Idempotency{}, fmt.Errorf("fingerprint request: %w", err)
 	}
@@ -277,21 +323,46 @@ func idempotency(r *http.Request, id string, target machine.State, actor access.
 	return machine.Idempotency{Key: key, Caller: actor.ID, Fingerprint: hex.EncodeToString(sum[:]), At: now.UnixMilli()}, nil
 }
 
+// delete removes the slave with its history and expiring record; with
+// If-Match, only while it is at the sequence the caller saw.
 func (h *Handler) delete(r *http.Request) error {
 	id := slaveID(r)
-	found, err := h.store.Delete(r.Context(), id, nil)
+	seen, err := ifMatch(r)
 	if err != nil {
 		return err
 	}
-	if !found {
+	var match func(machine.Slave) bool
+	var moved error
+	if seen != nil {
+		match = func(s machine.Slave) bool {
+			moved = nil // read again after a lost race
+			if s.Sequence != *seen {
+				moved = machine.Moved(id, *seen, s)
+			}
+			return moved == nil
+		}
+	}
+	found, err := h.store.Delete(r.Context(), id, match)
+	switch {
+	case err != nil:
+		return err
+	case moved != nil:
+		return moved
+	case !found:
 		return machine.NotFoundForDelete(id)
 	}
 	return nil
 }
 
+// deleteExpiring deletes the slave's expiring record, if any; with
+// If-Match, only while the slave is at the sequence the caller saw.
 func (h *Handler) deleteExpiring(r *http.Request) error {
 	id := slaveID(r)
-	return h.store.DeleteExpiring(r.Context(), id)
+	seen, err := ifMatch(r)
+	if err != nil {
+		return err
+	}
+	return h.store.Apply(r.Context(), id, conditional(id, seen, machine.DeleteExpiring))
 }
 
 // deleteDead removes every DEAD slave, a few at a time; a slave that came

@@ -27,6 +27,7 @@ type slaveJSON struct {
 	Attributes   map[string]string `json:"attributes"`
 	Resources    json.RawMessage   `json:"resources,omitempty"`
 	RunningTasks *int              `json:"runningTasks,omitempty"`
+	Sequence     int64             `json:"sequence"`
 }
 
 type changeRequestJSON struct {
@@ -65,6 +66,7 @@ func toSlaveJSON(s machine.Slave) slaveJSON {
 		Attributes:   attrs,
 		Resources:    s.Resources,
 		RunningTasks: s.RunningTasks,
+		Sequence:     s.Sequence,
 	}
 }
 

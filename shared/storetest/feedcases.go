@@ -59,6 +59,32 @@ var feedCases = []struct {
 	retention time.Duration
 	run       func(e *env)
 }{
+	{name: "a slave's sequence is the position of its latest change, in the list, its details and the slave each change left", run: func(e *env) {
+		from := e.now()
+		ids := sameShard(2)
+		e.report(ids[0])
+		e.report(ids[1])                                                                       // a slave of the same shard moves the shard's positions
+		e.must(e.s.ApplyAbsent(e.ctx(), []string{"N1", "N2"}, func(id string) machine.Decide { // created in a batch
+			return machine.Observe(machine.Observation{ID: id, Host: "h-" + id, At: e.at}, e.at)
+		})[0])
+		e.must(e.s.Apply(e.ctx(), ids[0], e.observe(ids[0], "elsewhere", e.at+1000)))
+		e.must(e.change(ids[0], machine.Frozen, e.at+2000))
+		got, _ := e.feed(from)
+		last := map[string]int64{}
+		for _, c := range got {
+			last[c.SlaveID] = c.Seq
+			if c.Slave != nil && c.Slave.Sequence != c.Seq {
+				e.t.Errorf("%s %s at %d left the slave at sequence %d, want its own", c.SlaveID, c.Kind, c.Seq, c.Slave.Sequence)
+			}
+		}
+		listed := map[string]int64{}
+		e.must(e.s.List(e.ctx(), func(s machine.Slave) error { listed[s.ID] = s.Sequence; return nil }))
+		for _, id := range append(ids, "N1", "N2") {
+			if s := e.get(id); s == nil || s.Sequence != last[id] || listed[id] != last[id] {
+				e.t.Errorf("%s: details %+v, listed at %d, want sequence %d", id, s, listed[id], last[id])
+			}
+		}
+	}},
 	{name: "every change is in the feed once, in order, with what it did and the slave it left", run: func(e *env) {
 		from := e.now()
 		e.report("S1")

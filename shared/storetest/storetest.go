@@ -31,6 +31,7 @@ type Store interface {
 	slaves.Store
 	inventory.Store
 	jobs.Store
+	DeleteExpiring(ctx context.Context, id string) error
 }
 
 // Open returns a new, empty store whose history entries expire
@@ -74,7 +75,7 @@ var cases = []struct {
 		e.must(e.s.Apply(e.ctx(), "S1", machine.Observe(o, e.at+5)))
 		current := machine.Update{SlaveID: "S1", State: machine.Active, Timestamp: e.at, Message: "New machine reported"}
 		want := machine.Slave{ID: "S1", FirstSeenAt: e.at + 5, Current: current, Host: "node-1", RackID: "r1",
-			Attributes: map[string]string{"zone": "a"}, Resources: []byte(`{"cpus":16}`), DescribedAt: e.at}
+			Attributes: map[string]string{"zone": "a"}, Resources: []byte(`{"cpus":16}`), DescribedAt: e.at, Sequence: 1}
 		if got := e.get("S1"); got == nil || !reflect.DeepEqual(*got, want) {
 			e.t.Errorf("got %+v, want %+v", got, want)
 		}
@@ -437,13 +438,14 @@ var cases = []struct {
 		before := e.get("S1")
 		e.must(e.s.Apply(e.ctx(), "S1", only(new(4))))
 		want := *before
-		want.RunningTasks = new(4)
+		want.RunningTasks, want.Sequence = new(4), before.Sequence+1
 		if got := e.get("S1"); !reflect.DeepEqual(*got, want) {
 			e.t.Errorf("got %+v, want %+v", *got, want)
 		}
 		e.must(e.s.Apply(e.ctx(), "S1", only(nil)))
-		if got := e.get("S1"); !reflect.DeepEqual(*got, *before) {
-			e.t.Errorf("got %+v, want %+v", *got, *before)
+		want.RunningTasks, want.Sequence = nil, before.Sequence+2
+		if got := e.get("S1"); !reflect.DeepEqual(*got, want) {
+			e.t.Errorf("got %+v, want %+v", *got, want)
 		}
 	}},
 	{name: "deleting a decommissioning slave frees its place", run: func(e *env) {

@@ -39,10 +39,13 @@ import (
 // MaxBody is the largest request body accepted (docs/behaviour.md "Wire conventions").
 const MaxBody = 64 << 10
 
-// ErrorBody is the JSON body of every error response.
+// ErrorBody is the JSON body of every error response. A 412 also says
+// where the slave is now.
 type ErrorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	Code     int    `json:"code"`
+	Message  string `json:"message"`
+	Sequence *int64 `json:"sequence,omitempty"`
+	State    string `json:"state,omitempty"`
 }
 
 // Status is the one mapping from errors to HTTP status codes.
@@ -66,6 +69,8 @@ func Status(err error) int {
 		return http.StatusGatewayTimeout
 	case fault.KindGone:
 		return http.StatusGone
+	case fault.KindPreconditionFailed:
+		return http.StatusPreconditionFailed
 	}
 	return http.StatusInternalServerError
 }
@@ -84,7 +89,7 @@ const StatusClientClosedRequest = 499
 func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if clientGone(r, err) {
 		logger(r).InfoContext(r.Context(), "client went away", "request_id", RequestID(r), "status", StatusClientClosedRequest, "error", err.Error())
-		writeError(w, StatusClientClosedRequest, "client closed the request")
+		writeError(w, ErrorBody{Code: StatusClientClosedRequest, Message: "client closed the request"})
 		return
 	}
 	status := Status(err)
@@ -98,7 +103,12 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeError(w, status, msg)
+	body := ErrorBody{Code: status, Message: msg}
+	var fe *fault.Error
+	if errors.As(err, &fe) && fe.Now != nil {
+		body.Sequence, body.State = &fe.Now.Sequence, fe.Now.State
+	}
+	writeError(w, body)
 }
 
 // clientGone reports whether err is the cancellation of r by its client:
@@ -113,16 +123,16 @@ func clientGone(r *http.Request, err error) bool {
 // encoded.
 const internalError = "{\"code\":500,\"message\":\"internal error\"}\n"
 
-// writeError writes the JSON error body of status with msg. It ends with a
+// writeError writes the JSON error body. It ends with a
 // newline, as a terminal expects of the last line it prints (curl -si), and,
 // since an error describes one moment, forbids any cache to answer with it
 // later.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	body, _ := json.Marshal(ErrorBody{Code: status, Message: msg}) // an int and a string always encode
+func writeError(w http.ResponseWriter, e ErrorBody) {
+	body, _ := json.Marshal(e) // numbers and strings always encode
 	body = append(body, '\n')
 	w.Header().Set("Cache-Control", "no-store")
 	jsonHeaders(w.Header())
-	w.WriteHeader(status)
+	w.WriteHeader(e.Code)
 	w.Write(body)
 }
 
