@@ -45,7 +45,7 @@ const slaveID = "20261121-051400-16777343-5050-1234-S1"
 
 const slaveBody = `{"id":"` + slaveID + `","firstSeenAt":1793491200000,` +
 	`"currentState":{"objectId":"` + slaveID + `","state":"ACTIVE","timestamp":1793491200000},` +
-	`"host":"node-1.example.com","rackId":"us-east-1a","attributes":{}}`
+	`"host":"node-1.example.com","rackId":"us-east-1a","attributes":{},"sequence":7}`
 
 func jsonHeader(extra ...string) http.Header {
 	h := http.Header{"Content-Type": {"application/json"}}

@@ -106,10 +106,20 @@ type Write struct {
 	// Receipt is stored with a state change, for a request that may be
 	// retried; nil for one that may not.
 	Receipt *Receipt
-	// Change is the change's feed entry, written with it at position
-	// Change.Seq (Read.Head + 1) conditioned on the head read; nil for a
-	// write the feed does not show (an expiring record alone).
-	Change *Change
+	// Changes are the change's feed entries, written with it at the
+	// positions after Read.Head (their Seq), conditioned on the head read:
+	// the slave's change, then its expiring record's. The slave's sequence
+	// becomes the last one's.
+	Changes []Change
+}
+
+// Sequence is the slave's sequence after w: its last feed entry's position,
+// 0 when it writes none.
+func (w Write) Sequence() int64 {
+	if len(w.Changes) == 0 {
+		return 0
+	}
+	return w.Changes[len(w.Changes)-1].Seq
 }
 
 // Attempts bounds how often a change is read and decided again after
@@ -362,7 +372,7 @@ func (p *Protocol) write(id string, read Read, plan *machine.Plan, receipt *Rece
 		// keeps it.
 		w.Supersedes = (plan.Entry.Timestamp + p.retention.Milliseconds()) / 1000
 	}
-	w.Change = p.feedChange(id, read, plan)
+	w.Changes = p.feedChanges(id, read, plan)
 	return w
 }
 
@@ -383,7 +393,7 @@ func (p *Protocol) Delete(ctx context.Context, id string, match func(machine.Sla
 			return nil
 		}
 		now := p.now().UnixMilli()
-		gone := Change{SlaveID: id, Kind: Deleted, At: now, Written: now, Shard: ShardOf(id), Seq: read.Head + 1}
+		gone := Change{SlaveID: id, Kind: Deleted, At: now, Written: now, Shard: ShardOf(id), Seq: read.Head + 1, Before: new(cloneSlave(*slave))}
 		if err := p.store.Remove(ctx, id, read.Version, slave.Current.State.CountsTowardLimit(), gone); err != nil {
 			return err
 		}

@@ -59,6 +59,9 @@ const (
 	StateChanged       Kind = "stateChanged"       // a new history entry
 	DescriptionChanged Kind = "descriptionChanged" // host, rack, attributes, resources or running tasks
 	Deleted            Kind = "deleted"            // removed with its history
+	ExpiringSet        Kind = "expiringSet"        // an expiring change made with a user's change
+	ExpiringDeleted    Kind = "expiringDeleted"    // an expiring change deleted, by a user or by a change that made it pointless
+	ExpiringReverted   Kind = "expiringReverted"   // an expiring change applied: its revert is the stateChanged before it
 )
 
 // Change is one entry of the feed.
@@ -81,6 +84,33 @@ type Change struct {
 	Previous machine.State
 	// Slave is the slave as the change left it; nil when Deleted.
 	Slave *machine.Slave
+	// Before is the slave as it was, where the change replaced what
+	// selectors read (a description, a deletion); nil when it is Slave
+	// with the Previous state, or there was none.
+	Before *machine.Slave
+	// Expiring is the expiring record of the expiring kinds: the one set,
+	// or the one deleted or applied.
+	Expiring *machine.Expiring
+}
+
+// Picked reports whether a follower with sel is sent the change: its
+// slave was picked before the change or after it, so a slave leaving the
+// selection is seen leaving. A deletion written before deletions kept the
+// slave they deleted is sent to every follower.
+func (c Change) Picked(sel machine.Selector) bool {
+	if sel.All() || c.Slave != nil && sel.Matches(*c.Slave) {
+		return true
+	}
+	before := c.Before
+	if before == nil && c.Kind == StateChanged && c.Slave != nil {
+		was := *c.Slave
+		was.Current.State = c.Previous
+		before = &was
+	}
+	if before == nil {
+		return c.Kind == Deleted
+	}
+	return sel.Matches(*before)
 }
 
 // ShardOf is the feed shard of a slave's changes.
@@ -181,18 +211,28 @@ func decodeCursor(s string, key []byte) (Cursor, error) {
 
 // Page is one answer of the feed.
 type Page struct {
-	Changes []Change
-	Cursor  string // the cursor to follow from next
+	Changes []Change // the changes the selector picked
+	Cursor  string   // the cursor to follow from next
 
 	from Cursor
+	read []Change // every change read, picked or not, in the feed's order
+	sel  machine.Selector
 	key  []byte
 }
 
 // After returns the cursor that follows the first n changes of the page,
-// for an answer that holds only those.
+// for an answer that holds only those: past the changes read before the
+// next one picked.
 func (p Page) After(n int) string {
 	c := p.from
-	for _, ch := range p.Changes[:n] {
+	picked := 0
+	for _, ch := range p.read {
+		if ch.Picked(p.sel) {
+			if picked == n {
+				break
+			}
+			picked++
+		}
 		c.Seqs[ch.Shard] = ch.Seq
 	}
 	return c.encode(p.key)
@@ -223,14 +263,17 @@ func (p *Protocol) head(ctx context.Context) (Cursor, error) {
 }
 
 // Changes answers the feed after the cursor since: the changes committed
-// after it, oldest first (by time across shards, by position within one,
-// so never reordering one slave's changes), at most FeedPage, and the
-// cursor to follow from next. An empty since follows from now. With wait
-// above 0 it holds the request until a change exists or wait passes (or
-// ctx is about to end), reading the feed every FeedPoll. It returns
-// fault.Invalid for a cursor it did not issue and fault.Gone for one older
-// than FeedRetention.
-func (p *Protocol) Changes(ctx context.Context, since string, wait time.Duration) (Page, error) {
+// after it that sel picks (Change.Picked), oldest first (by time across
+// shards, by position within one, so never reordering one slave's
+// changes), at most FeedPage, and the cursor to follow from next, past the
+// changes sel did not pick too: an answer with no change is a bookmark, so
+// a follower whose selector rarely matches never falls out of the
+// retention. An empty since follows from now. With wait above 0 it holds
+// the request until a change sel picks exists or wait passes (or ctx is
+// about to end), reading the feed every FeedPoll. It returns fault.Invalid
+// for a cursor it did not issue and fault.Gone for one older than
+// FeedRetention.
+func (p *Protocol) Changes(ctx context.Context, since string, wait time.Duration, sel machine.Selector) (Page, error) {
 	key, err := p.feedKey(ctx)
 	if err != nil {
 		return Page{}, err
@@ -253,13 +296,23 @@ func (p *Protocol) Changes(ctx context.Context, since string, wait time.Duration
 		until = d.Add(-time.Second) // answer before the route's timeout cuts the request
 	}
 	for {
-		changes, next, err := p.read(ctx, from, Cursor{}, FeedPage)
+		read, next, err := p.read(ctx, from, Cursor{}, FeedPage)
 		if err != nil {
 			return Page{}, err
 		}
-		if len(changes) > 0 || !p.now().Add(FeedPoll).Before(until) {
+		var picked []Change
+		for _, c := range read {
+			if c.Picked(sel) {
+				picked = append(picked, c)
+			}
+		}
+		if len(picked) > 0 || !p.now().Add(FeedPoll).Before(until) {
 			from.Issued = next.Issued
-			return Page{Changes: changes, Cursor: next.encode(key), from: from, key: key}, nil
+			return Page{Changes: picked, Cursor: next.encode(key), from: from, read: read, sel: sel, key: key}, nil
+		}
+		from.Seqs = next.Seqs // past the changes sel did not pick
+		if len(read) == FeedPage {
+			continue // more may follow at once
 		}
 		t := time.NewTimer(FeedPoll)
 		select {
@@ -412,39 +465,61 @@ func (p *Protocol) Listed(ctx context.Context, list func(context.Context) error)
 	return fix, after.encode(key), nil
 }
 
-// feedChange is the feed entry of a decided write, nil when it changes
-// nothing the feed shows (an expiring record alone). Its position is the
-// shard's head as read, plus one.
-func (p *Protocol) feedChange(id string, read Read, plan *machine.Plan) *Change {
-	c := &Change{SlaveID: id, Shard: ShardOf(id), Seq: read.Head + 1, Written: p.now().UnixMilli()}
+// feedChanges are the feed entries of a decided write, at the positions
+// after the shard's head as read: the slave's change (none for an expiring
+// record alone), then its expiring record's, set, deleted or applied. An
+// expiring record of a slave that is gone is the slave's deletion's
+// business: none.
+func (p *Protocol) feedChanges(id string, read Read, plan *machine.Plan) []Change {
+	written := p.now().UnixMilli()
+	var out []Change
+	add := func(c Change) {
+		c.SlaveID, c.Shard, c.Seq, c.Written = id, ShardOf(id), read.Head+int64(len(out))+1, written
+		out = append(out, c)
+	}
 	prev := read.Snapshot.Slave
+	var after *machine.Slave
 	switch plan.Kind {
 	case machine.DropsExpiring:
-		return nil
+		if prev == nil {
+			return nil
+		}
+		after = new(cloneSlave(*prev))
 	case machine.Describes:
-		after := cloneSlave(*prev)
-		describeFrom(&after, plan.Slave)
-		c.Kind, c.At, c.Slave = DescriptionChanged, plan.Slave.DescribedAt, &after
-		return c
+		after = new(cloneSlave(*prev))
+		describeFrom(after, plan.Slave)
+		add(Change{Kind: DescriptionChanged, At: plan.Slave.DescribedAt, Slave: after, Before: new(cloneSlave(*prev))})
 	case machine.Creates:
-		after := cloneSlave(plan.Slave)
+		after = new(cloneSlave(plan.Slave))
 		after.ID, after.Current.SlaveID = id, id
 		entry := *plan.Entry
 		entry.SlaveID = id
-		c.Kind, c.At, c.Entry, c.Slave = Added, entry.Timestamp, &entry, &after
-		return c
+		add(Change{Kind: Added, At: entry.Timestamp, Entry: &entry, Slave: after})
+	case machine.Transitions:
+		after = new(cloneSlave(*prev))
+		var before *machine.Slave
+		if plan.Describe {
+			describeFrom(after, plan.Slave)
+			before = new(cloneSlave(*prev))
+		} else if !plan.Slave.Current.State.Draining() {
+			after.RunningTasks = nil // leaving the draining states clears the count
+		}
+		entry := *plan.Entry
+		entry.SlaveID = id
+		after.Current = entry
+		add(Change{Kind: StateChanged, At: entry.Timestamp, Entry: &entry, Previous: prev.Current.State, Slave: after, Before: before})
 	}
-	after := cloneSlave(*prev)
-	if plan.Describe {
-		describeFrom(&after, plan.Slave)
-	} else if !plan.Slave.Current.State.Draining() {
-		after.RunningTasks = nil // leaving the draining states clears the count
+	if plan.DropExpiring && read.Snapshot.Expiring != nil {
+		c := Change{Kind: ExpiringDeleted, At: written, Expiring: read.Snapshot.Expiring, Slave: after}
+		if plan.Reverts {
+			c.Kind, c.At = ExpiringReverted, plan.Entry.Timestamp
+		}
+		add(c)
 	}
-	entry := *plan.Entry
-	entry.SlaveID = id
-	after.Current = entry
-	c.Kind, c.At, c.Entry, c.Previous, c.Slave = StateChanged, entry.Timestamp, &entry, prev.Current.State, &after
-	return c
+	if e := plan.PutExpiring; e != nil {
+		add(Change{Kind: ExpiringSet, At: e.StartMillis, Expiring: e, Slave: after})
+	}
+	return out
 }
 
 // describeFrom copies a report's description from src into dst.

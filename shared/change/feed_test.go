@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fleetops/fleet/shared/change"
+	"github.com/fleetops/fleet/shared/machine"
 )
 
 // visible is a feed whose shard 0 holds entries 1 to head, of which a
@@ -34,13 +35,13 @@ func TestTheFeedStopsAtAnEntryNotYetVisibleAndAnswersItLater(t *testing.T) {
 	ctx := t.Context()
 	feed := &visible{head: 0, shown: map[int64]bool{}}
 	p := change.New(feed, 0)
-	first, err := p.Changes(ctx, "", 0)
+	first, err := p.Changes(ctx, "", 0, machine.Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Positions 1 to 3 are committed, but 2 is not visible yet.
 	feed.head, feed.shown = 3, map[int64]bool{1: true, 3: true}
-	page, err := p.Changes(ctx, first.Cursor, 0)
+	page, err := p.Changes(ctx, first.Cursor, 0, machine.Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestTheFeedStopsAtAnEntryNotYetVisibleAndAnswersItLater(t *testing.T) {
 		t.Fatalf("got %+v, want position 1 alone: the reader must stop before the gap", page.Changes)
 	}
 	feed.shown[2] = true
-	rest, err := p.Changes(ctx, page.Cursor, 0)
+	rest, err := p.Changes(ctx, page.Cursor, 0, machine.Selector{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,7 +295,7 @@ func TestACursorTheFeedNoLongerKeepsListsOnceAndFollowsOn(t *testing.T) {
 	// A cursor the service itself issued a day and an hour ago: the feed
 	// answers it with its 410, as it would a console left open that long.
 	store.SetClock(func() time.Time { return time.Now().Add(-25 * time.Hour) })
-	page, err := store.Changes(context.Background(), "", 0)
+	page, err := store.Changes(context.Background(), "", 0, machine.Selector{})
 	store.SetClock(time.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func (s *driver) Remove(ctx context.Context, id string, version int64, leave boo
 	if leave {
 		items = append(items, types.TransactWriteItem{Update: s.leaveLimit(id)})
 	}
-	feed, err := s.changeItems(&gone)
+	feed, err := s.changeItems([]change.Change{gone})
 	if err != nil {
 		return err
 	}

@@ -33,16 +33,20 @@ const feedSlackSeconds = 3600
 
 // changeRecord is one entry of the feed.
 type changeRecord struct {
-	Shard     int          `dynamodbav:"shard"`
-	Seq       int64        `dynamodbav:"seq"`
-	SlaveID   string       `dynamodbav:"slaveId"`
-	Kind      string       `dynamodbav:"kind"`
-	At        int64        `dynamodbav:"at"`
-	Written   int64        `dynamodbav:"writtenAt"`
-	Entry     *entryRecord `dynamodbav:"entry,omitempty"`
-	Previous  string       `dynamodbav:"previous,omitempty"`
-	Slave     *slaveRecord `dynamodbav:"slave,omitempty"`
-	ExpiresAt int64        `dynamodbav:"expiresAt"` // TTL, epoch seconds
+	Shard    int          `dynamodbav:"shard"`
+	Seq      int64        `dynamodbav:"seq"`
+	SlaveID  string       `dynamodbav:"slaveId"`
+	Kind     string       `dynamodbav:"kind"`
+	At       int64        `dynamodbav:"at"`
+	Written  int64        `dynamodbav:"writtenAt"`
+	Entry    *entryRecord `dynamodbav:"entry,omitempty"`
+	Previous string       `dynamodbav:"previous,omitempty"`
+	Slave    *slaveRecord `dynamodbav:"slave,omitempty"`
+	Before   *slaveRecord `dynamodbav:"before,omitempty"`
+	// Expiring is the record of the expiring kinds, as the expiring table
+	// holds it.
+	Expiring  *expiringRecord `dynamodbav:"expiring,omitempty"`
+	ExpiresAt int64           `dynamodbav:"expiresAt"` // TTL, epoch seconds
 }
 
 type entryRecord struct {
@@ -61,6 +65,12 @@ func newChangeRecord(c change.Change) changeRecord {
 	if c.Slave != nil {
 		r.Slave = new(newSlaveRecord(*c.Slave, 0))
 	}
+	if c.Before != nil {
+		r.Before = new(newSlaveRecord(*c.Before, 0))
+	}
+	if c.Expiring != nil {
+		r.Expiring = new(newExpiringRecord(*c.Expiring))
+	}
 	return r
 }
 
@@ -71,6 +81,12 @@ func (r changeRecord) change() change.Change {
 	}
 	if r.Slave != nil {
 		c.Slave = new(r.Slave.slave())
+	}
+	if r.Before != nil {
+		c.Before = new(r.Before.slave())
+	}
+	if r.Expiring != nil {
+		c.Expiring = new(r.Expiring.expiring())
 	}
 	return c
 }
@@ -138,13 +154,13 @@ func (s *driver) feedItems(shard int, from int64, entries []change.Change) ([]ty
 	return items, nil
 }
 
-// changeItems are the writes of one change's entry, at the position after
-// the head read with the slave; none for a nil change.
-func (s *driver) changeItems(c *change.Change) ([]types.TransactWriteItem, error) {
-	if c == nil {
+// changeItems are the writes of one write's entries, at the positions
+// after the head read with the slave; none for no change.
+func (s *driver) changeItems(cs []change.Change) ([]types.TransactWriteItem, error) {
+	if len(cs) == 0 {
 		return nil, nil
 	}
-	return s.feedItems(c.Shard, c.Seq-1, []change.Change{*c})
+	return s.feedItems(cs[0].Shard, cs[0].Seq-1, cs)
 }
 
 // Heads reads every shard's head with one consistent BatchGetItem.

@@ -338,17 +338,35 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 	id, plan := w.ID, w.Plan
 	switch plan.Kind {
 	case machine.DropsExpiring:
-		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-			{Delete: s.deleteExpiring(id, w.Read.Snapshot.Expiring.ActionID)},
-		}})
-		if isCancelled(err) {
-			return change.ErrRace
-		}
-		return translate("drop expiring record of "+id, err)
+		return s.dropExpiring(ctx, w)
 	case machine.Describes:
-		return s.redescribe(ctx, id, w.Read, plan, w.Change)
+		return s.redescribe(ctx, id, w.Read, plan, w.Changes)
 	}
 	return s.change(ctx, w)
+}
+
+// dropExpiring deletes the expiring record read, with its feed entry and
+// the slave's new sequence when the slave exists, conditioned on the
+// record's action and on the shard's head.
+func (s *driver) dropExpiring(ctx context.Context, w change.Write) error {
+	id := w.ID
+	items := []types.TransactWriteItem{{Delete: s.deleteExpiring(id, w.Read.Snapshot.Expiring.ActionID)}}
+	if len(w.Changes) > 0 {
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName: &s.tables.Slaves, Key: slaveKey(id), UpdateExpression: aws.String("SET #s = :s"),
+			ConditionExpression:      aws.String("attribute_exists(id)"),
+			ExpressionAttributeNames: map[string]string{"#s": "sequence"}, ExpressionAttributeValues: map[string]types.AttributeValue{":s": num(w.Sequence())},
+		}})
+	}
+	feed, err := s.changeItems(w.Changes)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: append(items, feed...)})
+	if isCancelled(err) {
+		return change.ErrRace
+	}
+	return translate("drop expiring record of "+id, err)
 }
 
 // redescribe writes a report's description of a slave whose state it does
@@ -356,12 +374,12 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 // conditioned on the version (the report was decided on that state) and on
 // the description it replaces, so that of two concurrent reports neither is
 // lost unseen.
-func (s *driver) redescribe(ctx context.Context, id string, r change.Read, plan *machine.Plan, c *change.Change) error {
-	u, err := s.updateSlave(id, r, plan, c)
+func (s *driver) redescribe(ctx context.Context, id string, r change.Read, plan *machine.Plan, cs []change.Change) error {
+	u, err := s.updateSlave(id, r, plan, cs[len(cs)-1].Seq)
 	if err != nil {
 		return err
 	}
-	feed, err := s.changeItems(c)
+	feed, err := s.changeItems(cs)
 	if err != nil {
 		return err
 	}
@@ -417,7 +435,7 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 		limitIndex = len(items)
 		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, plan.Join, plan.Limit, snap.LimitAt, entry.Timestamp)})
 	}
-	feed, err := s.changeItems(w.Change)
+	feed, err := s.changeItems(w.Changes)
 	if err != nil {
 		return err
 	}
@@ -437,9 +455,7 @@ func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode history of %s: %w", id, err)
 	}
-	if w.Change != nil {
-		slave.Sequence = w.Change.Seq
-	}
+	slave.Sequence = w.Sequence()
 	var slaveWrite types.TransactWriteItem
 	if plan.Kind == machine.Creates {
 		item, err := attributevalue.MarshalMap(newSlaveRecord(slave, next))
@@ -447,7 +463,7 @@ func (s *driver) stateItems(w change.Write) ([]types.TransactWriteItem, error) {
 			return nil, fmt.Errorf("encode slave %s: %w", id, err)
 		}
 		slaveWrite.Put = &types.Put{TableName: &s.tables.Slaves, Item: item, ConditionExpression: aws.String("attribute_not_exists(id)")}
-	} else if slaveWrite.Update, err = s.updateSlave(id, r, plan, w.Change); err != nil {
+	} else if slaveWrite.Update, err = s.updateSlave(id, r, plan, w.Sequence()); err != nil {
 		return nil, err
 	}
 	return []types.TransactWriteItem{
@@ -472,11 +488,11 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 		if w.Read.Snapshot.Slave != nil {
 			return fmt.Errorf("create slave %s: it was read as stored", w.ID)
 		}
-		if c := w.Change; c != nil {
-			e := *c
-			e.Seq = heads[e.Shard] + int64(len(entries[e.Shard])) + 1
-			entries[e.Shard] = append(entries[e.Shard], e)
-			w.Change = &e
+		w.Changes = slices.Clone(w.Changes)
+		for i, c := range w.Changes {
+			c.Seq = heads[c.Shard] + int64(len(entries[c.Shard])) + 1
+			entries[c.Shard] = append(entries[c.Shard], c)
+			w.Changes[i] = c
 		}
 		its, err := s.stateItems(w)
 		if err != nil {
@@ -504,10 +520,10 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 // updateSlave updates an existing slave in place with the parts of plan's
 // slave that the plan names (machine.Plan): its current state and version
 // when there is an entry, its description when Describe is set, its
-// running-task count when Tasks is set; and the sequence of its feed entry
-// c. It is conditioned on the version read and, when it writes the
+// running-task count when Tasks is set; and its sequence when it is not 0.
+// It is conditioned on the version read and, when it writes the
 // description, on the description's time read.
-func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan, c *change.Change) (*types.Update, error) {
+func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan, sequence int64) (*types.Update, error) {
 	slave := plan.Slave
 	var set, remove []string
 	names := map[string]string{}
@@ -562,8 +578,8 @@ func (s *driver) updateSlave(id string, r change.Read, plan *machine.Plan, c *ch
 	if plan.Tasks {
 		assign("runningTasks", optionalCount(slave.RunningTasks))
 	}
-	if c != nil {
-		assign("sequence", num(c.Seq))
+	if sequence != 0 {
+		assign("sequence", num(sequence))
 	}
 	var clauses []string
 	if len(set) > 0 {

@@ -51,6 +51,7 @@ func Expire(id string, now func() int64, limits Limits, outcome *Outcome) Decide
 		}
 		*outcome = Applied
 		plan := transition(snap, Update{SlaveID: id, State: e.RevertTo, Timestamp: at, User: e.User, Message: ExpiryMessage})
+		plan.DropExpiring, plan.Reverts = true, true
 		if e.RevertTo == StartingDecommission {
 			plan.Limit = limits.MaxDecommissioning
 		}

@@ -126,6 +126,7 @@ type Plan struct {
 	Tasks        bool      // Slave's RunningTasks is written; nil removes the stored count
 	PutExpiring  *Expiring // expiring record created with the change
 	DropExpiring bool      // the snapshot's expiring record is deleted
+	Reverts      bool      // the change is the snapshot's expiring record applied (its revert)
 	// Join and Leave say that the slave enters or leaves the
 	// decommissioning set; either moves the set's time to the entry's,
 	// conditioned on the snapshot's LimitAt.

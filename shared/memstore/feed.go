@@ -24,19 +24,19 @@ func newFeed() feed {
 // head is the newest position of shard. s.mu is held.
 func (s *Store) head(shard int) int64 { return int64(len(s.feed.shards[shard])) }
 
-// headIs reports whether c, a change decided on a read of its shard's head,
-// would take the position right after the head as it is now: nothing else
-// took it since. A nil c takes none. s.mu is held.
-func (s *Store) headIs(c *change.Change) bool {
-	return c == nil || c.Seq == s.head(c.Shard)+1
+// headIs reports whether cs, changes decided on a read of their shard's
+// head, would take the positions right after the head as it is now:
+// nothing else took them since. No change takes none. s.mu is held.
+func (s *Store) headIs(cs []change.Change) bool {
+	return len(cs) == 0 || cs[0].Seq == s.head(cs[0].Shard)+1
 }
 
-// appendChange writes c at its position, which headIs checked. s.mu is held.
-func (s *Store) appendChange(c *change.Change) {
-	if c == nil {
-		return
+// appendChanges writes cs at their positions, which headIs checked. s.mu
+// is held.
+func (s *Store) appendChanges(cs []change.Change) {
+	for _, c := range cs {
+		s.feed.shards[c.Shard] = append(s.feed.shards[c.Shard], cloneChange(c))
 	}
-	s.feed.shards[c.Shard] = append(s.feed.shards[c.Shard], cloneChange(*c))
 }
 
 // Heads returns every shard's newest position.
@@ -95,6 +95,12 @@ func cloneChange(c change.Change) change.Change {
 	}
 	if c.Slave != nil {
 		c.Slave = new(cloneSlave(*c.Slave))
+	}
+	if c.Before != nil {
+		c.Before = new(cloneSlave(*c.Before))
+	}
+	if c.Expiring != nil {
+		c.Expiring = new(cloneExpiring(*c.Expiring))
 	}
 	return c
 }

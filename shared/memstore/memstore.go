@@ -283,19 +283,23 @@ func (d *driver) Write(ctx context.Context, w change.Write) error {
 	id, r, plan := w.ID, w.Read, w.Plan
 	switch plan.Kind {
 	case machine.DropsExpiring:
-		if !s.expiringIs(id, r.Snapshot.Expiring) {
+		if !s.expiringIs(id, r.Snapshot.Expiring) || !s.headIs(w.Changes) {
 			return change.ErrRace
 		}
 		delete(s.expiring, id)
+		if item := s.slaves[id]; item != nil && len(w.Changes) > 0 {
+			item.slave.Sequence = w.Sequence()
+		}
+		s.appendChanges(w.Changes)
 		return nil
 	case machine.Describes:
 		item := s.slaves[id]
-		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt || !s.headIs(w.Change) {
+		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt || !s.headIs(w.Changes) {
 			return change.ErrRace
 		}
 		write(&item.slave, cloneSlave(plan.Slave), plan)
-		item.slave.Sequence = w.Change.Seq
-		s.appendChange(w.Change)
+		item.slave.Sequence = w.Sequence()
+		s.appendChanges(w.Changes)
 		return nil
 	}
 	return s.change(w)
@@ -315,11 +319,13 @@ func (d *driver) Create(ctx context.Context, ws []change.Write) error {
 		named[w.ID] = true
 	}
 	for _, w := range ws {
-		if w.Change != nil {
+		if len(w.Changes) > 0 {
 			// Positions are taken here, after the heads as they are.
-			w.Read.Head = s.head(w.Change.Shard)
-			w.Change = new(*w.Change)
-			w.Change.Seq = w.Read.Head + 1
+			w.Read.Head = s.head(w.Changes[0].Shard)
+			w.Changes = slices.Clone(w.Changes)
+			for i := range w.Changes {
+				w.Changes[i].Seq = w.Read.Head + int64(i) + 1
+			}
 		}
 		if err := s.change(w); err != nil {
 			return err // none exists: only a create that is not one fails
@@ -334,7 +340,7 @@ func (d *driver) Create(ctx context.Context, ws []change.Write) error {
 func (s *Store) change(w change.Write) error {
 	id, r, plan := w.ID, w.Read, w.Plan
 	item := s.slaves[id]
-	if (item == nil) != (plan.Kind == machine.Creates) || item != nil && item.version != r.Version || !s.headIs(w.Change) {
+	if (item == nil) != (plan.Kind == machine.Creates) || item != nil && item.version != r.Version || !s.headIs(w.Changes) {
 		return change.ErrRace
 	}
 	entry, slave := *plan.Entry, cloneSlave(plan.Slave)
@@ -387,10 +393,10 @@ func (s *Store) change(w change.Write) error {
 	if plan.Join || plan.Leave {
 		s.lastAt = entry.Timestamp
 	}
-	if w.Change != nil {
-		item.slave.Sequence = w.Change.Seq
+	if len(w.Changes) > 0 {
+		item.slave.Sequence = w.Sequence()
 	}
-	s.appendChange(w.Change)
+	s.appendChanges(w.Changes)
 	return nil
 }
 
@@ -412,10 +418,10 @@ func (d *driver) Remove(ctx context.Context, id string, version int64, leave boo
 	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if item, ok := s.slaves[id]; !ok || item.version != version || !s.headIs(&gone) {
+	if item, ok := s.slaves[id]; !ok || item.version != version || !s.headIs([]change.Change{gone}) {
 		return change.ErrRace
 	}
-	s.appendChange(&gone)
+	s.appendChanges([]change.Change{gone})
 	delete(s.slaves, id)
 	delete(s.expiring, id)
 	delete(s.members, id)

@@ -14,16 +14,24 @@ import (
 // 100,000 slaves is then held as its 40 MB of JSON elements, never as
 // decoded slaves with their attribute maps (docs/decisions.md, "The fleet
 // list is held encoded").
-type encodedList struct{ slaves []encodedSlave }
+type encodedList struct {
+	slaves []encodedSlave
+	sel    machine.Selector                    // the slaves the list holds
+	encode func(machine.Slave) ([]byte, error) // a slave as the answer holds it
+}
 
 type encodedSlave struct {
 	id   string
 	json json.RawMessage
 }
 
-// add encodes s; the store calls it with every slave of the list.
+// add encodes s when the list's selector picks it; the store calls it with
+// every slave it reads for the list.
 func (l *encodedList) add(s machine.Slave) error {
-	b, err := json.Marshal(toSlaveJSON(s))
+	if !l.sel.Matches(s) {
+		return nil
+	}
+	b, err := l.encode(s)
 	if err != nil {
 		return fmt.Errorf("encode slave %s: %w", s.ID, err)
 	}
@@ -32,8 +40,9 @@ func (l *encodedList) add(s machine.Slave) error {
 }
 
 // correct replaces the slaves of fix in the list with the state fix holds
-// of each (leaving out those it holds nil, deleted) where keep accepts it.
-func (l *encodedList) correct(fix map[string]*machine.Slave, keep func(machine.Slave) bool) error {
+// of each (leaving out those it holds nil, deleted) where the selector
+// picks it.
+func (l *encodedList) correct(fix map[string]*machine.Slave) error {
 	if len(fix) == 0 {
 		return nil
 	}
@@ -42,7 +51,7 @@ func (l *encodedList) correct(fix map[string]*machine.Slave, keep func(machine.S
 		return ok
 	})
 	for _, s := range fix {
-		if s != nil && keep(*s) {
+		if s != nil {
 			if err := l.add(*s); err != nil {
 				return err
 			}

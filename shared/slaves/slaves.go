@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +59,7 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	t.HandleNamed("GET /api/slaves", access.Read, web.Plain(h.list))
 	t.HandleNamed("GET /api/slaves/{$}", access.Read, web.Plain(h.list))
 	t.HandleNamed("GET /api/slaves/expiring", access.Read, read[[]expiringJSON](h.listExpiring))
-	t.HandleNamed("GET /api/slaves/changes", access.Read, read[changesJSON](h.changes))
+	t.HandleNamed("GET /api/slaves/changes", access.Read, plain(h.changes))
 	t.HandleNamed("DELETE /api/slaves/dead", access.Change, counted{"delete-dead", h.deleteDead})
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, plain(h.details))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}", access.Read, read[[]updateJSON](h.history))
@@ -149,31 +150,44 @@ func slaveID(r *http.Request) string {
 	return id
 }
 
-// list answers the slaves, all or those in the state query parameter's
-// state, with the feed's cursor of the state answered in CursorHeader.
+// list answers the slaves the selectors pick (all without one), with the
+// feed's cursor of the state answered in CursorHeader.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	var list encodedList
-	keep := func(machine.Slave) bool { return true }
-	scan := func(ctx context.Context) error { return h.store.List(ctx, list.add) }
-	if q := r.URL.Query().Get("state"); q != "" {
-		state, err := machine.ParseQuery(q)
-		if err != nil {
-			web.Error(w, r, err)
-			return
-		}
-		keep = func(s machine.Slave) bool { return s.Current.State == state }
-		scan = func(ctx context.Context) error { return h.store.ListByState(ctx, state, list.add) }
+	sel, err := selectorOf(r.URL.Query())
+	if err != nil {
+		web.Error(w, r, err)
+		return
 	}
-	fix, cursor, err := h.store.Listed(r.Context(), scan)
-	if err == nil {
-		err = list.correct(fix, keep)
-	}
+	list, cursor, err := h.listed(r.Context(), sel, func(s machine.Slave) ([]byte, error) { return json.Marshal(toSlaveJSON(s)) })
 	if err != nil {
 		web.Error(w, r, err)
 		return
 	}
 	w.Header().Set(CursorHeader, cursor)
 	web.JSON(w, http.StatusOK, list.sorted())
+}
+
+// listed reads the slaves sel picks, each encoded by encode, and the
+// feed's cursor of the state read. A selector with states reads only
+// those (the ByState index), one state after another.
+func (h *Handler) listed(ctx context.Context, sel machine.Selector, encode func(machine.Slave) ([]byte, error)) (*encodedList, string, error) {
+	list := &encodedList{sel: sel, encode: encode}
+	scan := func(ctx context.Context) error { return h.store.List(ctx, list.add) }
+	if len(sel.States) > 0 {
+		scan = func(ctx context.Context) error {
+			for _, st := range slices.Compact(slices.Sorted(slices.Values(sel.States))) {
+				if err := h.store.ListByState(ctx, st, list.add); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	fix, cursor, err := h.store.Listed(ctx, scan)
+	if err == nil {
+		err = list.correct(fix)
+	}
+	return list, cursor, err
 }
 
 // details answers one slave, with its sequence as the ETag a conditional

@@ -34,8 +34,13 @@ import (
 // (a slave's sequence only grows; an added slave was not listed; a state
 // change leaves the state the follower holds), may be restarted from its
 // cursor, and must end equal to a list made at the end: no change missed,
-// none repeated. ids prefixes the slaves' ids, so that sequences can share a
-// store; a follower only looks at slaves with that prefix.
+// none repeated. Other followers ask the service to filter (a state, a host
+// glob, both; docs/behaviour.md "Selectors"), listing with the selector or
+// starting from the initial state (initial=true): each must end equal to a
+// list with its selector made at the end, and receives only changes of
+// slaves the selector picked before or after them. ids prefixes the slaves'
+// ids, so that sequences can share a store; a follower only looks at slaves
+// with that prefix.
 func FeedModel(t *rapid.T, s Store, ids string) {
 	m := &feedModel{t: t, ctx: context.Background(), s: s, prefix: ids, hooked: &hookedStore{Store: s}}
 	m.h = web.Wrap(slaves.New(m.hooked, access.Policy{}, limits), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -44,6 +49,7 @@ func FeedModel(t *rapid.T, s Store, ids string) {
 	}
 	m.followers = append(m.followers, m.list(""))
 	t.Repeat(map[string]func(*rapid.T){
+		"start a filtered follower": func(t *rapid.T) { m.followers = append(m.followers, m.filtered(t)) },
 		"change":              func(t *rapid.T) { m.step(t) },
 		"concurrent writers":  func(t *rapid.T) { m.concurrently(t) },
 		"list while changing": func(t *rapid.T) { m.listWhileChanging(t) },
@@ -83,6 +89,83 @@ type follower struct {
 	cursor string
 	slaves map[string]map[string]any
 	seqs   map[string]int64 // the last sequence seen of each slave
+	// query is the selector the service filters the feed with, "" for
+	// none; then state is ""; sel is the same, to check what it sends.
+	query string
+	sel   machine.Selector
+}
+
+// holds reports whether the follower holds a slave as a change left it.
+func (f *follower) holds(slave map[string]any) bool {
+	if f.query != "" {
+		return f.sel.Matches(fromJSON(slave))
+	}
+	return f.state == "" || slave["currentState"].(map[string]any)["state"] == f.state
+}
+
+// fromJSON reads back what a selector reads of a slave's JSON.
+func fromJSON(slave map[string]any) machine.Slave {
+	s := machine.Slave{ID: slave["id"].(string), Host: slave["host"].(string), RackID: slave["rackId"].(string), Attributes: map[string]string{}}
+	s.Current.State = machine.State(slave["currentState"].(map[string]any)["state"].(string))
+	for k, v := range slave["attributes"].(map[string]any) {
+		s.Attributes[k] = v.(string)
+	}
+	return s
+}
+
+// filtered starts a follower that the service filters for: by a state, a
+// host glob or both, from a list with that selector or from the initial
+// state in the feed.
+func (m *feedModel) filtered(t *rapid.T) *follower {
+	f := &follower{slaves: map[string]map[string]any{}, seqs: map[string]int64{}}
+	q := url.Values{}
+	if rapid.Bool().Draw(t, "by state") {
+		st := rapid.SampledFrom(states).Draw(t, "state")
+		q.Set("state", string(st))
+		f.sel.States = []machine.State{st}
+	}
+	if len(q) == 0 || rapid.Bool().Draw(t, "by host") {
+		q.Set("host", "host-b*")
+		f.sel.Host = "host-b*"
+	}
+	f.query = q.Encode()
+	var path string
+	var items []map[string]any
+	if rapid.Bool().Draw(t, "from the initial state") {
+		path = "/api/slaves/changes?initial=true&" + f.query
+		code, body, _ := m.get(path)
+		var p changePage
+		if err := json.Unmarshal(body, &p); code != http.StatusOK || err != nil || len(p.Changes) == 0 {
+			m.t.Fatalf("GET %s: got %d %s (%v), want 200 and the initial state", path, code, body, err)
+		}
+		end := p.Changes[len(p.Changes)-1]
+		if end.Type != "bookmark" || !end.InitialStateEnd || end.Cursor != p.Cursor {
+			m.t.Fatalf("GET %s: the initial state ends with %+v, want the bookmark of the answer's cursor", path, end)
+		}
+		for _, c := range p.Changes[:len(p.Changes)-1] {
+			if c.Type != "added" || c.Slave == nil {
+				m.t.Fatalf("GET %s: the initial state holds %+v, want only added slaves", path, c)
+			}
+			items = append(items, c.Slave)
+		}
+		f.cursor = p.Cursor
+	} else {
+		path = "/api/slaves/?" + f.query
+		code, body, header := m.get(path)
+		if err := json.Unmarshal(body, &items); code != http.StatusOK || err != nil {
+			m.t.Fatalf("GET %s: got %d %s (%v)", path, code, body, err)
+		}
+		f.cursor = header.Get(slaves.CursorHeader)
+	}
+	for _, sl := range items {
+		if id := sl["id"].(string); m.mine(id) {
+			if !f.holds(sl) {
+				m.t.Fatalf("GET %s answered %v, which its selector does not pick", path, sl)
+			}
+			f.slaves[id] = sl
+		}
+	}
+	return f
 }
 
 func (f *follower) clone() *follower {
@@ -127,6 +210,23 @@ func (m *feedModel) get(path string) (int, []byte, http.Header) {
 	return rec.Code, rec.Body.Bytes(), rec.Header()
 }
 
+// listQuery lists the slaves the selector query picks.
+func (m *feedModel) listQuery(query string) map[string]map[string]any {
+	path := "/api/slaves/?" + query
+	code, body, _ := m.get(path)
+	var list []map[string]any
+	if err := json.Unmarshal(body, &list); code != http.StatusOK || err != nil {
+		m.t.Fatalf("GET %s: got %d %s (%v)", path, code, body, err)
+	}
+	out := map[string]map[string]any{}
+	for _, sl := range list {
+		if id := sl["id"].(string); m.mine(id) {
+			out[id] = sl
+		}
+	}
+	return out
+}
+
 // list lists the slaves, in state when it is not "", as a new follower.
 func (m *feedModel) list(state string) *follower {
 	path := "/api/slaves/"
@@ -159,19 +259,25 @@ func (m *feedModel) mine(id string) bool {
 
 type changePage struct {
 	Changes []struct {
-		SlaveID       string         `json:"slaveId"`
-		Type          string         `json:"type"`
-		Sequence      int64          `json:"sequence"`
-		PreviousState string         `json:"previousState"`
-		Update        map[string]any `json:"update"`
-		Slave         map[string]any `json:"slave"`
+		SlaveID         string         `json:"slaveId"`
+		Type            string         `json:"type"`
+		Sequence        int64          `json:"sequence"`
+		PreviousState   string         `json:"previousState"`
+		Update          map[string]any `json:"update"`
+		Slave           map[string]any `json:"slave"`
+		Expiring        map[string]any `json:"expiring"`
+		Cursor          string         `json:"cursor"`
+		InitialStateEnd bool           `json:"initialStateEnd"`
 	} `json:"changes"`
 	Cursor string `json:"cursor"`
 }
 
-// page reads the feed after cursor.
-func (m *feedModel) page(cursor string) (changePage, []byte) {
-	path := "/api/slaves/changes?since=" + url.QueryEscape(cursor)
+// page reads the feed after f's cursor, with its selector.
+func (m *feedModel) page(f *follower) (changePage, []byte) {
+	path := "/api/slaves/changes?since=" + url.QueryEscape(f.cursor)
+	if f.query != "" {
+		path += "&" + f.query
+	}
 	code, body, _ := m.get(path)
 	if code != http.StatusOK {
 		m.t.Fatalf("GET %s: got %d %s, want 200", path, code, body)
@@ -187,10 +293,14 @@ func (m *feedModel) page(cursor string) (changePage, []byte) {
 // applying and checking each.
 func (m *feedModel) follow(f *follower) {
 	for {
-		p, _ := m.page(f.cursor)
+		p, _ := m.page(f)
 		for _, c := range p.Changes {
 			if !m.mine(c.SlaveID) {
 				continue
+			}
+			_, had := f.slaves[c.SlaveID]
+			if f.query != "" && !had && (c.Slave == nil || !f.holds(c.Slave)) {
+				m.t.Fatalf("follower of %q: %s %s of %s, which its selector picked neither before nor after", f.query, c.Type, c.SlaveID, c.Slave)
 			}
 			if last, ok := f.seqs[c.SlaveID]; ok && c.Sequence <= last {
 				m.t.Fatalf("follower of %q: change %s of %s has sequence %d after %d: repeated or reordered", f.state, c.Type, c.SlaveID, c.Sequence, last)
@@ -210,11 +320,15 @@ func (m *feedModel) follow(f *follower) {
 					m.t.Fatalf("follower of %q: state change of %s: the slave %v is not at its entry %v", f.state, c.SlaveID, c.Slave, c.Update)
 				}
 			case "descriptionChanged", "deleted":
+			case "expiringSet", "expiringDeleted", "expiringReverted":
+				if c.Slave == nil || c.Expiring == nil || c.Expiring["machineId"] != c.SlaveID {
+					m.t.Fatalf("follower of %q: %s of %s without its slave or record: %v %v", f.state, c.Type, c.SlaveID, c.Slave, c.Expiring)
+				}
 			default:
 				m.t.Fatalf("unknown change type %q", c.Type)
 			}
 			delete(f.slaves, c.SlaveID)
-			if c.Slave != nil && (f.state == "" || c.Slave["currentState"].(map[string]any)["state"] == f.state) {
+			if c.Slave != nil && f.holds(c.Slave) {
 				f.slaves[c.SlaveID] = c.Slave
 			}
 		}
@@ -228,7 +342,12 @@ func (m *feedModel) follow(f *follower) {
 // check compares every follower, after following, with a list made now.
 func (m *feedModel) check() {
 	for _, f := range m.followers {
-		want := m.list(f.state).slaves
+		var want map[string]map[string]any
+		if f.query != "" {
+			want = m.listQuery(f.query)
+		} else {
+			want = m.list(f.state).slaves
+		}
 		if !reflect.DeepEqual(f.slaves, want) {
 			for _, id := range slices.Sorted(maps.Keys(maps.Collect(func(yield func(string, bool) bool) {
 				for id := range f.slaves {
@@ -252,8 +371,8 @@ func (m *feedModel) check() {
 func (m *feedModel) restart(t *rapid.T) {
 	i := rapid.IntRange(0, len(m.followers)-1).Draw(t, "follower")
 	kept := m.followers[i].clone()
-	first, _ := m.page(kept.cursor)
-	again, _ := m.page(kept.cursor)
+	first, _ := m.page(kept)
+	again, _ := m.page(kept)
 	if !reflect.DeepEqual(first.Changes, again.Changes) {
 		m.t.Fatalf("the same cursor answered %v, then %v", first.Changes, again.Changes)
 	}

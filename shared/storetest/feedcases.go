@@ -28,7 +28,7 @@ func (e *env) feed(cursor string) ([]change.Change, string) {
 	e.t.Helper()
 	var all []change.Change
 	for {
-		p, err := e.s.Changes(e.ctx(), cursor, 0)
+		p, err := e.s.Changes(e.ctx(), cursor, 0, machine.Selector{})
 		e.must(err)
 		all, cursor = append(all, p.Changes...), p.Cursor
 		if len(p.Changes) == 0 {

@@ -89,6 +89,22 @@ func (a *answer) send(long bool) {
 	a.fail(err)
 }
 
+// FlushError sends what the answer holds now, for an answer written over
+// time (a stream of changes), so that what is written reaches the client
+// without waiting for more: an answer flushed before minGzip bytes is sent
+// as it is, uncompressed.
+func (a *answer) FlushError() error {
+	if !a.sent {
+		a.WriteHeader(http.StatusOK)
+		a.send(false)
+	}
+	if a.zw != nil {
+		a.fail(a.zw.Flush())
+	}
+	a.fail(a.out.flush())
+	return a.err
+}
+
 // reset drops what the answer holds, so that another can be written
 // instead, and reports whether it could: not once the status is sent.
 func (a *answer) reset() bool {

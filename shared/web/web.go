@@ -92,6 +92,17 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, ErrorBody{Code: StatusClientClosedRequest, Message: "client closed the request"})
 		return
 	}
+	body := Failure(r, err)
+	if body.Code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, body)
+}
+
+// Failure is the body Error answers err with, logged as Error logs it: for
+// a failure that can no longer change the answer's status (a stream's
+// line).
+func Failure(r *http.Request, err error) ErrorBody {
 	status := Status(err)
 	msg := fault.Message(err)
 	if status == http.StatusInternalServerError {
@@ -100,15 +111,12 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		logger(r).ErrorContext(r.Context(), "request failed", "request_id", RequestID(r), "status", status, "error", err.Error())
 	}
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
 	body := ErrorBody{Code: status, Message: msg}
 	var fe *fault.Error
 	if errors.As(err, &fe) && fe.Now != nil {
 		body.Sequence, body.State = &fe.Now.Sequence, fe.Now.State
 	}
-	writeError(w, body)
+	return body
 }
 
 // clientGone reports whether err is the cancellation of r by its client:

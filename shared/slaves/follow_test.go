@@ -1,0 +1,238 @@
+package slaves_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetops/fleet/shared/access"
+	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/memstore"
+	"github.com/fleetops/fleet/shared/slaves"
+	"github.com/fleetops/fleet/shared/web"
+)
+
+// line is one change or bookmark of the feed, as a follower reads it.
+type line struct {
+	SlaveID         string          `json:"slaveId"`
+	Type            string          `json:"type"`
+	Sequence        int64           `json:"sequence"`
+	Cursor          string          `json:"cursor"`
+	InitialStateEnd bool            `json:"initialStateEnd"`
+	StreamEnd       bool            `json:"streamEnd"`
+	Slave           json.RawMessage `json:"slave"`
+	Expiring        json.RawMessage `json:"expiring"`
+}
+
+// fleetOf reports n slaves, host-0 to host-(n-1), into a new store, and
+// serves it.
+func fleetOf(t *testing.T, n int) (*memstore.Store, http.Handler) {
+	t.Helper()
+	store := memstore.New(0)
+	now := time.Now().UnixMilli()
+	for i := range n {
+		id := fmt.Sprintf("S%d", i)
+		if err := store.Apply(t.Context(), id, machine.Observe(machine.Observation{ID: id, Host: fmt.Sprintf("host-%d", i), At: now}, now)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return store, web.Wrap(slaves.New(store, access.Policy{}, machine.Limits{MaxExpiring: 24 * time.Hour}), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+func changeSlave(t *testing.T, store *memstore.Store, id string, target machine.State, req machine.ChangeRequest) {
+	t.Helper()
+	c := machine.Change{SlaveID: id, Target: target, Request: req, Now: func() int64 { return time.Now().UnixMilli() }}
+	if err := store.Apply(t.Context(), id, machine.UserChange(c, machine.Limits{MaxExpiring: 24 * time.Hour})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// followPage reads one answer of the long poll.
+func followPage(t *testing.T, h http.Handler, query string) (changes []line, cursor string) {
+	t.Helper()
+	rec := get(h, "/api/slaves/changes?"+query)
+	var p struct {
+		Changes []line `json:"changes"`
+		Cursor  string `json:"cursor"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); rec.Code != 200 || err != nil || p.Cursor == "" {
+		t.Fatalf("GET ?%s: got %d %s, want 200 with a cursor", query, rec.Code, rec.Body)
+	}
+	return p.Changes, p.Cursor
+}
+
+// A follower whose selector matches nothing still moves with the feed:
+// every answer carries a new cursor (a bookmark), so after days without a
+// match it resumes without a 410, as long as it kept following.
+func TestAQuietFilterKeepsACursorThatNeverExpires(t *testing.T) {
+	store, h := fleetOf(t, 2)
+	var offset time.Duration
+	store.SetClock(func() time.Time { return time.Now().Add(offset) })
+	_, cursor := followPage(t, h, "state=DECOMMISSIONED")
+	for day := range 3 {
+		changeSlave(t, store, "S0", machine.Frozen, machine.ChangeRequest{})
+		changeSlave(t, store, "S0", machine.Active, machine.ChangeRequest{})
+		offset += 20 * time.Hour
+		changes, next := followPage(t, h, "state=DECOMMISSIONED&since="+url.QueryEscape(cursor))
+		if len(changes) != 0 {
+			t.Fatalf("day %d: got %+v, want no change for a selector nothing matches", day, changes)
+		}
+		cursor = next
+	}
+	offset += 20 * time.Hour
+	if rec := get(h, "/api/slaves/changes?state=DECOMMISSIONED&since="+url.QueryEscape(cursor)); rec.Code != 200 {
+		t.Errorf("after 80 hours of following: got %d %s, want 200", rec.Code, rec.Body)
+	}
+	// The bookmark is past the changes the selector passed over, not only
+	// younger: none of them is still ahead of it.
+	if ahead, _ := followPage(t, h, "since="+url.QueryEscape(cursor)); len(ahead) != 0 {
+		t.Errorf("got %d changes ahead of the last bookmark, want none", len(ahead))
+	}
+}
+
+// The initial state in the feed is the list: the same slaves, each as an
+// "added" change with its sequence, then a bookmark whose cursor is the
+// answer's; following from it then sees the changes after, as from the
+// list's cursor.
+func TestInitialStateThenFollowEqualsListThenFollow(t *testing.T) {
+	store, h := fleetOf(t, 5)
+	changeSlave(t, store, "S1", machine.Frozen, machine.ChangeRequest{})
+	changeSlave(t, store, "S3", machine.Frozen, machine.ChangeRequest{})
+	const query = "state=FROZEN&host=host-*"
+	list := get(h, "/api/slaves/?"+query)
+	var listed []json.RawMessage
+	if err := json.Unmarshal(list.Body.Bytes(), &listed); err != nil || len(listed) != 2 {
+		t.Fatalf("list: %v, got %s", err, list.Body)
+	}
+	changes, cursor := followPage(t, h, "initial=true&"+query)
+	if len(changes) != 3 || changes[2].Type != "bookmark" || !changes[2].InitialStateEnd || changes[2].Cursor != cursor {
+		t.Fatalf("got %+v, want two added slaves and the bookmark of the answer's cursor", changes)
+	}
+	for i, c := range changes[:2] {
+		if c.Type != "added" || string(c.Slave) != string(listed[i]) {
+			t.Errorf("initial state %d: got %s %s, want added %s", i, c.Type, c.Slave, listed[i])
+		}
+	}
+	changeSlave(t, store, "S1", machine.Active, machine.ChangeRequest{})
+	fromInitial, _ := followPage(t, h, query+"&since="+url.QueryEscape(cursor))
+	fromList, _ := followPage(t, h, query+"&since="+url.QueryEscape(list.Header().Get(slaves.CursorHeader)))
+	if len(fromInitial) != 1 || fromInitial[0].SlaveID != "S1" || !reflect.DeepEqual(fromInitial, fromList) {
+		t.Errorf("followed from the initial state: %+v; from the list: %+v; want S1 leaving the selector, the same", fromInitial, fromList)
+	}
+	if rec := get(h, "/api/slaves/changes?initial=true&since="+url.QueryEscape(cursor)); rec.Code != 400 {
+		t.Errorf("initial with since: got %d %s, want 400", rec.Code, rec.Body)
+	}
+}
+
+// Expiring changes are changes of the feed: set with the change that made
+// it, deleted by a user, applied by the expiry.
+func TestExpiringChangesAreInTheFeed(t *testing.T) {
+	store, h := fleetOf(t, 1)
+	_, cursor := followPage(t, h, "")
+	hour, active := int64(3_600_000), machine.Active
+	changeSlave(t, store, "S0", machine.Frozen, machine.ChangeRequest{DurationMillis: &hour, RevertToState: &active})
+	if err := store.DeleteExpiring(t.Context(), "S0"); err != nil {
+		t.Fatal(err)
+	}
+	changeSlave(t, store, "S0", machine.Active, machine.ChangeRequest{})
+	changeSlave(t, store, "S0", machine.Frozen, machine.ChangeRequest{DurationMillis: &hour, RevertToState: &active})
+	var outcome machine.Outcome
+	later := func() int64 { return time.Now().Add(2 * time.Hour).UnixMilli() }
+	if err := store.Apply(t.Context(), "S0", machine.Expire("S0", later, machine.Limits{}, &outcome)); err != nil || outcome != machine.Applied {
+		t.Fatalf("expiry: %v, %s", err, outcome)
+	}
+	changes, _ := followPage(t, h, "since="+url.QueryEscape(cursor))
+	var got []string
+	for _, c := range changes {
+		got = append(got, c.Type)
+		if strings.HasPrefix(c.Type, "expiring") && (len(c.Expiring) == 0 || len(c.Slave) == 0) {
+			t.Errorf("%s without its record or slave: %+v", c.Type, c)
+		}
+	}
+	want := []string{"stateChanged", "expiringSet", "expiringDeleted", "stateChanged", "stateChanged", "expiringSet", "stateChanged", "expiringReverted"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if s, _ := store.Get(t.Context(), "S0"); s.Sequence != changes[len(changes)-1].Sequence {
+		t.Errorf("the slave is at sequence %d, want its last change's %d", s.Sequence, changes[len(changes)-1].Sequence)
+	}
+}
+
+// readStream reads a stream=true answer held for hold, with during run
+// meanwhile. The request's deadline stands for the function's, which the
+// stream ends a second before.
+func readStream(t *testing.T, h http.Handler, query string, hold time.Duration, during func()) []line {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), hold)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/api/slaves/changes?stream=true&"+query, nil))
+	}()
+	during()
+	<-done
+	if rec.Code != 200 || rec.Header().Get("Content-Type") != "application/x-ndjson" {
+		t.Fatalf("got %d %s, want 200 application/x-ndjson", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	var lines []line
+	sc := bufio.NewScanner(rec.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// A stream holds the request open and sends each change as it happens: the
+// initial state, its bookmark, the changes the selector picks, bookmarks
+// while nothing changes, and a last bookmark to resume from; what it sends
+// is what the long poll answers from the same cursor.
+func TestAStreamSendsWhatTheLongPollAnswers(t *testing.T) {
+	store, h := fleetOf(t, 4)
+	const query = "host=host-[12]"
+	during := func() {
+		time.Sleep(200 * time.Millisecond) // the initial state is read
+		for i := range 8 {
+			target := machine.Frozen
+			if i >= 4 {
+				target = machine.Active
+			}
+			changeSlave(t, store, fmt.Sprintf("S%d", i%4), target, machine.ChangeRequest{})
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	lines := readStream(t, h, "initial=true&"+query, 3*time.Second, during)
+	if len(lines) < 4 || lines[0].Type != "added" || lines[1].Type != "added" || !lines[2].InitialStateEnd {
+		t.Fatalf("got %+v, want S1 and S2 added, then the initial state's bookmark", lines)
+	}
+	last := lines[len(lines)-1]
+	if !last.StreamEnd || last.Cursor == "" {
+		t.Fatalf("last line %+v, want the bookmark that ends the stream", last)
+	}
+	var streamed []line
+	for _, l := range lines[3:] {
+		if l.Type != "bookmark" {
+			streamed = append(streamed, l)
+		}
+	}
+	polled, _ := followPage(t, h, query+"&since="+url.QueryEscape(lines[2].Cursor))
+	if len(streamed) != 4 || !reflect.DeepEqual(streamed, polled) {
+		t.Errorf("streamed %+v, polled %+v: want the same four changes of S1 and S2", streamed, polled)
+	}
+}
