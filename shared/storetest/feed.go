@@ -50,9 +50,9 @@ func FeedModel(t *rapid.T, s Store, ids string) {
 	m.followers = append(m.followers, m.list(""))
 	t.Repeat(map[string]func(*rapid.T){
 		"start a filtered follower": func(t *rapid.T) { m.followers = append(m.followers, m.filtered(t)) },
-		"change":              func(t *rapid.T) { m.step(t) },
-		"concurrent writers":  func(t *rapid.T) { m.concurrently(t) },
-		"list while changing": func(t *rapid.T) { m.listWhileChanging(t) },
+		"change":                    func(t *rapid.T) { m.step(t) },
+		"concurrent writers":        func(t *rapid.T) { m.concurrently(t) },
+		"list while changing":       func(t *rapid.T) { m.listWhileChanging(t) },
 		"follow": func(t *rapid.T) {
 			m.follow(m.followers[rapid.IntRange(0, len(m.followers)-1).Draw(t, "follower")])
 		},
