@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetops/fleet/shared/slaves"
 )
 
 func loadRepoTemplate(t *testing.T) *Template {
@@ -399,8 +401,9 @@ func TestRepoTemplateGivesEveryFunctionTheSpecEnvironment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fn == "SlavesFunction" && cfg.Timeout >= 29*time.Second {
-			t.Errorf("%s: Timeout %v, want under API Gateway's 29 s", fn, cfg.Timeout)
+		if fn == "SlavesFunction" && (cfg.Timeout < slaves.StreamHold+time.Second || slaves.RouteDeadline >= 29*time.Second) {
+			t.Errorf("%s: Timeout %v and route deadline %v, want a stream's hold (%v) and a second, and every other request within API Gateway's 29 s",
+				fn, cfg.Timeout, slaves.RouteDeadline, slaves.StreamHold)
 		}
 	}
 }

@@ -314,3 +314,22 @@ func waitParam(v string) (time.Duration, error) {
 	}
 	return time.Duration(n) * time.Second, nil
 }
+
+// RouteDeadline bounds every request but a stream, in Lambda: the
+// function's timeout is a stream's (StreamHold and a margin), so the
+// deadline the other routes' reads and waits answer before is set here
+// (docs/decisions.md "Streams held for minutes").
+const RouteDeadline = 20 * time.Second
+
+// Deadlines gives every request to h but a stream of changes a deadline of
+// RouteDeadline from its start.
+func Deadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/slaves/changes" || r.URL.Query().Get("stream") != "true" {
+			ctx, cancel := context.WithTimeout(r.Context(), RouteDeadline)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
