@@ -236,3 +236,28 @@ func TestAStreamSendsWhatTheLongPollAnswers(t *testing.T) {
 		t.Errorf("streamed %+v, polled %+v: want the same four changes of S1 and S2", streamed, polled)
 	}
 }
+
+// In Lambda every request but a stream keeps the deadline the function's
+// timeout gave it before streams; a stream's is the function's.
+func TestEveryRequestButAStreamHasTheRouteDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		target   string
+		deadline bool
+	}{
+		{"/api/slaves/", true},
+		{"/api/slaves/changes?wait=20", true},
+		{"/api/slaves/changes?stream=false", true},
+		{"/api/slaves/changes?stream=true", false},
+	} {
+		var left time.Duration
+		var has bool
+		slaves.Deadlines(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var d time.Time
+			d, has = r.Context().Deadline()
+			left = time.Until(d)
+		})).ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, tt.target, nil))
+		if has != tt.deadline || has && (left > slaves.RouteDeadline || left < slaves.RouteDeadline-time.Second) {
+			t.Errorf("%s: deadline %v in %v, want %v within %v", tt.target, has, left, tt.deadline, slaves.RouteDeadline)
+		}
+	}
+}
