@@ -17,7 +17,8 @@ type Changes struct {
 }
 
 // SlaveChange is one change of the feed (SlaveChange): Type is "added",
-// "stateChanged", "descriptionChanged" or "deleted"; Update is the history
+// "stateChanged", "descriptionChanged", "deleted" or one of the expiring
+// kinds; Update is the history
 // entry of added and stateChanged, PreviousState the state a stateChanged
 // left, Slave the slave as the change left it (nil when deleted). Sequence
 // grows from one change of a slave to the next.
@@ -29,6 +30,26 @@ type SlaveChange struct {
 	Update        *StateUpdate `json:"update,omitempty"`
 	PreviousState State        `json:"previousState,omitempty"`
 	Slave         *Slave       `json:"slave,omitempty"`
+	// Expiring is the record of the expiring kinds: "expiringSet",
+	// "expiringDeleted" and "expiringReverted".
+	Expiring *Expiring `json:"expiring,omitempty"`
+}
+
+// Bookmark is a position in the feed with no change (Bookmark): the end of
+// the initial state (initial=true), a stream's heartbeat or its last line.
+type Bookmark struct {
+	Type            string `json:"type"` // "bookmark"
+	Cursor          string `json:"cursor"`
+	InitialStateEnd bool   `json:"initialStateEnd,omitempty"`
+	StreamEnd       bool   `json:"streamEnd,omitempty"`
+}
+
+// StreamError is a stream's line for a failure after its first line
+// (StreamError); the bookmark after it says where to resume.
+type StreamError struct {
+	Type    string `json:"type"` // "error"
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
 
 // FollowChanges returns the changes after the cursor since (from now when

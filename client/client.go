@@ -124,6 +124,8 @@ type call struct {
 	idempotent bool
 	// key is the Idempotency-Key sent on every attempt ("" for none).
 	key string
+	// ifMatch is the If-Match header ("" for none).
+	ifMatch string
 }
 
 // answer is a successful response.
@@ -192,6 +194,9 @@ func (c *Client) attempt(ctx context.Context, cl call, target string, payload []
 	if payload != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if cl.ifMatch != "" {
+		req.Header.Set("If-Match", cl.ifMatch)
+	}
 	if cl.key != "" {
 		req.Header.Set("Idempotency-Key", cl.key)
 	}
@@ -234,6 +239,9 @@ func (c *Client) attempt(ctx context.Context, cl call, target string, payload []
 		apiErr.Message = eb.Message
 		if eb.Code != 0 {
 			apiErr.Code = eb.Code
+		}
+		if eb.Sequence != nil {
+			apiErr.Sequence, apiErr.State = *eb.Sequence, eb.State
 		}
 	} else {
 		apiErr.Message = strings.TrimSpace(string(body[:min(len(body), 200)]))

@@ -16,6 +16,10 @@ type Error struct {
 	Code      int    // the body's code, the status unless a proxy answered
 	Message   string // the body's message
 	Operation string // the operationId of openapi.yaml, such as freezeSlave
+	// Sequence and State are where the slave is now, for a 412: a change
+	// with IfMatch whose slave moved since.
+	Sequence int64
+	State    State
 }
 
 func (e *Error) Error() string {
@@ -38,6 +42,10 @@ func IsNotFound(err error) bool { return StatusOf(err) == http.StatusNotFound }
 // IsConflict reports a 409: the slave's state refuses the change, it
 // already has an expiring change, or an Idempotency-Key was reused.
 func IsConflict(err error) bool { return StatusOf(err) == http.StatusConflict }
+
+// IsMoved reports a 412: a change sent with IfMatch found the slave moved
+// since that sequence, and changed nothing; the *Error says where it is.
+func IsMoved(err error) bool { return StatusOf(err) == http.StatusPreconditionFailed }
 
 // IsInvalid reports a 400: a bad parameter or body, or the decommission
 // limit.

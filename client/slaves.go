@@ -93,6 +93,18 @@ type ChangeOptions struct {
 	// with. The service decides, by the rules it applies to the change
 	// (all but the decommission limit, which it checks as it writes).
 	DryRun bool
+	// IfMatch, when not nil, is the slave's sequence as the caller saw it
+	// (Slave.Sequence): the change is made only if the slave is still at
+	// it, else a 412 *Error (IsMoved) that says where it is now.
+	IfMatch *int64
+}
+
+// ifMatch is the If-Match header of a sequence, "" for none.
+func ifMatch(sequence *int64) string {
+	if sequence == nil {
+		return ""
+	}
+	return strconv.FormatInt(*sequence, 10)
 }
 
 // FreezeSlave moves the slave to FROZEN (freezeSlave). A 409 *Error when
@@ -127,7 +139,7 @@ func (c *Client) change(ctx context.Context, op, id, action string, req ChangeRe
 	if opts.DryRun {
 		query = url.Values{"dryRun": {"true"}}
 	}
-	_, err := c.do(ctx, call{op: op, method: http.MethodPost, path: "/api/slaves/slave/" + seg(id) + "/" + action, query: query, body: body, key: key, idempotent: true})
+	_, err := c.do(ctx, call{op: op, method: http.MethodPost, path: "/api/slaves/slave/" + seg(id) + "/" + action, query: query, body: body, key: key, idempotent: true, ifMatch: ifMatch(opts.IfMatch)})
 	return err
 }
 
@@ -135,7 +147,13 @@ func (c *Client) change(ctx context.Context, op, id, action string, req ChangeRe
 // (deleteSlave); an unknown id is a 404 *Error. It is not sent again after
 // a timeout: a delete that was applied would then answer 404.
 func (c *Client) DeleteSlave(ctx context.Context, id string) error {
-	_, err := c.do(ctx, call{op: "deleteSlave", method: http.MethodDelete, path: "/api/slaves/slave/" + seg(id)})
+	return c.DeleteSlaveIf(ctx, id, nil)
+}
+
+// DeleteSlaveIf is DeleteSlave only while the slave is at sequence, when
+// it is not nil: else a 412 *Error (IsMoved), and nothing is deleted.
+func (c *Client) DeleteSlaveIf(ctx context.Context, id string, sequence *int64) error {
+	_, err := c.do(ctx, call{op: "deleteSlave", method: http.MethodDelete, path: "/api/slaves/slave/" + seg(id), ifMatch: ifMatch(sequence)})
 	return err
 }
 

@@ -43,6 +43,10 @@ type Slave struct {
 	// RunningTasks is the running-task count of the last report, present
 	// only while the slave drains (STARTING_DECOMMISSION, DECOMMISSIONING).
 	RunningTasks *int `json:"runningTasks,omitempty"`
+	// Sequence is the position of the slave's latest change in the feed:
+	// send it back (ChangeOptions.IfMatch) to change the slave only if it
+	// has not moved since.
+	Sequence int64 `json:"sequence"`
 }
 
 // ChangeRequest is the optional body of freeze, decommission and activate
@@ -133,6 +137,8 @@ type SearchResult struct {
 
 // errorBody is every error answer (Error).
 type errorBody struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+	Code     int    `json:"code"`
+	Message  string `json:"message"`
+	Sequence *int64 `json:"sequence,omitempty"`
+	State    State  `json:"state,omitempty"`
 }
