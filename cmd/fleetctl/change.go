@@ -16,6 +16,7 @@ import (
 type changeFlags struct {
 	msg, forText, revert, key string
 	dryRun, yes, killTasks    bool
+	ifUnchanged               bool
 	wait                      bool
 	sel                       selector
 	maxUnavailable            string
@@ -53,7 +54,11 @@ or DECOMMISSIONING): each drain is followed to DECOMMISSIONED and the next
 one starts when fewer than N are draining, as a disruption budget counts
 disruptions in progress. Without --wait the guard starts what it allows
 and names the rest as not started (exit code 11). The service's own
-decommission limit still applies: its refusal is reported per machine.`,
+decommission limit still applies: its refusal is reported per machine.
+
+--if-unchanged changes a machine only if it has not changed since fleetctl
+read it (the selection shown and confirmed): one that moved meanwhile is
+reported as moved, with its state now, and left alone (exit code 3).`,
 		Example: fmt.Sprintf(`  fleetctl %[1]s node-17 -m "kernel upgrade"
   fleetctl %[1]s node-17 node-18 -m "disk check" --for 2h --revert %[2]s --yes
   fleetctl %[1]s --rack us-east-1a -l instance_type=m5.4xlarge --max-unavailable 10%% -m "rack maintenance"
@@ -71,6 +76,7 @@ decommission limit still applies: its refusal is reported per machine.`,
 	fs.StringVar(&f.key, "action-id", "", "your id for the change (a ticket number), stored with an expiring change")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "ask the service what the change would answer, change nothing")
 	fs.BoolVarP(&f.yes, "yes", "y", false, "change several machines without asking")
+	fs.BoolVar(&f.ifUnchanged, "if-unchanged", false, "change a machine only if it has not changed since it was read and shown")
 	f.sel.register(fs)
 	fs.StringVar(&f.maxUnavailable, "max-unavailable", "", "guard: at most this many machines of the selection unavailable at once, a count (1 or more) or a percentage (rounded down, at least 1)")
 	fs.IntVarP(&f.jobs, "jobs", "j", 8, "changes sent at once")
@@ -105,7 +111,7 @@ func (a *app) change(cmd *cobra.Command, name string, f changeFlags, ids []strin
 		return err
 	}
 	guarded := g != nil || f.wait
-	selected, cursor, err := a.selectMachines(ctx, c, ids, f.sel, guarded || f.dryRun)
+	selected, cursor, err := a.selectMachines(ctx, c, ids, f.sel, guarded || f.dryRun || f.ifUnchanged)
 	if err != nil {
 		return err
 	}
@@ -122,7 +128,7 @@ func (a *app) change(cmd *cobra.Command, name string, f changeFlags, ids []strin
 	if err := a.confirmChange(name, f, plan, ids); err != nil {
 		return err
 	}
-	do, done := changeStep(act.target, send), doneLine(act.target, req, f.forText)
+	do, done := changeStep(act.target, send, f.ifUnchanged), doneLine(act.target, req, f.forText)
 	var p *progress
 	if f.wait {
 		wctx, cancel := f.wf.context(ctx)
@@ -224,13 +230,19 @@ func doneLine(target client.State, req client.ChangeRequest, forText string) str
 }
 
 // changeStep changes one machine. Only a machine read from the list has a
-// state: one named by id alone gets the service's own answer.
-func changeStep(target client.State, send func(context.Context, string, client.ChangeOptions) error) func(context.Context, client.Slave) error {
+// state: one named by id alone gets the service's own answer. ifUnchanged
+// sends the sequence it was read at, so that one that moved since is
+// refused.
+func changeStep(target client.State, send func(context.Context, string, client.ChangeOptions) error, ifUnchanged bool) func(context.Context, client.Slave) error {
 	return func(ctx context.Context, s client.Slave) error {
 		if s.CurrentState.State == target {
 			return alreadyError{target}
 		}
-		return send(ctx, s.ID, client.ChangeOptions{})
+		var opts client.ChangeOptions
+		if ifUnchanged {
+			opts.IfMatch = &s.Sequence
+		}
+		return send(ctx, s.ID, opts)
 	}
 }
 

@@ -469,28 +469,47 @@ code 4), so that a mistyped id does not pass for done.`,
 }
 
 func (a *app) deleteCommand() *cobra.Command {
-	var yes bool
+	var yes, ifUnchanged bool
 	cmd := &cobra.Command{
 		Use:   "delete ID...",
 		Short: "Remove machines with their history and expiring change",
+		Long: `Remove machines with their history and expiring change.
+
+--if-unchanged reads the machines first and removes each only if it has
+not changed since (before the question, when one is asked): one that moved
+meanwhile is reported as moved, with its state now, and kept (exit code 3).`,
 		Example: `  fleetctl delete node-17
-  fleetctl delete node-17 node-18 --yes`,
+  fleetctl delete node-17 node-18 --yes --if-unchanged`,
 		Args:              args(cobra.MinimumNArgs(1)),
 		ValidArgsFunction: a.completeIDs(everyMachine, 0),
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			c, err := a.client(cmd.Context())
+			ctx := cmd.Context()
+			c, err := a.client(ctx)
 			if err != nil {
 				return err
+			}
+			seen := map[string]*int64{}
+			if ifUnchanged {
+				read, _, err := a.selectMachines(ctx, c, ids, selector{}, true)
+				if err != nil {
+					return err
+				}
+				for _, s := range read {
+					if s.CurrentState.State != "" { // listed: an unknown id is the service's 404
+						seen[s.ID] = &s.Sequence
+					}
+				}
 			}
 			if len(ids) > 1 && !yes {
 				if err := a.confirm(fmt.Sprintf("delete %d machines (%s)", len(ids), strings.Join(ids, ", "))); err != nil {
 					return err
 				}
 			}
-			return a.each(cmd.Context(), ids, func(id string) error { return c.DeleteSlave(cmd.Context(), id) }, "deleted")
+			return a.each(ctx, ids, func(id string) error { return c.DeleteSlaveIf(ctx, id, seen[id]) }, "deleted")
 		},
 	}
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "delete several machines without asking")
+	cmd.Flags().BoolVar(&ifUnchanged, "if-unchanged", false, "delete a machine only if it has not changed since it was read")
 	return cmd
 }
 

@@ -5,7 +5,7 @@
 //	0  done
 //	1  logs grep found nothing
 //	2  usage: a bad flag, argument, state or duration
-//	3  refused: the service answered 400, 409 or 413
+//	3  refused: the service answered 400, 409, 412 or 413
 //	4  not found: 404
 //	5  auth: 401 or 403
 //	6  unavailable: 429, 503, 504, or no answer at all
@@ -141,7 +141,7 @@ func exitCode(err error) int {
 		return exitNotFound
 	}
 	switch client.StatusOf(err) {
-	case 400, 409, 413:
+	case 400, 409, 412, 413:
 		return exitRefused
 	}
 	return exitFailure
@@ -160,7 +160,7 @@ func describe(err error) string {
 		return fmt.Sprintf("not the fleet API: the endpoint answered %d with %s (check --endpoint)", notAPI.Status, orDash(notAPI.ContentType))
 	}
 	if errors.As(err, &apiErr) {
-		what := map[int]string{400: "refused", 409: "refused", 413: "refused", 401: "not authenticated", 403: "not allowed",
+		what := map[int]string{400: "refused", 409: "refused", 412: "moved since read", 413: "refused", 401: "not authenticated", 403: "not allowed",
 			404: "not found", 429: "throttled", 503: "unavailable", 504: "timed out"}[apiErr.Status]
 		if what == "" {
 			what = "failed"
@@ -189,7 +189,7 @@ Settings come from flags, then FLEETCTL_* environment variables, then the
 profile of the config file (fleetctl config shows what is in effect).
 
 Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused
-(400/409/413), 4 not found (404), 5 auth (401/403), 6 unavailable
+(400/409/412/413), 4 not found (404), 5 auth (401/403), 6 unavailable
 (429/503/504, timeout, no answer), 7 other failure (an endpoint that is not
 the fleet API too), 8 some logs failed (logs fetch, cat, grep: each named on
 stderr), 9 a wait timed out, 10 a machine waited for went elsewhere
