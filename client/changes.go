@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -66,7 +68,46 @@ func (c *Client) FollowChanges(ctx context.Context, since string, wait time.Dura
 // sent it, in the same order, for a client that passes changes on exactly
 // (fleetctl watch -o json).
 func (c *Client) FollowChangesRaw(ctx context.Context, since string, wait time.Duration) (*Changes, []json.RawMessage, error) {
+	return c.FollowSelectedRaw(ctx, since, wait, Selector{})
+}
+
+// Selector picks slaves for the list and the feed, the service applying it
+// (docs/behaviour.md "Selectors"): States any of, Host and Rack globs,
+// every label of Labels, IDs any of; the zero Selector picks every slave.
+// On the feed a change is sent when its slave was picked before it or
+// after it.
+type Selector struct {
+	States     []State
+	Host, Rack string
+	Labels     map[string]string
+	IDs        []string
+}
+
+// query adds the selector's parameters to q.
+func (s Selector) query(q url.Values) {
+	for _, st := range s.States {
+		q.Add("state", string(st))
+	}
+	if s.Host != "" {
+		q.Set("host", s.Host)
+	}
+	if s.Rack != "" {
+		q.Set("rack", s.Rack)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Labels)) {
+		q.Add("label", k+"="+s.Labels[k])
+	}
+	for _, id := range s.IDs {
+		q.Add("id", id)
+	}
+}
+
+// FollowSelectedRaw is FollowChangesRaw of the changes of the slaves sel
+// picked before or after them; an answer with no change still moves the
+// cursor (a bookmark).
+func (c *Client) FollowSelectedRaw(ctx context.Context, since string, wait time.Duration, sel Selector) (*Changes, []json.RawMessage, error) {
 	q := url.Values{}
+	sel.query(q)
 	if since != "" {
 		q.Set("since", since)
 	}

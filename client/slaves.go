@@ -20,10 +20,17 @@ func (c *Client) ListSlaves(ctx context.Context, state string) ([]Slave, error) 
 // (X-Changes-Cursor): following the change feed from it (FollowChanges)
 // yields every change after the list and none it already holds.
 func (c *Client) ListSlavesAt(ctx context.Context, state string) ([]Slave, string, error) {
-	var q url.Values
+	var sel Selector
 	if state != "" {
-		q = url.Values{"state": {state}}
+		sel.States = []State{State(state)}
 	}
+	return c.ListSelected(ctx, sel)
+}
+
+// ListSelected is ListSlavesAt of the slaves sel picks.
+func (c *Client) ListSelected(ctx context.Context, sel Selector) ([]Slave, string, error) {
+	q := url.Values{}
+	sel.query(q)
 	a, err := c.do(ctx, call{op: "listSlaves", method: http.MethodGet, path: "/api/slaves", query: q, idempotent: true})
 	if err != nil {
 		return nil, "", err

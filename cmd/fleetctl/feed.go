@@ -37,7 +37,7 @@ const followPace = time.Second
 // stderr, again saying what is done about it; reread then reads the state
 // again and gives the cursor to go on from. It returns the cursor after
 // the last answer applied.
-func (a *app) followFeed(ctx context.Context, c *client.Client, cursor string, pace time.Duration, again string, reread func(context.Context) (string, error), apply func(*client.Changes, []json.RawMessage)) (string, error) {
+func (a *app) followFeed(ctx context.Context, c *client.Client, cursor string, sel client.Selector, pace time.Duration, again string, reread func(context.Context) (string, error), apply func(*client.Changes, []json.RawMessage)) (string, error) {
 	var last time.Time
 	for {
 		if d := pace - time.Since(last); d > 0 {
@@ -48,7 +48,7 @@ func (a *app) followFeed(ctx context.Context, c *client.Client, cursor string, p
 			}
 		}
 		last = time.Now()
-		page, raw, err := c.FollowChangesRaw(ctx, cursor, feedWait)
+		page, raw, err := c.FollowSelectedRaw(ctx, cursor, feedWait, sel)
 		if ctx.Err() != nil {
 			return cursor, context.Cause(ctx)
 		}
@@ -150,7 +150,13 @@ func (f *stateFollower) run(ctx context.Context, listed []client.Slave, cursor s
 	f.set(listed)
 	f.mu.Unlock()
 	close(f.read)
-	_, err := f.a.followFeed(ctx, f.fc, cursor, followPace, "reading the machines' state again and following from there", f.reread, f.apply)
+	// The service sends only the changes of the machines waited for, when
+	// they are few enough to name in a URL.
+	var sel client.Selector
+	if len(f.ids) <= maxNamedIDs {
+		sel.IDs = f.ids
+	}
+	_, err := f.a.followFeed(ctx, f.fc, cursor, sel, followPace, "reading the machines' state again and following from there", f.reread, f.apply)
 	return err
 }
 

@@ -304,10 +304,10 @@ func (a *app) selectMachines(ctx context.Context, c *client.Client, ids []string
 
 // listSelected returns the machines f selects, sorted by id, and the
 // list's cursor: what list shows and what a change by selector changes.
-// The state is asked of the service; globs and attributes are matched
-// here.
+// The service applies the selector; it is matched here too, for a
+// deployment older than the list's selectors, which reads only the state.
 func (a *app) listSelected(ctx context.Context, c *client.Client, f machineFilter) ([]client.Slave, string, error) {
-	all, cursor, err := c.ListSlavesAt(ctx, string(f.state))
+	all, cursor, err := c.ListSelected(ctx, f.selector())
 	if err != nil {
 		return nil, "", err
 	}

@@ -67,6 +67,20 @@ func (s *selector) filter() (machineFilter, error) {
 	return f, nil
 }
 
+// maxNamedIDs bounds how many machines a feed request names (id=...): a
+// URL stays well under API Gateway's limits; more follow the whole feed.
+const maxNamedIDs = 50
+
+// selector is the filter as the service applies it to the list and the
+// feed.
+func (f machineFilter) selector() client.Selector {
+	sel := client.Selector{Host: f.host, Rack: f.rack, Labels: f.labels}
+	if f.state != "" {
+		sel.States = []client.State{f.state}
+	}
+	return sel
+}
+
 // matches reports whether a machine is selected.
 func (f machineFilter) matches(s client.Slave) bool {
 	if f.state != "" && s.CurrentState.State != f.state {

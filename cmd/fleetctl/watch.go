@@ -70,7 +70,7 @@ func (w *watcher) matches(s client.Slave) bool {
 
 // list reads the selection and the cursor of the state it answered.
 func (w *watcher) list(ctx context.Context) (string, error) {
-	all, cursor, err := w.c.ListSlavesAt(ctx, string(w.f.state))
+	all, cursor, err := w.c.ListSelected(ctx, w.f.selector())
 	if err != nil {
 		return "", err
 	}
@@ -145,7 +145,7 @@ func (w *watcher) print(ch client.SlaveChange, raw json.RawMessage) {
 // printing what concerns the selection. It returns the cursor to resume
 // from: every change before it was printed (or was not to be), none after.
 func (w *watcher) follow(ctx context.Context, cursor string) (string, error) {
-	return w.a.followFeed(ctx, w.c, cursor, 0, "listing the machines again and following from there (changes in between are not shown)", w.list,
+	return w.a.followFeed(ctx, w.c, cursor, w.f.selector(), 0, "listing the machines again and following from there (changes in between are not shown)", w.list,
 		func(page *client.Changes, raw []json.RawMessage) {
 			for i, ch := range page.Changes {
 				if w.concerns(ch) {
