@@ -271,6 +271,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, f feedQuery) {
 				web.Error(w, r, err)
 				return
 			}
+			if ctx.Err() != nil {
+				return // the client is gone, or the deadline came
+			}
 			body := web.Failure(r, err)
 			send([]json.RawMessage{line(streamErrorJSON{Type: "error", Code: body.Code, Message: body.Message})})
 			break
