@@ -201,39 +201,56 @@ func readStream(t *testing.T, h http.Handler, query string, hold time.Duration, 
 
 // A stream holds the request open and sends each change as it happens: the
 // initial state, its bookmark, the changes the selector picks, bookmarks
-// while nothing changes, and a last bookmark to resume from; what it sends
-// is what the long poll answers from the same cursor.
+// while nothing changes, and a last bookmark to resume from; across
+// thousands of changes, what it sends is what the long poll answers from
+// the same cursor, page after page.
 func TestAStreamSendsWhatTheLongPollAnswers(t *testing.T) {
-	store, h := fleetOf(t, 4)
-	const query = "host=host-[12]"
+	store, h := fleetOf(t, 40)
+	const query = "host=host-[12]*" // host-1, host-2, host-10 to host-29: 22 of 40
+	changes := 0
 	during := func() {
 		time.Sleep(200 * time.Millisecond) // the initial state is read
-		for i := range 8 {
+		for round := range 60 {
 			target := machine.Frozen
-			if i >= 4 {
+			if round%2 == 1 {
 				target = machine.Active
 			}
-			changeSlave(t, store, fmt.Sprintf("S%d", i%4), target, machine.ChangeRequest{})
-			time.Sleep(100 * time.Millisecond)
+			for i := range 40 {
+				changeSlave(t, store, fmt.Sprintf("S%d", i), target, machine.ChangeRequest{})
+				changes++
+			}
 		}
 	}
-	lines := readStream(t, h, "initial=true&"+query, 3*time.Second, during)
-	if len(lines) < 4 || lines[0].Type != "added" || lines[1].Type != "added" || !lines[2].InitialStateEnd {
-		t.Fatalf("got %+v, want S1 and S2 added, then the initial state's bookmark", lines)
+	lines := readStream(t, h, "initial=true&"+query, 6*time.Second, during)
+	if len(lines) < 24 || lines[0].Type != "added" || !lines[22].InitialStateEnd {
+		t.Fatalf("got %d lines, the first %+v: want 22 added slaves, then the initial state's bookmark", len(lines), lines[:min(len(lines), 3)])
 	}
 	last := lines[len(lines)-1]
 	if !last.StreamEnd || last.Cursor == "" {
 		t.Fatalf("last line %+v, want the bookmark that ends the stream", last)
 	}
 	var streamed []line
-	for _, l := range lines[3:] {
+	for _, l := range lines[23:] {
 		if l.Type != "bookmark" {
 			streamed = append(streamed, l)
 		}
 	}
-	polled, _ := followPage(t, h, query+"&since="+url.QueryEscape(lines[2].Cursor))
-	if len(streamed) != 4 || !reflect.DeepEqual(streamed, polled) {
-		t.Errorf("streamed %+v, polled %+v: want the same four changes of S1 and S2", streamed, polled)
+	// However many changes the stream's hold covered, it and a long poll
+	// from its last cursor are the long poll from its first.
+	poll := func(cursor string) []line {
+		var out []line
+		for {
+			page, next := followPage(t, h, query+"&since="+url.QueryEscape(cursor))
+			if len(page) == 0 {
+				return out
+			}
+			out, cursor = append(out, page...), next
+		}
+	}
+	all, rest := poll(lines[22].Cursor), poll(last.Cursor)
+	if len(all) != 22*60 || len(streamed) == 0 || !reflect.DeepEqual(append(streamed, rest...), all) {
+		t.Errorf("streamed %d changes and %d after its last cursor, polled %d from its first, of %d made: want the 1,320 of the selected slaves, the same",
+			len(streamed), len(rest), len(all), changes)
 	}
 }
 
