@@ -225,6 +225,8 @@ func ImportSlave(imp Import, opts ImportOptions, limits Limits, now func() int64
 			Slave:        imp.Slave,
 			Entry:        &entry,
 			History:      imp.History,
+			Describe:     true, // the whole slave is written
+			Tasks:        true,
 			Replace:      snap.Slave != nil,
 			PutExpiring:  imp.Expiring,
 			DropExpiring: snap.Expiring != nil,

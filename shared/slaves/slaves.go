@@ -35,6 +35,9 @@ type Store interface {
 	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
 	Apply(ctx context.Context, id string, decide machine.Decide) error
 	ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error
+	// Import applies an import's decision (machine.ImportSlave) on the
+	// slave read with its stored history.
+	Import(ctx context.Context, id string, decide machine.Decide) error
 	// DryRun answers what a change would answer, and writes nothing.
 	DryRun(ctx context.Context, id string, decide machine.Decide) error
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
