@@ -64,6 +64,7 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	t.HandleNamed("GET /api/slaves/expiring", access.Read, read[[]expiringJSON](h.listExpiring))
 	t.HandleNamed("GET /api/slaves/changes", access.Read, plain(h.changes))
 	t.HandleNamed("DELETE /api/slaves/dead", access.Change, counted{"delete-dead", h.deleteDead})
+	t.Handle("POST /api/slaves/import", access.Change, importRoute(h.importSlaves))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, plain(h.details))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}", access.Read, read[[]updateJSON](h.history))
 	t.Handle("POST /api/slaves/slave/{slaveId}/freeze", access.Change, counted{"freeze", h.change(machine.Frozen)})
