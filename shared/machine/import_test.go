@@ -99,9 +99,12 @@ func TestAnImportAcceptsEveryStateInItsHistory(t *testing.T) {
 func TestAnImportDecidesOnWhatIsStored(t *testing.T) {
 	imp := anImport(Frozen)
 	imp.Expiring = importedExpiring(Active)
+	// Each differs from imp in one part alone.
 	other := anImport(Frozen)
+	other.Expiring = importedExpiring(Active)
 	other.History[1].Message = "another reason"
 	otherRecord := anImport(Frozen)
+	otherRecord.Expiring = importedExpiring(Active)
 	otherRecord.Slave.Host = "node-2.example.com"
 	otherExpiring := anImport(Frozen)
 	tests := []struct {

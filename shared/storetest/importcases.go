@@ -116,6 +116,11 @@ var importCases = []struct {
 		if result, err := e.importAt(imp, e.at+1, machine.ImportOptions{}); result != machine.Unchanged || err != nil {
 			e.t.Errorf("again: got %s, %v, want unchanged", result, err)
 		}
+		other := imported("S1", e.at-500*hour, 250, machine.Active)
+		other.History[7].Message = "another reason" // an older entry alone differs
+		if result, err := e.importAt(other, e.at+1, machine.ImportOptions{}); result != machine.Conflicted || fault.KindOf(err) != fault.KindConflict {
+			e.t.Errorf("with one older entry otherwise: got %s, %v, want a conflict", result, err)
+		}
 		e.must(e.change("S1", machine.Frozen, e.at+2)) // the imported history goes on
 		if h := e.history("S1", e.at); len(h) != 251 || h[0].State != machine.Frozen || h[1] != imp.Slave.Current {
 			e.t.Errorf("got %d entries, newest %+v, want 251, the freeze after the imported current state", len(h), h[0])
