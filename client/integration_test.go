@@ -183,6 +183,30 @@ func TestEveryOperationAgainstTheHandlers(t *testing.T) {
 	}
 }
 
+// A slave of the old API imported through the client, then again.
+func TestImportThroughTheClient(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, apitest.None, client.Options{})
+	id := fmt.Sprintf("old-%d", time.Now().UnixNano())
+	at := time.Now().Add(-time.Hour).UnixMilli()
+	history := []client.StateUpdate{
+		{ObjectID: id, State: client.Active, Timestamp: at, Message: "New machine reported"},
+		{ObjectID: id, State: client.Frozen, Timestamp: at + 1000, User: "ops@example.com", Message: "disk"},
+	}
+	old := client.ImportedSlave{Slave: client.Slave{ID: id, FirstSeenAt: at, CurrentState: history[1], Host: "old-1", RackID: "us-east-1a",
+		Attributes: map[string]string{}}, History: history}
+	for _, want := range []string{"imported", "unchanged"} {
+		got, err := c.Import(ctx, []client.ImportedSlave{old}, client.ImportOptions{})
+		if err != nil || len(got) != 1 || got[0].ID != id || got[0].Result != want {
+			t.Fatalf("got %+v, %v, want %s %s", got, err, id, want)
+		}
+	}
+	hist, err := c.GetSlaveHistory(ctx, id, 10)
+	if err != nil || len(hist) != 2 || hist[0] != history[1] {
+		t.Errorf("got history %+v, %v, want the imported one, newest first", hist, err)
+	}
+}
+
 func TestLogOperationsAndTheirPresignedLinks(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, apitest.None, client.Options{})

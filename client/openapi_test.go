@@ -50,6 +50,7 @@ var methods = map[string]string{
 	"decommissionSlave":       "DecommissionSlave",
 	"activateSlave":           "ActivateSlave",
 	"deleteExpiring":          "DeleteExpiring",
+	"importSlaves":            "Import",
 	"getTaskLogs":             "GetTaskLogs",
 	"getRequestLogs":          "GetRequestLogs",
 	"getDeployLogs":           "GetDeployLogs",
@@ -115,6 +116,10 @@ func TestWireTypesMatchOpenAPI(t *testing.T) {
 		"ContinuationToken":                  reflect.TypeFor[ContinuationToken](),
 		"SchedulerStorageSearchRequest":      reflect.TypeFor[SearchRequest](),
 		"SchedulerStorageSearchResult":       reflect.TypeFor[SearchResult](),
+		"ImportRequest":                      reflect.TypeFor[ImportRequest](),
+		"ImportedSlave":                      reflect.TypeFor[ImportedSlave](),
+		"ImportAnswer":                       reflect.TypeFor[ImportAnswer](),
+		"ImportResult":                       reflect.TypeFor[ImportResult](),
 	}
 	for name, schema := range s.Components.Schemas {
 		typ, ok := types[name]

@@ -177,3 +177,34 @@ func (c *Client) DeleteDeadSlaves(ctx context.Context) error {
 	_, err := c.do(ctx, call{op: "deleteDeadSlaves", method: http.MethodDelete, path: "/api/slaves/dead", idempotent: true})
 	return err
 }
+
+// ImportOptions are the options of an import.
+type ImportOptions struct {
+	Replace       bool // mode=replace: a slave stored otherwise is replaced, not a conflict
+	OverrideLimit bool // overrideLimit=true: slaves join the decommissioning set regardless of its limit
+}
+
+// Import imports slaves as the old API describes them (importSlaves), up
+// to 100 at once, and returns each one's result in their order. It is sent
+// again after a timeout: an import that was applied then answers unchanged.
+func (c *Client) Import(ctx context.Context, slaves []ImportedSlave, opts ImportOptions) ([]ImportResult, error) {
+	query := url.Values{}
+	if opts.Replace {
+		query.Set("mode", "replace")
+	}
+	if opts.OverrideLimit {
+		query.Set("overrideLimit", "true")
+	}
+	if slaves == nil {
+		slaves = []ImportedSlave{}
+	}
+	a, err := c.do(ctx, call{op: "importSlaves", method: http.MethodPost, path: "/api/slaves/import", query: query, body: ImportRequest{Slaves: slaves}, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	var out ImportAnswer
+	if err := c.decode("importSlaves", a, &out); err != nil {
+		return nil, err
+	}
+	return out.Results, nil
+}

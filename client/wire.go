@@ -142,3 +142,32 @@ type errorBody struct {
 	Sequence *int64 `json:"sequence,omitempty"`
 	State    State  `json:"state,omitempty"`
 }
+
+// ImportRequest is the body of an import (ImportRequest).
+type ImportRequest struct {
+	Slaves []ImportedSlave `json:"slaves"`
+}
+
+// ImportedSlave is one slave of an import, as the old API describes it
+// (ImportedSlave): its record, its history oldest first, whose last entry
+// is the record's current state, and its expiring change, if any. The
+// record's Sequence is ignored.
+type ImportedSlave struct {
+	Slave    Slave         `json:"slave"`
+	History  []StateUpdate `json:"history"`
+	Expiring *Expiring     `json:"expiring,omitempty"`
+}
+
+// ImportAnswer is an import's answer (ImportAnswer).
+type ImportAnswer struct {
+	Results []ImportResult `json:"results"`
+}
+
+// ImportResult is what an import did with one slave (ImportResult):
+// Result is imported, unchanged, conflict or refused, with the Reason of
+// the last two.
+type ImportResult struct {
+	ID     string `json:"id"`
+	Result string `json:"result"`
+	Reason string `json:"reason,omitempty"`
+}

@@ -311,7 +311,7 @@ func TestLoadSharesOneDocAndItsJSONIsTheYAML(t *testing.T) {
 	if !bytes.Equal(y, j) {
 		t.Error("got a JSON document that differs from the YAML one")
 	}
-	if ops := a.Operations(""); len(ops) != 16 {
-		t.Errorf("got %d operations, want 16: %v", len(ops), ops)
+	if ops := a.Operations(""); len(ops) != 17 {
+		t.Errorf("got %d operations, want 17: %v", len(ops), ops)
 	}
 }

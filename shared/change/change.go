@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type Store interface {
 	Remove(ctx context.Context, id string, version int64, leave bool, gone Change) error
 	// ListByState calls each with the slaves in state, one at a time.
 	ListByState(ctx context.Context, state machine.State, each func(machine.Slave) error) error
+	// History returns the newest limit entries of the slave's history at
+	// now, newest first, leaving out the entries past their retention.
+	History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error)
 	// Feed is the change feed's primitives (feed.go); Write, Create and
 	// Remove write each change's entry with the change.
 	Feed
@@ -101,7 +105,8 @@ type Write struct {
 	Read Read          // what the plan was decided from
 	Plan *machine.Plan // the decision, with all its effects
 	// Supersedes is when (epoch s) the entry a Transitions plan follows
-	// expires, by the configured history retention; 0 keeps it.
+	// expires, by the configured history retention, or every entry of an
+	// Imports plan but its last; 0 keeps them.
 	Supersedes int64
 	// Receipt is stored with a state change, for a request that may be
 	// retried; nil for one that may not.
@@ -194,7 +199,20 @@ func (p *Protocol) SetClock(now func() time.Time) { p.now = now }
 // machine.LimitError when the plan would exceed its decommission limit,
 // and fault.Unavailable when it keeps losing races.
 func (p *Protocol) Apply(ctx context.Context, id string, decide machine.Decide) error {
-	_, err := p.apply(ctx, id, nil, decide)
+	_, err := p.apply(ctx, id, nil, false, decide)
+	return err
+}
+
+// Import is Apply for an import's decision (machine.ImportSlave), which
+// compares the slave's stored history: the snapshot carries it
+// (machine.Snapshot.History), read after the slave and matched to it (a
+// history whose newest entry is not the current state read is a change
+// between the two reads, read again). An import that writes nothing (the
+// slave is stored so already, or is a conflict) reads the slave and its
+// history and writes nothing. The write is one step of the protocol like
+// any other, conditioned on what was read (docs/decisions.md "Import").
+func (p *Protocol) Import(ctx context.Context, id string, decide machine.Decide) error {
+	_, err := p.apply(ctx, id, nil, true, decide)
 	return err
 }
 
@@ -208,7 +226,7 @@ func (p *Protocol) Apply(ctx context.Context, id string, decide machine.Decide) 
 // Apply returns.
 func (p *Protocol) ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error {
 	receipt := Receipt{Idempotency: once}
-	seen, err := p.apply(ctx, id, &receipt, decide)
+	seen, err := p.apply(ctx, id, &receipt, false, decide)
 	if seen != nil {
 		if seen.Fingerprint != once.Fingerprint {
 			return machine.ReusedKey(once.Key)
@@ -335,13 +353,19 @@ func Remembered(err error) bool {
 
 // apply decides and writes the plan, with the receipt when there is one.
 // A live receipt already stored under the receipt's key answers the
-// request instead: apply returns it and decides nothing.
-func (p *Protocol) apply(ctx context.Context, id string, receipt *Receipt, decide machine.Decide) (*Receipt, error) {
+// request instead: apply returns it and decides nothing. With history, the
+// snapshot carries the slave's stored history.
+func (p *Protocol) apply(ctx context.Context, id string, receipt *Receipt, history bool, decide machine.Decide) (*Receipt, error) {
 	var seen *Receipt
 	err := retry(ctx, id, func() error {
 		read, err := p.store.Read(ctx, id, receipt)
 		if err != nil {
 			return err
+		}
+		if history && read.Snapshot.Slave != nil {
+			if read.Snapshot.History, err = p.history(ctx, *read.Snapshot.Slave); err != nil {
+				return err
+			}
 		}
 		if receipt != nil && read.Receipt != nil && read.Receipt.Live(receipt.At) {
 			seen = read.Receipt
@@ -359,6 +383,21 @@ func (p *Protocol) apply(ctx context.Context, id string, receipt *Receipt, decid
 	return seen, err
 }
 
+// history reads slave's stored history, oldest first, and ErrRace unless
+// its newest entry is slave's current state: the slave changed after it
+// was read.
+func (p *Protocol) history(ctx context.Context, slave machine.Slave) ([]machine.Update, error) {
+	h, err := p.store.History(ctx, slave.ID, p.now(), machine.MaxImportHistory+1)
+	if err != nil {
+		return nil, err
+	}
+	if len(h) == 0 || h[0] != slave.Current {
+		return nil, ErrRace
+	}
+	slices.Reverse(h)
+	return h, nil
+}
+
 // write completes a decision into what the store writes: the retention of
 // the entry a state change supersedes, the receipt, and the change's feed
 // entry.
@@ -371,6 +410,13 @@ func (p *Protocol) write(id string, read Read, plan *machine.Plan, receipt *Rece
 		// TTL, so a slave that has not changed for longer than the retention
 		// keeps it.
 		w.Supersedes = (plan.Entry.Timestamp + p.retention.Milliseconds()) / 1000
+	}
+	if plan.Kind == machine.Imports && p.retention > 0 {
+		// An imported entry keeps its own time, which may be long past:
+		// the entries it brings are superseded here and now, and kept for
+		// the retention from the import, as this service keeps the state a
+		// slave just left.
+		w.Supersedes = (p.now().UnixMilli() + p.retention.Milliseconds()) / 1000
 	}
 	w.Changes = p.feedChanges(id, read, plan)
 	return w

@@ -54,6 +54,12 @@ func (s *racing) FeedKey(context.Context) ([]byte, error)                       
 func (s *racing) ListByState(context.Context, machine.State, func(machine.Slave) error) error {
 	return nil
 }
+func (s *racing) History(context.Context, string, time.Time, int) ([]machine.Update, error) {
+	if s.read.Snapshot.Slave == nil {
+		return nil, nil
+	}
+	return []machine.Update{s.read.Snapshot.Slave.Current}, nil
+}
 
 func active(at int64) change.Read {
 	slave := machine.Slave{ID: "S1", Current: machine.Update{SlaveID: "S1", State: machine.Active, Timestamp: at}}

@@ -495,6 +495,21 @@ func (p *Protocol) feedChanges(id string, read Read, plan *machine.Plan) []Chang
 		entry := *plan.Entry
 		entry.SlaveID = id
 		add(Change{Kind: Added, At: entry.Timestamp, Entry: &entry, Slave: after})
+	case machine.Imports:
+		// A slave replaced is deleted and added again: its history is not
+		// the one a follower saw grow.
+		if prev != nil {
+			add(Change{Kind: Deleted, At: written, Before: new(cloneSlave(*prev))})
+		}
+		after = new(cloneSlave(plan.Slave))
+		after.ID, after.Current.SlaveID = id, id
+		entry := *plan.Entry
+		entry.SlaveID = id
+		add(Change{Kind: Added, At: entry.Timestamp, Entry: &entry, Slave: after})
+		if e := plan.PutExpiring; e != nil {
+			add(Change{Kind: ExpiringSet, At: e.StartMillis, Expiring: e, Slave: after})
+		}
+		return out // the record replaced goes with the slave's deletion
 	case machine.Transitions:
 		after = new(cloneSlave(*prev))
 		var before *machine.Slave

@@ -96,6 +96,10 @@ type historyRecord struct {
 	User      string `dynamodbav:"user,omitempty"`
 	Message   string `dynamodbav:"message,omitempty"`
 	ExpiresAt int64  `dynamodbav:"expiresAt,omitempty"` // TTL, epoch seconds; set once the entry is superseded
+	// ImportedAt is when an import wrote the entry before its slave (epoch
+	// ms): an entry of a slave not stored with it is what an import left
+	// (import.go). 0 for every other entry.
+	ImportedAt int64 `dynamodbav:"importedAt,omitempty"`
 }
 
 func (r historyRecord) update() machine.Update {

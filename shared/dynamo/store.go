@@ -341,6 +341,8 @@ func (s *driver) Write(ctx context.Context, w change.Write) error {
 		return s.dropExpiring(ctx, w)
 	case machine.Describes:
 		return s.redescribe(ctx, id, w.Read, plan, w.Changes)
+	case machine.Imports:
+		return s.importSlave(ctx, w)
 	}
 	return s.change(ctx, w)
 }
@@ -396,7 +398,6 @@ func (s *driver) redescribe(ctx context.Context, id string, r change.Read, plan 
 func (s *driver) change(ctx context.Context, w change.Write) error {
 	id, r, plan := w.ID, w.Read, w.Plan
 	snap, version := r.Snapshot, r.Version
-	entry := *plan.Entry
 	items, err := s.stateItems(w)
 	if err != nil {
 		return err
@@ -433,7 +434,7 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 	limitIndex := -1
 	if plan.Join || plan.Leave {
 		limitIndex = len(items)
-		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, plan.Join, plan.Limit, snap.LimitAt, entry.Timestamp)})
+		items = append(items, types.TransactWriteItem{Update: s.moveLimit(id, plan.Join, plan.Limit, snap.LimitAt, plan.SetAt)})
 	}
 	feed, err := s.changeItems(w.Changes)
 	if err != nil {
@@ -688,6 +689,11 @@ func (s *driver) Remember(ctx context.Context, r change.Receipt) error {
 	}
 	_, err = s.db.PutItem(ctx, s.putReceipt(item, r.At))
 	return translate("remember a refusal", err)
+}
+
+// History is Store.History.
+func (s *driver) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
+	return (*Store)(s).History(ctx, id, now, limit)
 }
 
 // ListByState is Store.ListByState.

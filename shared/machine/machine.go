@@ -83,6 +83,10 @@ type Snapshot struct {
 	// states (epoch ms, 0 never): a change that does so is timed after it
 	// (AfterLimitChange).
 	LimitAt int64
+	// History is the slave's stored history, oldest first, as it reads at
+	// the time of the read (entries past their retention left out): read
+	// only for an import (ImportSlave), which compares it; nil otherwise.
+	History []Update
 }
 
 // Kind is the kind of write a plan is. It names the feed entry written
@@ -105,6 +109,14 @@ const (
 	// DropsExpiring deletes the snapshot's expiring record alone; the feed
 	// does not show it.
 	DropsExpiring
+	// Imports writes a slave whole with its whole history (History, whose
+	// last entry is Entry) and its expiring record, in place of the slave
+	// read when Replace is set (its history and expiring record go), and
+	// conditioned on there being none otherwise (the feed's "added", after
+	// a "deleted" of the slave replaced, and an "expiringSet" of the
+	// record). The entries keep their own times; the superseded ones
+	// expire counted from the import.
+	Imports
 )
 
 // Plan is one atomic change to a slave, as decided by this package, with
@@ -127,11 +139,18 @@ type Plan struct {
 	PutExpiring  *Expiring // expiring record created with the change
 	DropExpiring bool      // the snapshot's expiring record is deleted
 	Reverts      bool      // the change is the snapshot's expiring record applied (its revert)
+	History      []Update  // an Imports plan's whole history, oldest first; its last entry is Entry
+	Replace      bool      // an Imports plan replaces the slave read, with its history and expiring record
 	// Join and Leave say that the slave enters or leaves the
-	// decommissioning set; either moves the set's time to the entry's,
+	// decommissioning set; either moves the set's time to SetAt,
 	// conditioned on the snapshot's LimitAt.
 	Join, Leave bool
-	Limit       int // > 0: a Join is refused when Limit slaves already count
+	// SetAt is the decommissioning set's time after a Join or Leave: the
+	// entry's time, which follows the set's last change, or for an
+	// Imports plan, whose entries keep their own times, the time the
+	// import was decided, after the set's last change too.
+	SetAt int64
+	Limit int // > 0: a Join is refused when Limit slaves already count
 }
 
 // followLimit marks whether the plan's entry enters or leaves the
@@ -145,6 +164,7 @@ func (p *Plan) followLimit(snap Snapshot) {
 	if p.Join || p.Leave {
 		p.Entry.Timestamp = AfterLimitChange(p.Entry.Timestamp, snap.LimitAt)
 		p.Slave.Current.Timestamp = p.Entry.Timestamp
+		p.SetAt = p.Entry.Timestamp
 	}
 }
 

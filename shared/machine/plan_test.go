@@ -83,7 +83,19 @@ func everyDecision() []decision {
 		report("a report of a loss", func(o *Observation) { o.Lost = true }),
 		report("a complete report without the machine", func(o *Observation) { *o = Observation{ID: slaveID, Absent: true, At: at} }),
 		decision{"deleting the expiring record", DeleteExpiring, someExpiring(Active)},
+		importDecision("an import of an ACTIVE slave", Active, nil),
+		importDecision("an import of a DECOMMISSIONING slave with its expiring change", Decommissioning, importedExpiring(Active)),
+		importDecision("an import of a FROZEN slave", Frozen, nil),
 	)
+}
+
+// importDecision is the import, replacing what is stored, of a slave whose
+// history ends in state, with expiring as its expiring change.
+func importDecision(name string, state State, expiring *Expiring) decision {
+	imp := anImport(state)
+	imp.Expiring = expiring
+	var result ImportResult
+	return decision{name, ImportSlave(imp, ImportOptions{Replace: true}, testLimits, clockAt(1_700_000_000_000), &result), nil}
 }
 
 // Every plan names its kind of write, and its parts fit it: the stores
@@ -114,6 +126,9 @@ func TestEveryPlanNamesItsKindOfWrite(t *testing.T) {
 					fits = snap.Slave != nil && plan.Entry == nil && !plan.DropExpiring && plan.PutExpiring == nil
 				case DropsExpiring:
 					fits = snap.Expiring != nil && plan.DropExpiring && plan.Entry == nil && plan.PutExpiring == nil
+				case Imports:
+					fits = plan.Entry != nil && len(plan.History) > 0 && plan.History[len(plan.History)-1] == *plan.Entry &&
+						plan.Slave.Current == *plan.Entry && plan.Replace == (snap.Slave != nil) && plan.DropExpiring == (snap.Expiring != nil)
 				}
 				if !fits {
 					t.Fatalf("got kind %d with entry %v, drop %v, put %v, on slave %v and record %v: the parts do not fit the kind",
@@ -130,8 +145,14 @@ func TestEveryPlanNamesItsKindOfWrite(t *testing.T) {
 				if plan.Join != (counts && !was) || plan.Leave != (was && !counts) {
 					t.Errorf("got join %v, leave %v, from %s to %s", plan.Join, plan.Leave, from, plan.Entry.State)
 				}
-				if (plan.Join || plan.Leave) && (plan.Entry.Timestamp <= limitAt || plan.Slave.Current.Timestamp != plan.Entry.Timestamp) {
-					t.Errorf("entry at %d, current at %d: want both after the set's last change at %d", plan.Entry.Timestamp, plan.Slave.Current.Timestamp, limitAt)
+				if (plan.Join || plan.Leave) && plan.SetAt <= limitAt {
+					t.Errorf("the set's time moves to %d: want it after its last change at %d", plan.SetAt, limitAt)
+				}
+				if plan.Kind == Imports {
+					return // imported entries and records keep their own times
+				}
+				if (plan.Join || plan.Leave) && (plan.Entry.Timestamp <= limitAt || plan.Slave.Current.Timestamp != plan.Entry.Timestamp || plan.SetAt != plan.Entry.Timestamp) {
+					t.Errorf("entry at %d, current at %d, set at %d: want all three after the set's last change at %d", plan.Entry.Timestamp, plan.Slave.Current.Timestamp, plan.SetAt, limitAt)
 				}
 				if plan.PutExpiring != nil && plan.PutExpiring.StartMillis != plan.Entry.Timestamp {
 					t.Errorf("expiring record starts at %d, want the entry's time %d", plan.PutExpiring.StartMillis, plan.Entry.Timestamp)

@@ -292,6 +292,8 @@ func (d *driver) Write(ctx context.Context, w change.Write) error {
 		}
 		s.appendChanges(w.Changes)
 		return nil
+	case machine.Imports:
+		return s.importSlave(w)
 	case machine.Describes:
 		item := s.slaves[id]
 		if item == nil || item.version != r.Version || item.slave.DescribedAt != r.Snapshot.Slave.DescribedAt || !s.headIs(w.Changes) {
@@ -391,10 +393,58 @@ func (s *Store) change(w change.Write) error {
 		delete(s.members, id)
 	}
 	if plan.Join || plan.Leave {
-		s.lastAt = entry.Timestamp
+		s.lastAt = plan.SetAt
 	}
 	if len(w.Changes) > 0 {
 		item.slave.Sequence = w.Sequence()
+	}
+	s.appendChanges(w.Changes)
+	return nil
+}
+
+// importSlave writes an imported slave whole, with its history and
+// expiring record, in place of the one read when the plan replaces it and
+// only while there is none otherwise, all or nothing. s.mu is held.
+func (s *Store) importSlave(w change.Write) error {
+	id, r, plan := w.ID, w.Read, w.Plan
+	item := s.slaves[id]
+	if (item != nil) != plan.Replace || item != nil && item.version != r.Version || !s.headIs(w.Changes) {
+		return change.ErrRace
+	}
+	if plan.DropExpiring && !s.expiringIs(id, r.Snapshot.Expiring) || !plan.DropExpiring && s.expiring[id] != nil {
+		return change.ErrRace
+	}
+	if plan.Join || plan.Leave {
+		if s.lastAt != r.Snapshot.LimitAt {
+			return change.ErrRace
+		}
+		if plan.Join && plan.Limit > 0 && len(s.members) >= plan.Limit {
+			return machine.LimitError(len(s.members), plan.Limit)
+		}
+	}
+	slave := cloneSlave(plan.Slave)
+	slave.ID, slave.Current.SlaveID, slave.Sequence = id, id, w.Sequence()
+	item = &slaveItem{slave: slave, version: int64(len(plan.History))}
+	for i, u := range plan.History {
+		h := historyItem{update: u}
+		if i < len(plan.History)-1 {
+			h.expiresAt = w.Supersedes
+		}
+		item.history = append(item.history, h)
+	}
+	s.slaves[id] = item
+	delete(s.expiring, id)
+	if plan.PutExpiring != nil {
+		s.expiring[id] = newExpiringItem(*plan.PutExpiring)
+	}
+	if plan.Join {
+		s.members[id] = true
+	}
+	if plan.Leave {
+		delete(s.members, id)
+	}
+	if plan.Join || plan.Leave {
+		s.lastAt = plan.SetAt
 	}
 	s.appendChanges(w.Changes)
 	return nil
@@ -426,6 +476,11 @@ func (d *driver) Remove(ctx context.Context, id string, version int64, leave boo
 	delete(s.expiring, id)
 	delete(s.members, id)
 	return nil
+}
+
+// History is Store.History.
+func (d *driver) History(ctx context.Context, id string, now time.Time, limit int) ([]machine.Update, error) {
+	return (*Store)(d).History(ctx, id, now, limit)
 }
 
 // ListByState is Store.ListByState.

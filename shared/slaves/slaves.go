@@ -35,6 +35,9 @@ type Store interface {
 	ListExpiring(ctx context.Context, now time.Time) ([]machine.Expiring, error)
 	Apply(ctx context.Context, id string, decide machine.Decide) error
 	ApplyOnce(ctx context.Context, id string, once machine.Idempotency, decide machine.Decide) error
+	// Import applies an import's decision (machine.ImportSlave) on the
+	// slave read with its stored history.
+	Import(ctx context.Context, id string, decide machine.Decide) error
 	// DryRun answers what a change would answer, and writes nothing.
 	DryRun(ctx context.Context, id string, decide machine.Decide) error
 	Delete(ctx context.Context, id string, match func(machine.Slave) bool) (bool, error)
@@ -61,6 +64,7 @@ func New(store Store, policy access.Policy, limits machine.Limits) *Handler {
 	t.HandleNamed("GET /api/slaves/expiring", access.Read, read[[]expiringJSON](h.listExpiring))
 	t.HandleNamed("GET /api/slaves/changes", access.Read, plain(h.changes))
 	t.HandleNamed("DELETE /api/slaves/dead", access.Change, counted{"delete-dead", h.deleteDead})
+	t.Handle("POST /api/slaves/import", access.Change, importRoute(h.importSlaves))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}/details", access.Read, plain(h.details))
 	t.HandleNamed("GET /api/slaves/slave/{slaveId}", access.Read, read[[]updateJSON](h.history))
 	t.Handle("POST /api/slaves/slave/{slaveId}/freeze", access.Change, counted{"freeze", h.change(machine.Frozen)})

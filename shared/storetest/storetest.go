@@ -40,7 +40,7 @@ type Open func(t *testing.T, historyRetention time.Duration) Store
 
 // Run runs every case of the contract, each on a store of its own.
 func Run(t *testing.T, open Open) {
-	for _, c := range slices.Concat(cases, feedCases) {
+	for _, c := range slices.Concat(cases, feedCases, importCases) {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(&env{t: t, s: open(t, c.retention), at: time.Now().Truncate(time.Second).UnixMilli()})
 		})

@@ -41,6 +41,7 @@ func TestEveryRouteDeclaresThePermissionItNeeds(t *testing.T) {
 			"DELETE /api/slaves/slave/{slaveId}":            access.Change,
 			"DELETE /api/slaves/slave/{slaveId}/expiring":   access.Change,
 			"DELETE /api/slaves/dead":                       access.Change,
+			"POST /api/slaves/import":                       access.Change,
 		}},
 		{"logs", logs.New(nil, logs.Config{}).Routes(), map[string]access.Need{
 			"GET /api/logs/task/{taskId}":                         access.Read,

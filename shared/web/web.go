@@ -187,16 +187,20 @@ func OK(w http.ResponseWriter) {
 // U+FFFD, and a message stored so would not be the one sent. Field names
 // match exactly: a key in another case is an unknown field, ignored like
 // any other (see exactjson).
-func DecodeBody(r *http.Request, v any) (bool, error) {
+func DecodeBody(r *http.Request, v any) (bool, error) { return DecodeBodyUpTo(r, v, MaxBody) }
+
+// DecodeBodyUpTo is DecodeBody for a route that accepts bodies of up to max
+// bytes instead of MaxBody (the import's, docs/decisions.md "Import").
+func DecodeBodyUpTo(r *http.Request, v any, max int64) (bool, error) {
 	if r.Body == nil {
 		return false, nil
 	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	raw, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 	if err != nil {
 		return false, fault.Invalid("could not read the request body")
 	}
-	if len(raw) > MaxBody {
-		return false, fault.TooLarge("request body is larger than %d bytes", MaxBody)
+	if int64(len(raw)) > max {
+		return false, fault.TooLarge("request body is larger than %d bytes", max)
 	}
 	if !utf8.Valid(raw) {
 		return false, fault.Invalid("request body is not valid UTF-8")
