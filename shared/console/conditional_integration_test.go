@@ -47,7 +47,7 @@ func TestAChangeToAMachineThatMovedMeanwhileIsRefusedInWords(t *testing.T) {
 		eventually(t, ctx, "the refusal in words", has("form.actions .result",
 			"moved-node-0.example.com changed since you opened this page: it is now FROZEN. Nothing was done; review it and try again."))
 		eventually(t, ctx, "the machine as it is now", has("main .title", "FROZEN")+" && "+has("ol.timeline li:first-child", "the other operator"))
-		do(t, ctx, away())
+		do(t, ctx, away(), chromedp.ScrollIntoView("form.actions .result"))
 		shot(t, ctx, "machine-moved")
 		axeClean(t, ctx)
 		want := []string{"POST /api/slaves/slave/" + id + "/freeze ", fmt.Sprintf(`POST /api/slaves/slave/%s/freeze "%d"`, id, seen)}

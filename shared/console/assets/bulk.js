@@ -117,8 +117,13 @@ export function bulkPanel({ ids, select, states, seen, changed }) {
       next.replaceChildren(`Next for the ${number(done.applied.length)} applied: `, ...NEXT[done.action].map((k) => h("button", { type: "button",
         onclick: () => { select(done.applied); choose(k); submit.focus(); } }, ACTIONS[k].label + "…")));
     }
+    // The next change starts as the machine page's does: no message, no
+    // expiry (an expiring change on machines that now have one would be
+    // refused, as they have one already).
     message.value = "";
+    expiry.value = "";
     running = submit.disabled = false;
+    sync();
   }
 
   // run sends the changes, PARALLEL at a time, and shows each result as it
