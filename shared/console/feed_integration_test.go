@@ -117,6 +117,9 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		siteAPI.ServeHTTP(w, r)
 		return
 	}
+	if route == "initial" {
+		r.Header.Del("Accept-Encoding") // a body to rewrite, not gzip's
+	}
 	rec := httptest.NewRecorder()
 	siteAPI.ServeHTTP(rec, r)
 	maps.Copy(w.Header(), rec.Header())
