@@ -74,7 +74,7 @@ func feedBytes() (raw, wire int) {
 // consoleFeedFigures measures the fleet page following a synthetic feed
 // over the list of n machines: runs answers, the median of their paints.
 func consoleFeedFigures(b *browser.Browser, ui http.Handler, n, runs int) ([]row, error) {
-	list, expiring := syntheticFleet(n)
+	list, initial, expiring := syntheticFleet(n)
 	answers := make(chan []byte)
 	mux := http.NewServeMux()
 	mux.Handle("/", ui)
@@ -85,7 +85,7 @@ func consoleFeedFigures(b *browser.Browser, ui http.Handler, n, runs int) ([]row
 	mux.HandleFunc("GET /api/slaves/expiring", gzipped(expiring))
 	// The feed holds each request until the bench hands it an answer,
 	// or answers none after 20 s, as the service does.
-	mux.HandleFunc("GET /api/slaves/changes", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /api/slaves/changes", feedOf(initial, func(w http.ResponseWriter, r *http.Request) {
 		body := []byte(`{"changes":[],"cursor":"bench"}`)
 		select {
 		case body = <-answers:
@@ -94,7 +94,7 @@ func consoleFeedFigures(b *browser.Browser, ui http.Handler, n, runs int) ([]row
 			return
 		}
 		gzipped(body)(w, r)
-	})
+	}))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 

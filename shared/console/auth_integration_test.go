@@ -46,7 +46,9 @@ func signedSite(t *testing.T, cfg console.Config, token string) (*httptest.Serve
 			io.WriteString(w, `{"code":401,"message":"Unauthorized"}`)
 			return
 		}
-		r2, _ := http.NewRequest(r.Method, site.URL+r.URL.String(), r.Body)
+		// The API call ends with the page's: a follow of the feed held
+		// open when the tab closes does not hold the server's Close.
+		r2, _ := http.NewRequestWithContext(r.Context(), r.Method, site.URL+r.URL.String(), r.Body)
 		res, err := http.DefaultClient.Do(r2)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)

@@ -141,10 +141,12 @@ func (f *faultInjector) wrap(h http.Handler) http.Handler {
 	})
 }
 
-// changeLog records the Idempotency-Key of every change the page sends.
+// changeLog records the Idempotency-Key and the If-Match of every change
+// the page sends.
 type changeLog struct {
-	mu   sync.Mutex
-	keys []string // "<method> <path> <key>"
+	mu      sync.Mutex
+	keys    []string // "<method> <path> <key>"
+	matches []string // "<method> <path> <If-Match>", in the same order
 }
 
 func (c *changeLog) wrap(h http.Handler) http.Handler {
@@ -152,6 +154,7 @@ func (c *changeLog) wrap(h http.Handler) http.Handler {
 		if r.Method == http.MethodPost || r.Method == http.MethodDelete {
 			c.mu.Lock()
 			c.keys = append(c.keys, r.Method+" "+r.URL.Path+" "+r.Header.Get("Idempotency-Key"))
+			c.matches = append(c.matches, r.Method+" "+r.URL.Path+" "+r.Header.Get("If-Match"))
 			c.mu.Unlock()
 		}
 		h.ServeHTTP(w, r)
@@ -162,6 +165,13 @@ func (c *changeLog) since(n int) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]string(nil), c.keys[n:]...)
+}
+
+// matchesSince is the If-Match of each change since the nth.
+func (c *changeLog) matchesSince(n int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.matches[n:]...)
 }
 
 func (c *changeLog) len() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.keys) }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fleetops/fleet/shared/inventory"
+	"github.com/fleetops/fleet/shared/jobs"
 	"github.com/fleetops/fleet/shared/machine"
 	"github.com/fleetops/fleet/shared/slaves"
 )
@@ -29,8 +31,10 @@ import (
 // page that lists the fleet again instead of applying the changes is seen.
 
 // counted serves the API and the console as site does, counting the
-// requests by route; gone, when set, is the cursor the first list answers
-// instead of its own (a real cursor of the service, too old to follow).
+// requests by route (list, initial: the feed's initial state, changes: a
+// follow, expiring); gone, when set, is the cursor the first read of the
+// fleet (the initial state or the list) answers instead of its own (a real
+// cursor of the service, too old to follow).
 type counted struct {
 	*httptest.Server
 	mu     sync.Mutex
@@ -46,6 +50,10 @@ type counted struct {
 	// tamper, when set, rewrites the changes of the next feed answer that
 	// has some.
 	tamper func(changes []json.RawMessage) []json.RawMessage
+	// older makes the feed answer initial=true as an API older than the
+	// initial state does: "ignores" (the feed from now, no bookmark) or
+	// "refuses" (a 400 naming the parameter).
+	older string
 }
 
 func countedSite(t *testing.T, gone string) *counted {
@@ -61,12 +69,16 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && (r.URL.Path == "/api/slaves" || r.URL.Path == "/api/slaves/"):
 		route = "list"
+	case r.Method == http.MethodGet && r.URL.Path == "/api/slaves/changes" && r.URL.Query().Get("initial") == "true":
+		route = "initial"
 	case r.Method == http.MethodGet && r.URL.Path == "/api/slaves/changes":
 		route = "changes"
+	case r.Method == http.MethodGet && r.URL.Path == "/api/slaves/expiring":
+		route = "expiring"
 	}
 	c.mu.Lock()
 	c.counts[route]++
-	first := route == "list" && c.counts[route] == 1
+	first := (route == "list" || route == "initial") && c.counts["list"]+c.counts["initial"] == 1
 	if route == "changes" && c.hide {
 		c.hidden++
 	}
@@ -76,6 +88,7 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		c.failing--
 		c.failed = append(c.failed, time.Now())
 	}
+	older := c.older
 	c.mu.Unlock()
 	if fail {
 		message := map[int]string{http.StatusServiceUnavailable: "internal error (request test)", http.StatusForbidden: "alice may not read the fleet"}[status]
@@ -83,6 +96,18 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(status)
 		fmt.Fprintf(w, `{"code":%d,"message":%q}`, status, message)
 		return
+	}
+	if route == "initial" && older == "refuses" {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"code":400,"message":"unknown query param initial"}`)
+		return
+	}
+	if route == "initial" && older == "ignores" {
+		q := r.URL.Query()
+		q.Del("initial")
+		r.URL.RawQuery = q.Encode()
+		route = "changes"
 	}
 	if route == "changes" {
 		c.answer(w, r)
@@ -92,12 +117,31 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		siteAPI.ServeHTTP(w, r)
 		return
 	}
+	if route == "initial" {
+		r.Header.Del("Accept-Encoding") // a body to rewrite, not gzip's
+	}
 	rec := httptest.NewRecorder()
 	siteAPI.ServeHTTP(rec, r)
 	maps.Copy(w.Header(), rec.Header())
-	w.Header().Set(slaves.CursorHeader, c.gone)
+	body := rec.Body.Bytes()
+	if route == "list" {
+		w.Header().Set(slaves.CursorHeader, c.gone)
+	} else { // the initial state's bookmark and the answer's cursor
+		var page struct {
+			Changes []map[string]any `json:"changes"`
+			Cursor  string           `json:"cursor"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil || len(page.Changes) == 0 {
+			http.Error(w, fmt.Sprintf("the initial state to make stale: %v in %s", err, body), http.StatusInternalServerError)
+			return
+		}
+		page.Cursor = c.gone
+		page.Changes[len(page.Changes)-1]["cursor"] = c.gone
+		body, _ = json.Marshal(page)
+		w.Header().Del("Content-Length")
+	}
 	w.WriteHeader(rec.Code)
-	w.Write(rec.Body.Bytes())
+	w.Write(body)
 }
 
 // answer answers a feed request with the service's answer, its changes
@@ -132,6 +176,10 @@ func (c *counted) count(route string) int {
 	defer c.mu.Unlock()
 	return c.counts[route]
 }
+
+// reads is how many times the page read the whole fleet: its initial state
+// in the feed, or the list.
+func (c *counted) reads() int { return c.count("initial") + c.count("list") }
 
 // openFleet opens the fleet page on prefix's machines and waits until it
 // shows n of them and follows the feed.
@@ -218,8 +266,8 @@ func TestAChangeMadeThroughTheAPIAppearsInAnOpenConsoleWithoutListingAgain(t *te
 	// The filters apply to the changed list: FROZEN shows the one machine.
 	do(t, ctx, chromedp.Click(`.counts a.s-frozen`))
 	eventually(t, ctx, "only the frozen machine", `document.querySelectorAll("table.fleet tbody tr[data-id]").length === 1 && `+rowText(ids[1])+` !== ""`)
-	if n := site.count("list"); n != 1 {
-		t.Errorf("the page listed the fleet %d times, want once", n)
+	if n := site.reads(); n != 1 {
+		t.Errorf("the page read the fleet %d times, want once", n)
 	}
 	if n := site.count("changes"); n < 1 {
 		t.Errorf("the page asked the feed %d times, want at least once", n)
@@ -252,8 +300,8 @@ func TestAMachineAddedAndOneDeletedAppearAndDisappear(t *testing.T) {
 	// A machine that is gone is no longer selected: a bulk change would act on it.
 	eventually(t, ctx, "the counts and the selection after the deletion", has(".counts", "2 all")+" && "+has(".selectbar", "0 selected"))
 	shot(t, ctx, "fleet-live-deleted")
-	if n := site.count("list"); n != 1 {
-		t.Errorf("the page listed the fleet %d times, want once", n)
+	if n := site.reads(); n != 1 {
+		t.Errorf("the page read the fleet %d times, want once", n)
 	}
 }
 
@@ -305,15 +353,15 @@ func TestACursorTheFeedNoLongerKeepsListsOnceAndFollowsOn(t *testing.T) {
 	openFleet(t, ctx, site.URL, p, 2)
 	eventually(t, ctx, "the page saying it listed again", has("main", "Listed again (the change feed no longer held this list's changes)"))
 	shot(t, ctx, "fleet-live-relisted")
-	if n := site.count("list"); n != 2 {
-		t.Errorf("the page listed the fleet %d times, want twice (once more after the 410)", n)
+	if n := site.reads(); n != 2 {
+		t.Errorf("the page read the fleet %d times, want twice (once more after the 410)", n)
 	}
 
 	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"after the 410"}`, http.StatusOK)
 	took := within(t, ctx, "the change after the new list", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("after the 410")`)
 	t.Logf("after the 410: shown after %v", took)
-	if n := site.count("list"); n != 2 {
-		t.Errorf("the page listed the fleet %d times, want twice", n)
+	if n := site.reads(); n != 2 {
+		t.Errorf("the page read the fleet %d times, want twice", n)
 	}
 }
 
@@ -353,8 +401,8 @@ func TestAHiddenTabStopsFollowingAndCatchesUpWhenShown(t *testing.T) {
 	do(t, ctx, visibility(false))
 	took := within(t, ctx, "the change caught up", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("while hidden")`)
 	t.Logf("caught up after %v", took)
-	if n := site.count("list"); n != 1 {
-		t.Errorf("the page listed the fleet %d times, want once", n)
+	if n := site.reads(); n != 1 {
+		t.Errorf("the page read the fleet %d times, want once", n)
 	}
 }
 
@@ -390,8 +438,8 @@ func TestAFeedThatFailsIsRetriedLaterAndLessOften(t *testing.T) {
 			t.Errorf("retry %d came %v after the failure before it, want at least %v", i, gap, least)
 		}
 	}
-	if n := site.count("list"); n != 1 {
-		t.Errorf("the page listed the fleet %d times, want once", n)
+	if n := site.reads(); n != 1 {
+		t.Errorf("the page read the fleet %d times, want once", n)
 	}
 }
 
@@ -419,8 +467,8 @@ func TestARefusedFeedStopsFollowingUntilAskedAgain(t *testing.T) {
 	eventually(t, ctx, "the live indicator again", `document.querySelector(".live")?.dataset.state === "live" && !document.querySelector(".problem")`)
 	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/activate", `{"message":"after the refusal"}`, http.StatusOK)
 	eventually(t, ctx, "the change after the refusal", rowText(ids[0])+`.includes("ACTIVE") && `+rowText(ids[0])+`.includes("after the refusal")`)
-	if n := site.count("list"); n != 1 {
-		t.Errorf("the page listed the fleet %d times, want once", n)
+	if n := site.reads(); n != 1 {
+		t.Errorf("the page read the fleet %d times, want once", n)
 	}
 }
 
@@ -489,3 +537,84 @@ func TestMalformedAndRepeatedChangesAreLeftOut(t *testing.T) {
 
 // jsonString is s as a JSON string.
 func jsonString(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+func TestTheFleetIsReadFromTheFeedsInitialStateWithoutAList(t *testing.T) {
+	p := fmt.Sprintf("feed-initial-%d", time.Now().UnixNano())
+	ids := seed(t, p, 3, false)
+	remove(t, ids)
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"before the page"}`, http.StatusOK)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 3)
+	eventually(t, ctx, "the fleet as it was before the page", rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("before the page")`+
+		` && `+has(".counts", "1 FROZEN")+` && `+has(".counts", "2 ACTIVE"))
+	api(t, "POST", "/api/slaves/slave/"+ids[2]+"/freeze", `{"message":"after the initial state"}`, http.StatusOK)
+	took := within(t, ctx, "the change after the initial state", rowText(ids[2])+`.includes("FROZEN") && `+rowText(ids[2])+`.includes("after the initial state")`)
+	t.Logf("after the initial state: shown after %v", took)
+	if n := site.count("list"); n != 0 {
+		t.Errorf("the page listed the fleet %d times, want none: the feed's initial state is the list", n)
+	}
+	if n := site.count("initial"); n != 1 {
+		t.Errorf("the page read the feed's initial state %d times, want once", n)
+	}
+}
+
+func TestAnAPIWithoutTheInitialStateIsListedAndFollowed(t *testing.T) {
+	for _, older := range []string{"ignores", "refuses"} {
+		t.Run("one that "+older+" initial", func(t *testing.T) {
+			p := fmt.Sprintf("feed-older-%s-%d", older, time.Now().UnixNano())
+			ids := seed(t, p, 2, false)
+			remove(t, ids)
+			site := countedSite(t, "")
+			site.older = older
+			ctx := tab(t)
+			openFleet(t, ctx, site.URL, p, 2)
+			api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"followed after a list"}`, http.StatusOK)
+			eventually(t, ctx, "the change after the list", rowText(ids[0])+`.includes("FROZEN") && `+rowText(ids[0])+`.includes("followed after a list")`)
+			if n, m := site.count("initial"), site.count("list"); n != 1 || m != 1 {
+				t.Errorf("the page asked for the initial state %d times and listed the fleet %d times, want once each", n, m)
+			}
+		})
+	}
+}
+
+func TestAnExpiringChangeShowsAndGoesLive(t *testing.T) {
+	p := fmt.Sprintf("feed-expiring-%d", time.Now().UnixNano())
+	ids := seed(t, p, 2, false)
+	remove(t, ids)
+	site := countedSite(t, "")
+	ctx := tab(t)
+	openFleet(t, ctx, site.URL, p, 2)
+	pendingOf := func(id string) string {
+		return fmt.Sprintf(`(%s?.querySelector("td[data-col=pending]")?.innerText ?? "")`, row(id))
+	}
+
+	api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"message":"kernel upgrade","durationMillis":3600000,"revertToState":"ACTIVE"}`, http.StatusOK)
+	api(t, "POST", "/api/slaves/slave/"+ids[1]+"/freeze", `{"message":"disk check","durationMillis":7200000,"revertToState":"ACTIVE"}`, http.StatusOK)
+	took := within(t, ctx, "both pending returns", pendingOf(ids[0])+`.includes("→ ACTIVE in 59m") && `+pendingOf(ids[1])+`.includes("→ ACTIVE in 1h 59m")`)
+	t.Logf("set: shown after %v", took)
+	do(t, ctx, away())
+	shot(t, ctx, "fleet-live-expiring")
+
+	// The trigger runs as if the hour had passed: the first returns, the
+	// second (two hours) stays pending.
+	runner := jobs.New(store, limits, 7*24*time.Hour, quiet, nil)
+	runner.Now = func() time.Time { return time.Now().Add(61 * time.Minute) }
+	if _, err := runner.Expire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	took = within(t, ctx, "the first back to ACTIVE without its pending return", rowText(ids[0])+`.includes("ACTIVE") && `+rowText(ids[0])+`.includes("Updated due to expiring action") && `+
+		pendingOf(ids[0])+` === "" && `+pendingOf(ids[1])+`.includes("→ ACTIVE")`)
+	t.Logf("reverted: shown after %v", took)
+
+	api(t, "DELETE", "/api/slaves/slave/"+ids[1]+"/expiring", "", http.StatusOK)
+	took = within(t, ctx, "the second's pending return gone, the machine still FROZEN", pendingOf(ids[1])+` === "" && `+rowText(ids[1])+`.includes("FROZEN") && `+rowText(ids[1])+`.includes("disk check")`)
+	t.Logf("deleted: gone after %v", took)
+	shot(t, ctx, "fleet-live-expiring-gone")
+	if n := site.count("expiring"); n != 1 {
+		t.Errorf("the page read the pending changes %d times, want once: the feed brings their changes", n)
+	}
+	if n := site.reads(); n != 1 {
+		t.Errorf("the page read the fleet %d times, want once", n)
+	}
+}

@@ -1,15 +1,18 @@
 // The change form of the machine page: freeze, decommission or activate,
 // with a message and an optional expiry that reverts the change. It asks
 // for confirmation saying exactly what will happen, sends the change with
-// an Idempotency-Key (kept for a retry of the same request), shows a refusal
-// in the API's own words next to the button, and keeps what was typed.
+// an Idempotency-Key (kept for a retry of the same request) and the
+// machine's sequence as the page read it (If-Match: a machine that changed
+// meanwhile is left alone, and the page says so and shows it as it is now),
+// shows a refusal in the API's own words next to the button, and keeps what
+// was typed.
 // After a change it offers the next sensible one (NEXT), once done (the
 // page reading the machine again) is over.
 
 import { h, field, id } from "./dom.js";
 import * as api from "./api.js";
 import { confirm } from "./confirm.js";
-import { problem } from "./notice.js";
+import { problem, moved } from "./notice.js";
 import { span, exact } from "./format.js";
 
 export const ACTIONS = {
@@ -92,7 +95,7 @@ export function actionForm(current, done) {
     submit.disabled = true;
     result.replaceChildren(h("span", { class: "muted" }, "Sending…"));
     try {
-      await pending.send(JSON.stringify([slave.id, action, body]), (key) => api.change(slave.id, action, body, key));
+      await pending.send(JSON.stringify([slave.id, action, body, slave.sequence]), (key) => api.change(slave.id, action, body, key, slave.sequence));
       // The page shows the machine as the change left it before the result
       // shows: the details above the form change height with it, and the
       // next actions must not move once they can be aimed at.
@@ -103,7 +106,13 @@ export function actionForm(current, done) {
       expiry.value = "";
       choose(NEXT[action][0]);
     } catch (err) {
-      result.replaceChildren(problem(err));
+      if (err instanceof api.ApiError && err.moved) {
+        // The machine as it is now shows before the words that say so,
+        // as after a change that was made.
+        await done();
+        result.replaceChildren(moved(err, slave.host || slave.id));
+        sync();
+      } else result.replaceChildren(problem(err));
     } finally {
       submit.disabled = false;
     }

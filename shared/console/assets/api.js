@@ -6,13 +6,19 @@
 import { authorization, authHeader, signedOut } from "./auth.js";
 
 // ApiError is a failed call: status 0 when the network failed, else the
-// HTTP status with the body's message; retryAfter (seconds) on a 503.
+// HTTP status with the body's message; retryAfter (seconds) on a 503; and
+// on a 412 (a conditional change to a slave that moved since the caller
+// read it) now, where the slave is now: {sequence, state}.
 export class ApiError extends Error {
-  constructor(status, message, retryAfter) {
+  constructor(status, message, retryAfter, now) {
     super(message);
     this.status = status;
     this.retryAfter = retryAfter;
+    this.now = now;
   }
+  // moved: the change was conditioned on a sequence the slave has moved
+  // past, and nothing was done.
+  get moved() { return this.status === 412; }
   // retryable: the same request (with the same Idempotency-Key) may be sent again.
   get retryable() { return this.status === 0 || this.status >= 500; }
   describe() {
@@ -23,15 +29,19 @@ export class ApiError extends Error {
   }
 }
 
-// call sends one request; key is the Idempotency-Key of a change, and
-// signal aborts it (a follow of the change feed that the page stops).
-export async function call(method, path, { body, query, key, signal } = {}) {
+// call sends one request; key is the Idempotency-Key of a change, seq the
+// slave's sequence it is conditioned on (If-Match, docs/behaviour.md
+// "Conditional changes"; none when the page read no sequence, as from an
+// API older than them), and signal aborts it (a follow of the change feed
+// that the page stops).
+export async function call(method, path, { body, query, key, seq, signal } = {}) {
   const url = new URL(path, document.baseURI);
   for (const [k, v] of Object.entries(query || {})) if (v != null && v !== "") url.searchParams.set(k, v);
   const headers = { Accept: "application/json" };
   const auth = authorization();
   if (auth) headers[authHeader()] = auth;
   if (key) headers["Idempotency-Key"] = key;
+  if (Number.isSafeInteger(seq) && seq >= 0) headers["If-Match"] = `"${seq}"`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
   let res;
   try {
@@ -54,9 +64,14 @@ export async function call(method, path, { body, query, key, signal } = {}) {
   const text = await res.text();
   if (!res.ok) {
     let message = res.statusText || "request failed";
-    try { message = JSON.parse(text).message || message; } catch { /* not JSON: keep the status text */ }
+    let now;
+    try {
+      const b = JSON.parse(text);
+      message = b.message || message;
+      if (res.status === 412) now = { sequence: Number.isSafeInteger(b.sequence) ? b.sequence : undefined, state: typeof b.state === "string" ? b.state : undefined };
+    } catch { /* not JSON: keep the status text */ }
     if (res.status === 401) signedOut();
-    throw new ApiError(res.status, message, Number(res.headers.get("Retry-After")) || undefined);
+    throw new ApiError(res.status, message, Number(res.headers.get("Retry-After")) || undefined, now);
   }
   return text ? JSON.parse(text) : null;
 }
@@ -71,12 +86,17 @@ export const expiring = () => call("GET", "api/slaves/expiring");
 // changes answers the feed after the cursor since, holding the request up
 // to wait seconds while there is none: {changes, cursor}.
 export const changes = (since, wait, signal) => call("GET", "api/slaves/changes", { query: { since, wait }, signal });
+// initial answers the fleet as it is now in the feed's shape: every slave
+// as an added change, then the bookmark that ends the initial state, and
+// the cursor to follow from.
+export const initial = () => call("GET", "api/slaves/changes", { query: { initial: "true" } });
 
 // The changes take the Idempotency-Key the caller keeps for the request
-// (see Change), so a retry is answered once.
-export const change = (id, action, body, key) => call("POST", `${slave(id)}/${action}`, { body, key });
-export const remove = (id, key) => call("DELETE", slave(id), { key });
-export const makePermanent = (id, key) => call("DELETE", slave(id) + "/expiring", { key });
+// (see Change), so a retry is answered once, and the slave's sequence as
+// the page showed it (seq), so a slave that moved meanwhile is left alone.
+export const change = (id, action, body, key, seq) => call("POST", `${slave(id)}/${action}`, { body, key, seq });
+export const remove = (id, key, seq) => call("DELETE", slave(id), { key, seq });
+export const makePermanent = (id, key, seq) => call("DELETE", slave(id) + "/expiring", { key, seq });
 export const removeDead = (key) => call("DELETE", "api/slaves/dead", { key });
 
 export const searchLogs = (body) => call("POST", "api/logs/search", { body });

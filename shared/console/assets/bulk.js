@@ -1,8 +1,9 @@
 // The fleet page's bulk change: freeze, decommission or activate every
 // selected machine with one message and expiry. The confirmation names the
 // count; the changes go out a few at a time (PARALLEL), each with its own
-// Idempotency-Key; each machine gets its result (applied, or refused in the
-// API's words). An optional guard keeps at most N machines of the selection
+// Idempotency-Key and conditioned on the machine's sequence as the page held
+// it when the change was asked for (If-Match); each machine gets its result
+// (applied, changed meanwhile and left alone, or refused in the API's words). An optional guard keeps at most N machines of the selection
 // out of ACTIVE at once: a selected machine counts as out in any state but
 // ACTIVE, those already out included, so freeze and decommission change at
 // most N minus those of the ACTIVE ones and hold the rest back (they are not
@@ -25,9 +26,12 @@ const ZERO_GUARD = "A guard of 0 allows no machine out of ACTIVE, so nothing wou
 // bulkPanel is the form that changes the selection: ids() is the selected
 // machines, select(ids) replaces the selection (the "next" buttons),
 // states() reads every machine's current state afresh (a Map by id), and
-// changed() is called once a run is over. panel is hidden while there is
-// nothing to change or show; update() follows the selection.
-export function bulkPanel({ ids, select, states, changed }) {
+// seen(ids) is the sequence of each machine as the page holds it (a Map by
+// id), and changed() is called once a run is over (the "next" buttons show
+// once it resolves: the page holds the run's changes by then). panel is
+// hidden while there is nothing to change or show; update() follows the
+// selection.
+export function bulkPanel({ ids, select, states, seen, changed }) {
   const name = id("bulk");
   let action = "freeze";
   let stopped = false;
@@ -72,6 +76,9 @@ export function bulkPanel({ ids, select, states, changed }) {
   async function onsubmit(e) {
     e.preventDefault();
     const chosen = ids();
+    // The machines as the operator asked: one that changes after this is
+    // left alone (412) and said to have changed.
+    const seqs = seen(chosen);
     const a = ACTIONS[action];
     const limit = guard.value === "" ? 0 : Number(guard.value);
     if (guard.value !== "" && !(Number.isInteger(limit) && limit > 0)) {
@@ -100,20 +107,28 @@ export function bulkPanel({ ids, select, states, changed }) {
     summary.textContent = "Reading the machines' states…";
     let now;
     try { now = await states(); } catch (err) { summary.replaceChildren(problem(err)); running = submit.disabled = false; return; }
-    const done = await run(chosen, now, action, body, limit);
-    summary.textContent = `${number(done.applied.length)} applied, ${number(done.refused)} refused, ${number(done.held)} held back by the guard.`;
+    const done = await run(chosen, now, seqs, action, body, limit);
+    summary.textContent = `${number(done.applied.length)} applied, ${number(done.refused)} refused, ${number(done.held)} held back by the guard.` +
+      (done.moved ? ` ${number(done.moved)} changed since this page showed ${done.moved === 1 ? "it" : "them"}: nothing was done to ${done.moved === 1 ? "it" : "them"}; review and try again.` : "");
+    // The page holds the machines as the run left them before a next
+    // change can be asked for, else that change would find them moved.
+    if (!stopped) { try { await changed(); } catch { /* the page says why */ } }
     if (done.applied.length) {
       next.replaceChildren(`Next for the ${number(done.applied.length)} applied: `, ...NEXT[done.action].map((k) => h("button", { type: "button",
         onclick: () => { select(done.applied); choose(k); submit.focus(); } }, ACTIONS[k].label + "…")));
     }
+    // The next change starts as the machine page's does: no message, no
+    // expiry (an expiring change on machines that now have one would be
+    // refused, as they have one already).
     message.value = "";
+    expiry.value = "";
     running = submit.disabled = false;
-    if (!stopped) changed();
+    sync();
   }
 
   // run sends the changes, PARALLEL at a time, and shows each result as it
   // comes; the guard decides before anything is sent which are held back.
-  async function run(chosen, now, act, body, limit) {
+  async function run(chosen, now, seqs, act, body, limit) {
     const rows = new Map();
     let budget = Infinity;
     if (limit && act !== "activate") budget = limit - chosen.filter((m) => now.get(m) !== "ACTIVE").length;
@@ -127,25 +142,31 @@ export function bulkPanel({ ids, select, states, changed }) {
       return h("li", { "data-id": m }, h("a", { href: href(["machine", m]) }, m), " ", status);
     }));
     const applied = [];
-    let refused = 0;
+    let refused = 0, moved = 0;
     async function worker() {
       while (queue.length && !stopped) {
         const m = queue.shift();
         const status = rows.get(m);
         status.textContent = "sending…";
         try {
-          await new api.Change().send(m, (key) => api.change(m, act, body, key));
+          await new api.Change().send(m, (key) => api.change(m, act, body, key, seqs.get(m)));
           applied.push(m);
           status.replaceWith(h("span", { class: "ok" }, `applied: ${ACTIONS[act].target}`));
         } catch (err) {
-          refused++;
-          status.replaceWith(problem(err));
+          if (err instanceof api.ApiError && err.moved) {
+            moved++;
+            status.replaceWith(h("span", { class: "problem" }, h("strong", {}, "Changed meanwhile: "),
+              `${err.now?.state ? `it is now ${err.now.state}. ` : ""}Nothing was done to it.`));
+          } else {
+            refused++;
+            status.replaceWith(problem(err));
+          }
         }
       }
     }
     summary.textContent = `Sending ${number(queue.length)} change${queue.length === 1 ? "" : "s"}, ${PARALLEL} at a time…`;
     await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker));
-    return { applied, refused, held, action: act };
+    return { applied, refused, moved, held, action: act };
   }
 
   const panel = h("form", { class: "panel bulk", onsubmit, "aria-labelledby": name + "-h", hidden: true },

@@ -49,30 +49,64 @@ export const pending = (x) => h("span", { class: "pending" }, "→ ", x.revertTo
 // The fleet as last fetched and since kept current from the change feed,
 // shared by visits to the page: rows in id order, byId, the feed's cursor
 // (absent when the API answered none: then the page reloads every minute),
-// the last sequence applied per machine, and when each machine last changed
-// (the rows marked for a moment).
+// the last sequence applied per machine (the sequence a change made from
+// the page is conditioned on), when each machine last changed (the rows
+// marked for a moment), and whether the feed carries the pending changes
+// (expiring, as an API that answers the initial state does).
 let fleet = null;
 
 // MARK is how long a changed row stays marked (style.css fades it).
 const MARK = 3000;
 // EXPIRING_EVERY bounds how often state changes read the pending changes
-// again (ms): the feed carries no expiring records.
+// again (ms), from a feed that carries none.
 const EXPIRING_EVERY = 10000;
 
+// load reads the fleet as it is now and the cursor to follow it from: in
+// the feed's shape when the API answers it (initial, one request), else as
+// the list and its X-Changes-Cursor, as before. The pending changes are
+// read after the initial state: the feed brings every one that changes
+// after its cursor, so a read after it is only more current.
 async function load() {
-  const [list, exp] = await Promise.all([api.slaves(), api.expiring()]);
+  const initial = await initialState();
+  const [list, exp] = initial ? [initial.slaves, await api.expiring()] : await Promise.all([api.slaves(), api.expiring()]);
   const byId = new Map(exp.map((x) => [x.machineId, x]));
   const rows = list.map((s) => ({ s, x: byId.get(s.id) }));
   fleet = {
     rows, byId: new Map(rows.map((r) => [r.s.id, r])), at: Date.now(), sorted: new Map([["id:asc", rows]]), indexes: new Map(),
-    cursor: list.cursor, seqs: new Map(), marks: new Map(),
+    cursor: initial ? initial.cursor : list.cursor, marks: new Map(), expiring: !!initial,
+    seqs: new Map(list.filter((s) => Number.isSafeInteger(s.sequence)).map((s) => [s.id, s.sequence])),
   };
   // The search index is built when the browser is idle after the first
   // paint, not before it.
   (window.requestIdleCallback || setTimeout)(() => index(rows));
 }
 
-const TYPES = new Set(["added", "stateChanged", "descriptionChanged", "deleted"]);
+// initialState asks the feed for the fleet as it is now
+// (docs/behaviour.md "The change feed", Initial state): {slaves, cursor},
+// the slaves in id order, or null from an API older than that, which
+// refuses initial (a 400 naming it), has no feed (404) or answers no
+// bookmark ending the initial state.
+async function initialState() {
+  let page;
+  try {
+    page = await api.initial();
+  } catch (e) {
+    if (e instanceof api.ApiError && (e.status === 404 || (e.status === 400 && /\binitial\b/.test(e.message)))) return null;
+    throw e;
+  }
+  const changes = Array.isArray(page?.changes) ? page.changes : [];
+  const end = changes[changes.length - 1];
+  if (!end || end.type !== "bookmark" || end.initialStateEnd !== true || typeof page.cursor !== "string" || !page.cursor) return null;
+  const slaves = [];
+  for (let i = 0; i < changes.length - 1; i++) {
+    const c = changes[i];
+    if (c?.type === "added" && usable(c)) slaves.push(c.slave);
+  }
+  return { slaves, cursor: page.cursor };
+}
+
+const TYPES = new Set(["added", "stateChanged", "descriptionChanged", "deleted", "expiringSet", "expiringDeleted", "expiringReverted"]);
+const EXPIRING = new Set(["expiringSet", "expiringDeleted", "expiringReverted"]);
 
 // usable tells a change the page can apply from one it cannot: the feed is
 // read as untrusted as the list, and a slave that would break the table is
@@ -81,15 +115,23 @@ function usable(c) {
   if (!c || typeof c.slaveId !== "string" || !TYPES.has(c.type) || !Number.isFinite(c.sequence)) return false;
   if (c.type === "deleted") return true;
   const s = c.slave;
+  if (c.type === "expiringSet" && !pendingChange(c.expiring, c.slaveId)) return false;
   return !!s && s.id === c.slaveId && typeof s.host === "string" && typeof s.rackId === "string" &&
     !!s.currentState && STATES.includes(s.currentState.state) && Number.isFinite(s.currentState.timestamp);
 }
 
+// pendingChange tells an expiring record the page can show.
+const pendingChange = (x, id) => !!x && x.machineId === id && STATES.includes(x.revertToState) &&
+  Number.isFinite(x.startMillis) && Number.isFinite(x.expiringAPIRequestObject?.durationMillis);
+
 // apply applies the feed's changes to the fleet held: each replaces its
 // machine's row with the slave as the change left it, adds it, or removes
-// it. A change whose sequence is not above the last applied to its machine
-// was applied already. It returns whether a state changed (the pending
-// changes may have too) and the ids of the machines deleted.
+// it; an expiring change also sets its pending change (expiringSet) or
+// takes it off (deleted, or reverted by the expiry). A change whose
+// sequence is not above the last applied to its machine was applied
+// already. It returns whether a state changed (the pending changes may
+// have too, when the feed does not carry them) and the ids of the machines
+// deleted.
 function apply(changes) {
   const now = Date.now();
   const gone = new Set();
@@ -113,6 +155,10 @@ function apply(changes) {
     } else {
       r = { s: c.slave, x: undefined };
       fleet.byId.set(id, r);
+    }
+    if (EXPIRING.has(c.type)) {
+      fleet.expiring = true;
+      r.x = c.type === "expiringSet" ? c.expiring : undefined;
     }
     moved.add(r);
     fleet.marks.set(id, now);
@@ -292,9 +338,14 @@ export function render(root, route) {
       if (feed) { await feed.catchUp(); draw(); } else await load();
       return new Map(fleet.rows.map((r) => [r.s.id, r.s.currentState.state]));
     },
-    // The feed brings the changes a run made; without it the fleet is
-    // listed again.
-    changed: () => { if (!feed) reload(); },
+    // The changes are conditioned on the machines as the page holds them
+    // when asked for (what it shows, but for a draw a second away).
+    seen: (ids) => new Map(ids.map((id) => [id, fleet?.byId.get(id)?.s.sequence])),
+    // The feed brings the changes a run made, applied before the next
+    // change is offered; without it the fleet is listed again.
+    changed: async () => {
+      if (feed) { await feed.catchUp(); draw(); } else await reload();
+    },
   });
 
   const chooser = h("details", { class: "columns" }, h("summary", {}, "Columns"),
@@ -534,7 +585,7 @@ export function render(root, route) {
       list: () => fleet,
       apply: (changes) => {
         const { states, deleted } = apply(changes);
-        if (states) expiringSoon();
+        if (states && !fleet.expiring) expiringSoon();
         for (const id of deleted) selected.delete(id);
         updated();
         drawSoon();
@@ -593,7 +644,7 @@ export function render(root, route) {
   if (fleet && (fleet.cursor || Date.now() - fleet.at < 60000)) {
     updated();
     followFleet();
-    if (fleet.stale) { fleet.stale = false; expiringSoon(); }
+    if (fleet.stale) { fleet.stale = false; if (!fleet.expiring) expiringSoon(); }
   } else reload();
   return () => {
     left = true;
@@ -609,8 +660,8 @@ export function render(root, route) {
 
 // forget says the fleet held is out of date after a change made on another
 // page: one that follows the feed catches up from its cursor at the next
-// visit and reads the pending changes again (the feed carries none); one
-// without a feed is dropped, so the next visit lists it.
+// visit (and reads the pending changes again when the feed carries none);
+// one without a feed is dropped, so the next visit lists it.
 export function forget() {
   if (fleet?.cursor) fleet.stale = true;
   else fleet = null;

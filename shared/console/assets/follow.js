@@ -1,6 +1,6 @@
 // follow keeps a list current from the change feed (docs/behaviour.md "The
-// change feed"): list() is the list held, with its cursor (the list's
-// X-Changes-Cursor, then each answer's). It holds one request open at a
+// change feed"): list() is the list held, with its cursor (the initial
+// state's, or the list's X-Changes-Cursor, then each answer's). It holds one request open at a
 // time (wait=20), hands every answer's changes to apply, and moves the
 // held list's cursor on; an answer that comes after the page listed again
 // is dropped. It stops while the tab is hidden and catches up from the

@@ -1,6 +1,8 @@
 // The machine page: details, the pending expiring change, the state history
 // as a timeline (newest first), the change form, "make permanent" and
-// delete. It refreshes itself (every 5 s while a change is pending, so a
+// delete. Each change is conditioned on the machine as the page last read
+// it (its sequence in If-Match): one that changed meanwhile is left alone,
+// and the page says so and shows it as it is now. It refreshes itself (every 5 s while a change is pending, so a
 // revert shows up on its own; every 30 s otherwise, and after a change)
 // without touching the form, so nothing typed is lost; a refresh keeps
 // every node that did not change, and waits to draw while the pointer is
@@ -11,7 +13,7 @@ import * as api from "./api.js";
 import { href } from "./router.js";
 import { time, exact, number } from "./format.js";
 import { badge } from "./badge.js";
-import { problem, info } from "./notice.js";
+import { problem, info, moved } from "./notice.js";
 import { confirm } from "./confirm.js";
 import { actionForm } from "./actions.js";
 import { pending, forget } from "./fleet.js";
@@ -114,30 +116,41 @@ export function render(root, route) {
   }
 
   // drawManage's buttons outlive the draw that made them when a later one
-  // shows the same (see patch): what they say of the machine's state is
-  // read when pressed.
+  // shows the same (see patch): what they say of the machine's state, and
+  // the sequence they send, is read when pressed.
   function drawManage(slave, exp) {
     const out = h("div", { class: "result", "aria-live": "polite" });
+    // refused shows why a change was not made; a machine that changed
+    // meanwhile shows as it is now first (a draw that changes the panel
+    // puts a new result area in it: the words go there).
+    const refused = async (e, seen) => {
+      if (e instanceof api.ApiError && e.moved) {
+        await refresh(true);
+        (manage.querySelector(".result") || out).replaceChildren(moved(e, seen.host || seen.id));
+      } else out.replaceChildren(problem(e));
+    };
     const items = [h("h2", { id: "manage-h" }, "Manage")];
     if (exp) {
       const btn = h("button", { type: "button", onclick: async () => {
+        const seen = current;
         const ok = await confirm({ title: "Make this change permanent?", action: "Make permanent",
-          body: h("p", {}, `${slave.id} stays ${current.currentState.state}: the pending return to ${exp.revertToState} is cancelled.`) });
+          body: h("p", {}, `${slave.id} stays ${seen.currentState.state}: the pending return to ${exp.revertToState} is cancelled.`) });
         if (!ok) return;
         btn.disabled = true;
-        try { await permanent.send("permanent " + slave.id, (key) => api.makePermanent(slave.id, key)); forget(); refresh(true); }
-        catch (e) { out.replaceChildren(problem(e)); btn.disabled = false; }
+        try { await permanent.send(`permanent ${slave.id} ${seen.sequence}`, (key) => api.makePermanent(slave.id, key, seen.sequence)); forget(); refresh(true); }
+        catch (e) { await refused(e, seen); btn.disabled = false; }
       } }, "Make permanent");
       items.push(h("p", {}, "Pending: ", pending(exp), exp.user ? ` (asked by ${exp.user})` : ""), h("div", { class: "buttons" }, btn));
     }
     const del = h("button", { type: "button", class: "danger", onclick: async () => {
+      const seen = current;
       const ok = await confirm({ title: `Delete ${slave.id}?`, action: "Delete", danger: true,
         body: [h("p", {}, "This removes the machine, its whole history and its expiring change. It cannot be undone."),
           h("p", {}, "If the scheduler reports it again, it comes back as a new ACTIVE machine.")] });
       if (!ok) return;
       del.disabled = true;
-      try { await removal.send("delete " + slave.id, (key) => api.remove(slave.id, key)); forget(); location.hash = href("fleet"); }
-      catch (e) { out.replaceChildren(problem(e)); del.disabled = false; }
+      try { await removal.send(`delete ${slave.id} ${seen.sequence}`, (key) => api.remove(slave.id, key, seen.sequence)); forget(); location.hash = href("fleet"); }
+      catch (e) { await refused(e, seen); del.disabled = false; }
     } }, "Delete machine…");
     items.push(h("div", { class: "buttons" }, del, out));
     patch(manage, ...items);
