@@ -99,10 +99,12 @@ func toChangeJSON(c change.Change) changeJSON {
 	return out
 }
 
-// added is a slave of the initial state, as an "added" change.
+// added is a slave of the initial state, as an "added" change: the slave
+// alone, its current state said once (an initial state of 100,000 slaves
+// is then about the list's size, not half as large again).
 func added(s machine.Slave) ([]byte, error) {
 	return json.Marshal(changeJSON{SlaveID: s.ID, Type: string(change.Added), Timestamp: s.FirstSeenAt, Sequence: s.Sequence,
-		Update: new(toUpdateJSON(s.Current)), Slave: new(toSlaveJSON(s))})
+		Slave: new(toSlaveJSON(s))})
 }
 
 // feedQuery is what a request of the feed asks.
