@@ -247,7 +247,7 @@ func monthlyCost(ctx context.Context, e *env) ([]row, error) {
 		// A Query that finds nothing reads half a unit (eventually consistent).
 		units := runs * float64(calls) / 2
 		add("Lambda, Scheduler, DynamoDB", fmt.Sprintf("ExpiryFunction's %s run every %v, nothing to do", job.job, every),
-			fmt.Sprintf("%s runs of %d calls (%d in sequence, %v each): %s read units", thousands(runs), calls, run.waves, itemReadLatency, thousands(units)),
+			fmt.Sprintf("%s runs of %d %s (%d in sequence, %v each): %s read units", thousands(runs), calls, plural(int64(calls), "call"), run.waves, itemReadLatency, thousands(units)),
 			runs*(schedulerInvoke+lambdaRequest)+gbs(runs, secs, expiryMB)*lambdaGBSecond+units*readUnitPrice)
 	}
 

@@ -45,7 +45,7 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 	}
 	var rows []row
 	var took, calls []point
-	for _, due := range []int{e.size(1_000, 500, 20), e.size(3_000, 1_000, 50)} {
+	for _, due := range []int{e.size(500, 200, 20), e.size(1_500, 500, 50)} {
 		start := time.Now()
 		if err := putDue(ctx, e, fmt.Sprintf("due%d-", due), due); err != nil {
 			return nil, err

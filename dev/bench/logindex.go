@@ -46,7 +46,7 @@ func logIndex(ctx context.Context, e *env) ([]row, error) {
 	// Busy requests of two sizes, for the slope of what the last hour's
 	// lookup reads (fit): the figures are those of the larger, and of 10
 	// million logs extrapolated.
-	sizes, lastHour := []int{e.size(1_000, 500, 100), e.size(3_000, 1_000, 200)}, 18
+	sizes, lastHour := []int{e.size(500, 250, 100), e.size(1_500, 500, 200)}, 18
 	reps := e.size(5, 3, 1)
 	busy := func(n int) string { return fmt.Sprintf("bench-busy-%d-%d", now.UnixMilli(), n) }
 	logged := 50

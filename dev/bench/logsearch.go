@@ -28,7 +28,7 @@ import (
 func logSearch(ctx context.Context, e *env) ([]row, error) {
 	// Two sizes, for the slope of what a page reads (fit); the figures
 	// are those of the larger, and of 10 million logs extrapolated.
-	sizes := []int{e.size(1_000, 500, 200), e.size(3_000, 1_000, 300)}
+	sizes := []int{e.size(500, 250, 200), e.size(1_500, 500, 300)}
 	var at []searched
 	for i, n := range sizes {
 		reps := 1

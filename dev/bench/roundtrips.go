@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetops/fleet/app/expiryapp"
 	"github.com/fleetops/fleet/app/inventoryapp"
+	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logkey"
 	"github.com/fleetops/fleet/shared/sdkconfig"
@@ -89,7 +90,10 @@ type slaveFunctions struct {
 }
 
 func newSlaveFunctions(ctx context.Context, e *env) (slaveFunctions, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, sdkconfig.DynamoDBAttemptTimeout)
+	// make run's attempts: on the emulator, a state query walks every
+	// slave the sections before wrote (25,000 after the fleet's), which on
+	// a loaded machine takes longer than the deployed second.
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, stack.DynamoDBAttemptTimeout)
 	if err != nil {
 		return slaveFunctions{}, err
 	}
