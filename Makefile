@@ -18,7 +18,7 @@
 #   make test                                every package compiled, then unit and integration tests (they start moto, MinIO, Chromium)
 #   make test-compile                        compiles what make test runs and builds, without running it
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
-#   make bench                               the performance figures, with their targets (BENCHMARKS.md)
+#   make bench                               the performance figures, with their targets, and last the monthly AWS cost (BENCHMARKS.md)
 #   make gofmt                               the Go files gofmt would change, if any (make check and make lint run it)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #   make tools                               staticcheck (make lint's) and MinIO (make test's), built into bin/tools once

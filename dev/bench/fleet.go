@@ -67,31 +67,13 @@ const (
 	beforeListMemorySize = 256
 )
 
-// lambdaVCPU is the memory size at which Lambda gives a function one full
-// vCPU; below it, a function gets that share of one.
-const lambdaVCPU = 1769
-
-// Lambda's price on arm64 (us-east-1): per GB-second of duration at the
-// memory size, and per request. otherRequest is what the cost figure
-// assumes every other API request takes (a Get, a change: tens of
-// milliseconds of waiting on DynamoDB, whatever the memory size).
-const (
-	pricePerGBSecond = 0.0000133334
-	pricePerRequest  = 0.20 / 1e6
-	otherRequest     = 20 * time.Millisecond
-)
-
-// duration estimates a function's duration at memory MB from what it took
-// here: its CPU at Lambda's share of a vCPU, or its time here when that is
-// longer (waiting on pages).
-func duration(cpu, wall time.Duration, memory int) time.Duration {
-	return max(wall, time.Duration(float64(cpu)/min(1, float64(memory)/lambdaVCPU)))
-}
+// otherRequest is what the cost figure assumes every other API request
+// takes (a Get, a change: tens of milliseconds of waiting on DynamoDB,
+// whatever the memory size).
+const otherRequest = 20 * time.Millisecond
 
 // cost is what n invocations of d each cost at memory MB.
-func cost(n int, d time.Duration, memory int) float64 {
-	return float64(n) * (d.Seconds()*float64(memory)/1024*pricePerGBSecond + pricePerRequest)
-}
+func cost(n int, d time.Duration, memory int) float64 { return lambdaCost(float64(n), d, memory) }
 
 // fleet measures the slave list of a large fleet (a fifth of it FROZEN):
 // the full list and the state query through the real SlavesFunction binary
@@ -209,7 +191,9 @@ func fullList(ctx context.Context, e *env, items []map[string]types.AttributeVal
 	if err != nil {
 		return nil, err
 	}
-	fn := lambdarun.Function{Binary: binary, Name: "SlavesFunction", MemorySize: cfg.MemorySize, Timeout: time.Minute}
+	// Room for this machine past the function's timeout: the figures
+	// compare the duration Lambda would take with it.
+	fn := lambdarun.Function{Binary: binary, Name: "SlavesFunction", MemorySize: cfg.MemorySize, Timeout: 3 * cfg.Timeout}
 	if fn.Env, err = localFunctionEnv(e, "SlavesFunction"); err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 // the fetched files against zcat | grep. The API runs over a MinIO of its
 // own (dev/apitest); the objects are removed afterwards.
 func fleetctlLogs(ctx context.Context, e *env) ([]row, error) {
-	objects, size, reps, jobs := e.size(200, 40, 8), e.size(2_500_000, 500_000, 50_000), e.size(3, 1, 1), 8
+	objects, size, reps, jobs := e.size(100, 40, 8), e.size(1_000_000, 500_000, 50_000), e.size(3, 1, 1), 8
 	work, err := os.MkdirTemp("", "bench-fleetctl-")
 	if err != nil {
 		return nil, err

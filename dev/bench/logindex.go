@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,17 +43,36 @@ func logIndex(ctx context.Context, e *env) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	busy := fmt.Sprintf("bench-busy-%d", now.UnixMilli())
-	n, lastHour := e.size(10_000, 2_000, 200), 18
+	// Busy requests of two sizes, for the slope of what the last hour's
+	// lookup reads (fit): the figures are those of the larger, and of 10
+	// million logs extrapolated.
+	sizes, lastHour := []int{e.size(500, 250, 100), e.size(1_500, 500, 200)}, 18
 	reps := e.size(5, 3, 1)
-	if err := putBusyRequest(ctx, e, bucket, busy, n, lastHour, now); err != nil {
-		return nil, err
+	busy := func(n int) string { return fmt.Sprintf("bench-busy-%d-%d", now.UnixMilli(), n) }
+	logged := 50
+	for _, n := range sizes {
+		if err := putBusyRequest(ctx, e, bucket, busy(n), n, lastHour, now); err != nil {
+			return nil, err
+		}
+		logged += n
 	}
 	started := time.Now()
-	if err := indexLogs(ctx, e, bucket); err != nil {
+	events, err := indexCounted(ctx, e, bucket)
+	if err != nil {
 		return nil, err
 	}
 	indexed := time.Since(started)
+	stored, err := tableBytes(ctx, e, stack.LocalName("LogIndexTable"))
+	if err != nil {
+		return nil, err
+	}
+	perLog := map[string]float64{}
+	for op, n := range events.calls {
+		perLog[op] = float64(n) / float64(events.logs)
+	}
+	// The table holds the logs of this section alone (the sections before
+	// index none): its bytes a log are the index's.
+	e.costs.indexer = &indexedLog{calls: perLog, storedBytes: stored / float64(events.logs)}
 	c.take()
 	listing, index, err := logLookups(ctx, e, bucket, client, db, "60s")
 	if err != nil {
@@ -92,32 +113,62 @@ func logIndex(ctx context.Context, e *env) ([]row, error) {
 	}
 	slow.delay.Store(0)
 
-	hour := fmt.Sprintf("/api/logs/request/%s?start=%d&end=%d", busy, now.Add(-time.Hour).UnixMilli(), now.UnixMilli())
-	for _, k := range []struct {
-		name string
-		h    http.Handler
-	}{{"listing", listing}, {"index", index}} {
-		d, _, counts, text, err := timeLookup(ctx, k.h, c, slow, "GET", hour, "", reps)
-		if err != nil {
-			return nil, err
-		}
-		c.scanned.Store(0)
-		_, answer := serve(ctx, k.h, "GET", hour, "")
-		returned := strings.Count(answer, `"key":`)
-		scanned := c.scanned.Load()
-		r := row{
-			figure: fmt.Sprintf("GET /api/logs/request/{id}, last hour of 30 days holding %d logs (%d in the hour), %s", n, lastHour, k.name),
-			value:  fmt.Sprintf("%s; %d logs answered; %s", ms(d), returned, text),
-		}
-		if k.name == "index" {
-			r.value += fmt.Sprintf("; index items read ÷ returned %d ÷ %d = %.2f", scanned, returned, float64(scanned)/float64(max(returned, 1)))
-			r.target, r.met = "read ÷ returned ≤ 1.1, ≤ 1 s", verdict(float64(scanned) <= 1.1*float64(returned) && d <= time.Second)
-		} else {
-			r.value += fmt.Sprintf(" (%d lists, %d HEADs)", counts["ListObjectsV2"], counts["HeadObject"])
-		}
-		rows = append(rows, r)
+	type lookup struct {
+		seconds, calls, read []point
 	}
-	rows = append(rows, row{figure: fmt.Sprintf("indexing the %d logs of both (16 at once, known times)", n+50), value: ms(indexed)})
+	var lookups [2]lookup
+	for i, n := range sizes {
+		hour := fmt.Sprintf("/api/logs/request/%s?start=%d&end=%d", busy(n), now.Add(-time.Hour).UnixMilli(), now.UnixMilli())
+		largest, times := i == len(sizes)-1, 1
+		if largest {
+			times = reps
+		}
+		for j, k := range []struct {
+			name string
+			h    http.Handler
+		}{{"listing", listing}, {"index", index}} {
+			d, _, counts, text, err := timeLookup(ctx, k.h, c, slow, "GET", hour, "", times)
+			if err != nil {
+				return nil, err
+			}
+			c.scanned.Store(0)
+			_, answer := serve(ctx, k.h, "GET", hour, "")
+			returned := strings.Count(answer, `"key":`)
+			scanned := c.scanned.Load()
+			calls := 0
+			for _, m := range counts {
+				calls += m
+			}
+			at := float64(n)
+			lookups[j].seconds = append(lookups[j].seconds, point{at, d.Seconds()})
+			lookups[j].calls = append(lookups[j].calls, point{at, float64(calls)})
+			lookups[j].read = append(lookups[j].read, point{at, float64(scanned)})
+			if !largest {
+				continue
+			}
+			r := row{
+				figure: fmt.Sprintf("GET /api/logs/request/{id}, last hour of 30 days holding %d logs (%d in the hour), %s", n, lastHour, k.name),
+				value:  fmt.Sprintf("%s; %d logs answered; %s", ms(d), returned, text),
+			}
+			if k.name == "index" {
+				r.value += fmt.Sprintf("; index items read ÷ returned %d ÷ %d = %.2f", scanned, returned, float64(scanned)/float64(max(returned, 1)))
+				r.target, r.met = "read ÷ returned ≤ 1.1, ≤ 1 s", verdict(float64(scanned) <= 1.1*float64(returned) && d <= time.Second)
+			} else {
+				r.value += fmt.Sprintf(" (%d lists, %d HEADs)", counts["ListObjectsV2"], counts["HeadObject"])
+			}
+			rows = append(rows, r)
+		}
+	}
+	list, ix := lookups[0], lookups[1]
+	rows = append(rows,
+		row{figure: fmt.Sprintf("same, a request of %s logs: backend calls, listing → index", thousands(scaleLogs)),
+			value: fmt.Sprintf("%s → %s", fit(list.calls...).extrapolated(scaleLogs, count), fit(ix.calls...).extrapolated(scaleLogs, count))},
+		row{figure: fmt.Sprintf("same, a request of %s logs: index items read; latency on the emulators, listing → index", thousands(scaleLogs)),
+			value: fmt.Sprintf("%s; %s → %s", fit(ix.read...).extrapolated(scaleLogs, count),
+				fit(list.seconds...).extrapolated(scaleLogs, seconds), fit(ix.seconds...).extrapolated(scaleLogs, seconds))},
+	)
+	rows = append(rows, row{figure: fmt.Sprintf("indexing the %d logs of all three (16 at once, known times)", logged),
+		value: fmt.Sprintf("%s; calls a log's event: %s; %.0f bytes stored a log (items and DynamoDB's 100 bytes an item, before index copies)", ms(indexed), callsEach(perLog), stored/float64(events.logs))})
 	return rows, nil
 }
 
@@ -181,22 +232,34 @@ func logLookups(ctx context.Context, e *env, bucket string, s3c *s3.Client, db l
 // notifications are on, as they are for a deployed log bucket, and the
 // events it would send are the ones sent here.
 func indexLogs(ctx context.Context, e *env, bucket string) error {
+	_, err := indexCounted(ctx, e, bucket)
+	return err
+}
+
+// indexCounted is indexLogs, counting the calls of the logs' events: it
+// returns them with the number of logs.
+func indexCounted(ctx context.Context, e *env, bucket string) (indexed, error) {
+	c := newCalls()
+	var counting aws.Config
+	c.count(&counting)
+	count := func(o *s3.Options) { o.APIOptions = append(o.APIOptions, counting.APIOptions...) }
 	client := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
 	indexerEnv, err := functionEnv(e, stack.IndexerFunction, map[string]string{"LOG_BUCKETS": bucket})
 	if err != nil {
-		return err
+		return indexed{}, err
 	}
-	index, err := indexerapp.New(ctx, indexerEnv, indexerapp.Options{Log: e.quiet, DynamoDB: e.local.DynamoDB,
-		S3: s3.New(client.Options(), eventBridgeOn)})
+	db := dynamodb.New(e.local.DynamoDB.Options(), func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, counting.APIOptions...) })
+	index, err := indexerapp.New(ctx, indexerEnv, indexerapp.Options{Log: e.quiet, DynamoDB: db,
+		S3: s3.New(client.Options(), eventBridgeOn, count)})
 	if err != nil {
-		return err
+		return indexed{}, err
 	}
 	since := time.Now().UnixMilli()
 	var keys []string
 	for pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)}); pages.HasMorePages(); {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return err
+			return indexed{}, err
 		}
 		for _, o := range page.Contents {
 			keys = append(keys, aws.ToString(o.Key))
@@ -215,17 +278,24 @@ func indexLogs(ctx context.Context, e *env, bucket string) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return indexed{}, err
 	}
+	events, _ := c.take()
 	finish, err := json.Marshal(map[string]any{"job": logindex.FinishJob, "bucket": bucket, "prefix": "", "started": since, "events": true})
 	if err != nil {
-		return err
+		return indexed{}, err
 	}
 	r, err := index(ctx, finish)
 	if err == nil && (r.Run == nil || !r.Run.Complete) {
 		err = fmt.Errorf("the reconciliation of %s did not record it complete", bucket)
 	}
-	return err
+	return indexed{logs: len(keys), calls: events}, err
+}
+
+// indexed is the logs indexLogs indexed and the calls of their events.
+type indexed struct {
+	logs  int
+	calls map[string]int
 }
 
 // eventBridgeOn makes an S3 client answer, without a call, that every
@@ -262,4 +332,30 @@ func slowBackends(ctx context.Context, c *calls) (*slowTransport, aws.Config, aw
 		cfg.HTTPClient = &http.Client{Transport: slow}
 	}
 	return slow, s3cfg, dbcfg, nil
+}
+
+// tableBytes is what the emulator's table holds, as DynamoDB bills its
+// storage: each item's names and values, and 100 bytes more.
+func tableBytes(ctx context.Context, e *env, table string) (float64, error) {
+	var n float64
+	pages := dynamodb.NewScanPaginator(e.local.DynamoDB, &dynamodb.ScanInput{TableName: aws.String(table)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return 0, err
+		}
+		for _, item := range page.Items {
+			n += float64(approxItemBytes(item) + 100)
+		}
+	}
+	return n, nil
+}
+
+// callsEach is "1 HeadObject, 3 PutItem" of calls a log.
+func callsEach(perLog map[string]float64) string {
+	var parts []string
+	for _, op := range slices.Sorted(maps.Keys(perLog)) {
+		parts = append(parts, fmt.Sprintf("%.2f %s", perLog[op], op))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -60,6 +60,7 @@ type env struct {
 	quick bool // smaller fleets and fewer repetitions, for trying the command out
 	smoke bool // the smallest sizes that run every step of every section (the test's)
 	quiet *slog.Logger
+	costs *costInputs // what the monthly cost is computed from, as the sections measure it
 }
 
 // section is one group of figures.
@@ -113,7 +114,7 @@ func run(out io.Writer, quick, smoke bool, only string) error {
 		return err
 	}
 	defer minio.Stop()
-	e := &env{root: root, local: local, minio: minio, quick: quick || smoke, smoke: smoke, quiet: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	e := &env{root: root, local: local, minio: minio, quick: quick || smoke, smoke: smoke, quiet: slog.New(slog.NewTextHandler(io.Discard, nil)), costs: &costInputs{jobs: map[string]jobRun{}}}
 
 	var rows []row
 	for _, s := range sections {
@@ -165,8 +166,10 @@ var sections = []section{
 	{"machine reports", reportFigures},
 	{"report bounds", reportBounds},
 	{"log reconcile", reconcileFigures},
-	// Last: it turns EventBridge notifications on the log bucket on, and off again.
+	// After the others: it turns EventBridge notifications on the log bucket on, and off again.
 	{"upload → visible", freshness},
+	// Last, from what the others measured.
+	{"monthly cost", monthlyCost},
 }
 
 // printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.
@@ -195,11 +198,13 @@ func cpuName() string {
 }
 
 // calls counts the SDK's HTTP round trips by operation (every attempt
-// counts), the items DynamoDB reports it read and the keys S3 listed.
+// counts), the items DynamoDB reports it read (Query and Scan), the items
+// BatchGetItem returned and the keys S3 listed.
 type calls struct {
 	mu      sync.Mutex
 	byOp    map[string]int
 	scanned atomic.Int64
+	got     atomic.Int64
 	listed  atomic.Int64
 }
 
@@ -226,6 +231,10 @@ func (c *calls) count(cfg *aws.Config) {
 				c.scanned.Add(int64(r.ScannedCount))
 			case *dynamodb.ScanOutput:
 				c.scanned.Add(int64(r.ScannedCount))
+			case *dynamodb.BatchGetItemOutput:
+				for _, items := range r.Responses {
+					c.got.Add(int64(len(items)))
+				}
 			case *s3.ListObjectsV2Output:
 				c.listed.Add(int64(len(r.Contents)))
 			}

@@ -22,10 +22,9 @@ import (
 	"github.com/fleetops/fleet/shared/logkey"
 )
 
-// reconcileFigures seeds BENCH_RECONCILE_N logs (2,000 by default, a few
-// minutes on the emulator; 500 with -quick; BENCHMARKS.md says what
-// 100,000 take) under one request of a log bucket of the emulator, with
-// no event delivered, and runs ReconcileStateMachine over that prefix
+// reconcileFigures seeds logs under one request of a log bucket of the
+// emulator (750, and 250 for the slope; BENCH_RECONCILE_N sets the larger),
+// with no event delivered, and runs ReconcileStateMachine over that prefix
 // through the local driver, IndexerFunction's handler in this process
 // (docs/behaviour.md "Reconciliation"), counting its backend calls:
 //
@@ -34,61 +33,114 @@ import (
 //   - then after 1% of the logs were deleted, 1% rewritten and 1% added
 //     behind the index's back: the drift counted exactly, and the day-to-day
 //     cost, where most ranges only compare;
-//   - then again, interrupted when 40% of its batches are done and resumed
-//     from its journal: only the batches cut short are redone.
+//   - then again, at the larger size, interrupted when 40% of its batches
+//     are done and resumed from its journal: only the batches cut short
+//     are redone.
+//
+// The figures of 10 million logs are extrapolated from the two sizes.
 func reconcileFigures(ctx context.Context, e *env) ([]row, error) {
-	n := e.size(2_000, 500, 200) // at least 100: 1% of it changes
+	// Two sizes, for the slope (fit) of the 10 million logs' figures; the
+	// interruption is measured at the larger.
+	sizes := []int{e.size(250, 200, 100), e.size(750, 400, 200)} // at least 100: 1% of them change
 	if v := os.Getenv("BENCH_RECONCILE_N"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 100 {
-			return nil, fmt.Errorf("BENCH_RECONCILE_N=%q is not a number of at least 100", v)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 200 {
+			return nil, fmt.Errorf("BENCH_RECONCILE_N=%q is not a number of at least 200", v)
 		}
+		sizes = []int{n / 2, n}
 	}
 	bucket := e.local.LogBuckets[0]
-	request := fmt.Sprintf("benchreconcile%d", time.Now().UnixNano())
-	began := time.Now()
-	if err := seedLogs(ctx, e, bucket, request, 0, n); err != nil {
-		return nil, err
-	}
-	seeded := time.Since(began)
-
 	counted := newCalls()
 	m, err := reconcile.Machine(ctx, e.local, countedClients(e, counted))
 	if err != nil {
 		return nil, err
 	}
-	input := reconcile.Input(bucket, request+"/")
-	run := func(ctx context.Context, progress func(reconcile.Totals)) (logindex.Drift, reconcile.Totals, time.Duration, map[string]int, string, error) {
-		began := time.Now()
-		runs, totals, err := reconcile.Run(ctx, m, input, progress)
-		wall := time.Since(began)
-		byOp, ops := counted.take()
-		if err != nil {
-			return logindex.Drift{}, totals, wall, byOp, ops, err
+	perLog := func(byOp map[string]int, n int) float64 {
+		all := 0
+		for _, c := range byOp {
+			all += c
 		}
-		return *runs[0].Drift, totals, wall, byOp, ops, nil
+		return float64(all) / float64(n)
 	}
+	var rows []row
+	var emptyCalls, emptyTime, driftCalls, driftTime []point
+	for _, n := range sizes {
+		request := fmt.Sprintf("benchreconcile%d", time.Now().UnixNano())
+		began := time.Now()
+		if err := seedLogs(ctx, e, bucket, request, 0, n); err != nil {
+			return nil, err
+		}
+		seeded := time.Since(began)
+		input := reconcile.Input(bucket, request+"/")
+		run := func(ctx context.Context, progress func(reconcile.Totals)) (logindex.Drift, reconcile.Totals, time.Duration, map[string]int, string, error) {
+			began := time.Now()
+			runs, totals, err := reconcile.Run(ctx, m, input, progress)
+			wall := time.Since(began)
+			byOp, ops := counted.take()
+			if err != nil {
+				return logindex.Drift{}, totals, wall, byOp, ops, err
+			}
+			return *runs[0].Drift, totals, wall, byOp, ops, nil
+		}
 
-	first, firstTotals, firstWall, firstOps, firstCalls, err := run(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
+		first, firstTotals, firstWall, firstOps, firstCalls, err := run(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
 
-	// 1% deleted, 1% rewritten, 1% added, none of it told to the index.
-	changed := n / 100
-	if err := changeLogs(ctx, e, bucket, request, n, changed); err != nil {
-		return nil, err
+		// 1% deleted, 1% rewritten, 1% added, none of it told to the index.
+		changed := n / 100
+		if err := changeLogs(ctx, e, bucket, request, n, changed); err != nil {
+			return nil, err
+		}
+		m.States.Store(0)
+		drift, driftTotals, driftWall, driftOps, driftText, err := run(ctx, nil)
+		if err != nil {
+			return nil, err
+		}
+		wantDrift := logindex.Drift{Added: int64(changed), Removed: int64(changed), Updated: int64(changed)}
+		at := float64(n)
+		emptyCalls, emptyTime = append(emptyCalls, point{at, perLog(firstOps, n) * at}), append(emptyTime, point{at, firstWall.Seconds()})
+		driftCalls, driftTime = append(driftCalls, point{at, perLog(driftOps, n) * at}), append(driftTime, point{at, driftWall.Seconds()})
+		if n != sizes[len(sizes)-1] {
+			continue
+		}
+		byOp := map[string]float64{}
+		for op, c := range driftOps {
+			byOp[op] = float64(c)
+		}
+		e.costs.reconcile = &reconciledLogs{logs: float64(n), calls: byOp, batches: float64(driftTotals.Batches), states: float64(m.States.Load())}
+		rows = append(rows,
+			row{figure: "logs seeded (PutObject, 32 at once, no event delivered)", value: fmt.Sprintf("%d in %.1f s (%.0f/s)", n, seeded.Seconds(), float64(n)/seeded.Seconds())},
+			row{figure: "reconcile, index empty: batches, wall time", value: fmt.Sprintf("%d batches in %.1f s, %.0f logs/s", firstTotals.Batches, firstWall.Seconds(), float64(n)/firstWall.Seconds()),
+				target: "every log added once", met: verdict(first == logindex.Drift{Added: int64(n)})},
+			row{figure: "reconcile, index empty: backend calls a log", value: fmt.Sprintf("%.2f (%s)", perLog(firstOps, n), firstCalls)},
+			row{figure: "reconcile, 1% deleted, 1% rewritten, 1% added: wall time", value: fmt.Sprintf("%d batches in %.1f s, %.0f logs/s", driftTotals.Batches, driftWall.Seconds(), float64(n)/driftWall.Seconds())},
+			row{figure: "reconcile, 1% drift: drift found", value: fmt.Sprintf("%d added, %d removed, %d updated", drift.Added, drift.Removed, drift.Updated),
+				target: fmt.Sprintf("%d of each", changed), met: verdict(drift == wantDrift)},
+			row{figure: "reconcile, 1% drift: backend calls a log", value: fmt.Sprintf("%.3f (%s)", perLog(driftOps, n), driftText)},
+		)
+		resumed, err := interrupted(ctx, m, run, driftTotals.Batches)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, resumed)
 	}
-	drift, driftTotals, driftWall, driftOps, driftCalls, err := run(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	wantDrift := logindex.Drift{Added: int64(changed), Removed: int64(changed), Updated: int64(changed)}
+	return append(rows,
+		row{figure: fmt.Sprintf("reconcile of %s logs, index empty (on the emulator): backend calls, wall time", thousands(scaleLogs)),
+			value: fmt.Sprintf("%s; %s", fit(emptyCalls...).extrapolated(scaleLogs, count), fit(emptyTime...).extrapolated(scaleLogs, seconds))},
+		row{figure: fmt.Sprintf("reconcile of %s logs, 1%% drift (on the emulator): backend calls, wall time", thousands(scaleLogs)),
+			value: fmt.Sprintf("%s; %s", fit(driftCalls...).extrapolated(scaleLogs, count), fit(driftTime...).extrapolated(scaleLogs, seconds))},
+	), nil
+}
 
-	// The third execution: interrupted at 40% of its batches, then resumed.
+// interrupted runs the reconciliation a third time, interrupted when 40%
+// of its batches are done and resumed from its journal, and says whether a
+// finished batch was run again.
+func interrupted(ctx context.Context, m *statemachine.Machine, run func(context.Context, func(reconcile.Totals)) (logindex.Drift, reconcile.Totals, time.Duration, map[string]int, string, error), batches int) (row, error) {
 	journal, err := statemachine.OpenJournal(filepath.Join(os.TempDir(), fmt.Sprintf("bench-reconcile-%d.jsonl", time.Now().UnixNano())))
 	if err != nil {
-		return nil, err
+		return row{}, err
 	}
 	defer journal.Remove()
 	var started atomic.Int64
@@ -100,42 +152,24 @@ func reconcileFigures(ctx context.Context, e *env) ([]row, error) {
 	m.Journal = journal
 	cut, interrupt := context.WithCancel(ctx)
 	_, cutTotals, _, _, _, err := run(cut, func(t reconcile.Totals) {
-		if t.Batches*10 >= driftTotals.Batches*4 {
+		if t.Batches*10 >= batches*4 {
 			interrupt()
 		}
 	})
 	interrupt()
 	if err == nil {
-		return nil, fmt.Errorf("the third execution ended before its interruption (%s)", cutTotals)
+		return row{}, fmt.Errorf("the third execution ended before its interruption (%s)", cutTotals)
 	}
 	// The Begin step and the batches: what ran before the interruption.
 	cutShort := started.Load() - 1 - int64(cutTotals.Batches)
 	started.Store(0)
 	_, resumed, _, _, _, err := run(ctx, nil)
 	if err != nil {
-		return nil, err
+		return row{}, err
 	}
 	rerun := started.Load() - 1 // the Finish step
-
-	perLog := func(byOp map[string]int) float64 {
-		all := 0
-		for _, c := range byOp {
-			all += c
-		}
-		return float64(all) / float64(n)
-	}
-	return []row{
-		{figure: "logs seeded (PutObject, 32 at once, no event delivered)", value: fmt.Sprintf("%d in %.1f s (%.0f/s)", n, seeded.Seconds(), float64(n)/seeded.Seconds())},
-		{figure: "reconcile, index empty: batches, wall time", value: fmt.Sprintf("%d batches in %.1f s, %.0f logs/s", firstTotals.Batches, firstWall.Seconds(), float64(n)/firstWall.Seconds()),
-			target: "every log added once", met: verdict(first == logindex.Drift{Added: int64(n)})},
-		{figure: "reconcile, index empty: backend calls a log", value: fmt.Sprintf("%.2f (%s)", perLog(firstOps), firstCalls)},
-		{figure: "reconcile, 1% deleted, 1% rewritten, 1% added: wall time", value: fmt.Sprintf("%d batches in %.1f s, %.0f logs/s", driftTotals.Batches, driftWall.Seconds(), float64(n)/driftWall.Seconds())},
-		{figure: "reconcile, 1% drift: drift found", value: fmt.Sprintf("%d added, %d removed, %d updated", drift.Added, drift.Removed, drift.Updated),
-			target: fmt.Sprintf("%d of each", changed), met: verdict(drift == wantDrift)},
-		{figure: "reconcile, 1% drift: backend calls a log", value: fmt.Sprintf("%.3f (%s)", perLog(driftOps), driftCalls)},
-		{figure: "resumed after an interruption at 40%", value: fmt.Sprintf("%d of %d batches done before, %d run on resuming, %d cut short and redone",
-			cutTotals.Batches, resumed.Batches, rerun, cutShort), target: "no finished batch redone", met: verdict(rerun == int64(resumed.Batches-cutTotals.Batches))},
-	}, nil
+	return row{figure: "resumed after an interruption at 40%", value: fmt.Sprintf("%d of %d batches done before, %d run on resuming, %d cut short and redone",
+		cutTotals.Batches, resumed.Batches, rerun, cutShort), target: "no finished batch redone", met: verdict(rerun == int64(resumed.Batches-cutTotals.Batches))}, nil
 }
 
 // seedLogs uploads logs from to n-1 of one request, a thousand per task,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/dev/lambdarun"
+	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/inventory"
 )
 
@@ -45,6 +46,15 @@ func reportBounds(ctx context.Context, e *env) ([]row, error) {
 	srv := httptest.NewServer(withMark{table})
 	defer srv.Close()
 	fn.Env["AWS_ENDPOINT_URL_DYNAMODB"] = srv.URL
+	// The report objects, and the parts the plan writes, in MinIO: the
+	// emulator, one request at a time, took most of the section writing
+	// 64 parts of 2 MB, and the figure is the plan's memory.
+	objects := stack.S3Client(e.minio.Endpoint, e.minio.AccessKey, e.minio.SecretKey)
+	if err := stack.CreateBuckets(ctx, objects, e.local.ReportsBucket); err != nil {
+		return nil, err
+	}
+	fn.Env["AWS_ENDPOINT_URL_S3"] = e.minio.Endpoint
+	fn.Env["AWS_ACCESS_KEY_ID"], fn.Env["AWS_SECRET_ACCESS_KEY"] = e.minio.AccessKey, e.minio.SecretKey
 
 	var rows []row
 	line := `{"id":"fleet-000001","host":"node-000001.us-east-1.compute.internal","rackId":"us-east-1b","resources":{"cpus":16}}` + "\n"
@@ -55,7 +65,7 @@ func reportBounds(ctx context.Context, e *env) ([]row, error) {
 		{"1 GB of whitespace", "reports/bench-bomb-space.json.gz", gzipRepeated(`{"complete":true,"machines":[`, strings.Repeat(" ", 4096), "]}", 1<<30)},
 		{"one valid line repeated to 1 GB", "reports/bench-bomb-lines.jsonl.gz", gzipRepeated("{\"complete\":true}\n", line, "", 1<<30)},
 	} {
-		res, err := planObject(ctx, e, fn, bomb.key, bomb.object)
+		res, err := planObject(ctx, e, objects, fn, bomb.key, bomb.object)
 		var ferr *lambdarun.FunctionError
 		refused := errors.As(err, &ferr) && ferr.Type == "TooLargeError"
 		value := fmt.Sprintf("refused in %.2f s (%.1f MB gzip), Max Memory Used %d MB", res.Handler().Seconds(), mb(len(bomb.object)), res.MaxMemory>>20)
@@ -88,7 +98,7 @@ func reportBounds(ctx context.Context, e *env) ([]row, error) {
 	}
 	fmt.Fprint(z, "]}")
 	z.Close()
-	res, err := planObject(ctx, e, fn, "reports/bench-at-bound.json.gz", buf.Bytes())
+	res, err := planObject(ctx, e, objects, fn, "reports/bench-at-bound.json.gz", buf.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("report at the bound (%d machines, %d MB): %w", bound.Entries, bound.Bytes>>20, err)
 	}
@@ -99,10 +109,10 @@ func reportBounds(ctx context.Context, e *env) ([]row, error) {
 	return rows, nil
 }
 
-// planObject writes object to the local reports bucket under key and runs
-// fn as ReportStateMachine's plan step on S3's event for it.
-func planObject(ctx context.Context, e *env, fn lambdarun.Function, key string, object []byte) (lambdarun.Result, error) {
-	if _, err := e.local.S3.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(e.local.ReportsBucket), Key: aws.String(key), Body: bytes.NewReader(object)}); err != nil {
+// planObject writes object to the reports bucket of client under key and
+// runs fn as ReportStateMachine's plan step on S3's event for it.
+func planObject(ctx context.Context, e *env, client *s3.Client, fn lambdarun.Function, key string, object []byte) (lambdarun.Result, error) {
+	if _, err := client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(e.local.ReportsBucket), Key: aws.String(key), Body: bytes.NewReader(object)}); err != nil {
 		return lambdarun.Result{}, err
 	}
 	event := fmt.Sprintf(`{"step":"plan","event":{"detail-type":"Object Created","source":"aws.s3","time":%q,"detail":{"bucket":{"name":%q},"object":{"key":%q}}}}`,

@@ -19,7 +19,7 @@ import (
 // 50%, and activate back, while a poller reads the fleet every 100 ms and
 // keeps the most machines it saw out of ACTIVE at once (the guard's figure).
 func fleetctlSelector(ctx context.Context, e *env) ([]row, error) {
-	n, jobs := e.size(1000, 200, 20), 16
+	n, jobs := e.size(300, 200, 20), 16
 	work, err := os.MkdirTemp("", "bench-selector-")
 	if err != nil {
 		return nil, err

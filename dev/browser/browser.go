@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -64,6 +65,10 @@ func Start(ctx context.Context) (*Browser, error) {
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("mute-audio", true),
 		chromedp.WindowSize(1440, 900),
+		// A deadline sized for a loaded machine: on 2 CPUs at load 12,
+		// Chromium took longer than chromedp's 20 s to say where its
+		// DevTools listen, and make bench stopped at the console.
+		chromedp.WSURLReadTimeout(2 * time.Minute),
 	}
 	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
 	// chromedp reports the DOM events of newer Chromium releases that it

@@ -674,3 +674,41 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// EventSetting returns the property of resource's event (a function's or
+// a state machine's Events entry), intrinsics resolved, as CloudFormation
+// passes it on: a string ("100", "rate(1 minute)").
+func (t *Template) EventSetting(resource, event, property string) (string, error) {
+	r, ok := t.Resources[resource]
+	if !ok {
+		return "", fmt.Errorf("template has no resource %s", resource)
+	}
+	ev := mapOf(mapOf(r.Properties["Events"])[event])
+	v, ok := mapOf(ev["Properties"])[property]
+	if !ok {
+		return "", fmt.Errorf("%s has no event %s with a %s", resource, event, property)
+	}
+	s, err := t.resolveString(v, LocalName)
+	if err != nil {
+		return "", fmt.Errorf("%s: event %s: %s: %w", resource, event, property, err)
+	}
+	return s, nil
+}
+
+// ScheduleRate returns the period of resource's schedule event, whose
+// ScheduleExpression is rate(<n> <unit>): how often it runs.
+func (t *Template) ScheduleRate(resource, event string) (time.Duration, error) {
+	expr, err := t.EventSetting(resource, event, "ScheduleExpression")
+	if err != nil {
+		return 0, err
+	}
+	inner, ok := strings.CutPrefix(expr, "rate(")
+	inner, closed := strings.CutSuffix(inner, ")")
+	n, unit, spaced := strings.Cut(inner, " ")
+	count, nerr := strconv.Atoi(n)
+	units := map[string]time.Duration{"minute": time.Minute, "minutes": time.Minute, "hour": time.Hour, "hours": time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour}
+	if !ok || !closed || !spaced || nerr != nil || count < 1 || units[unit] == 0 {
+		return 0, fmt.Errorf("%s: event %s: ScheduleExpression %q is not rate(<n> minutes|hours|days)", resource, event, expr)
+	}
+	return time.Duration(count) * units[unit], nil
+}

@@ -957,3 +957,26 @@ func TestMakefileBuildsEveryFunction(t *testing.T) {
 		}
 	}
 }
+
+// The bench reads how often the schedules run from the template: every
+// schedule of it is a rate() ScheduleRate reads, the reconciliation's
+// through its parameter.
+func TestScheduleRateReadsTheTemplatesSchedules(t *testing.T) {
+	tpl := loadRepoTemplate(t)
+	for _, c := range []struct {
+		resource, event string
+		want            time.Duration
+	}{
+		{"ExpiryFunction", "Expiry", time.Minute},
+		{"ExpiryFunction", "Retention", time.Hour},
+		{"ReconcileStateMachine", "Daily", 24 * time.Hour},
+	} {
+		got, err := tpl.ScheduleRate(c.resource, c.event)
+		if err != nil || got != c.want {
+			t.Errorf("ScheduleRate(%s, %s): got %v, %v, want %v", c.resource, c.event, got, err, c.want)
+		}
+	}
+	if _, err := tpl.ScheduleRate("ExpiryFunction", "Nothing"); err == nil {
+		t.Error("ScheduleRate of an event the template does not declare: got no error")
+	}
+}

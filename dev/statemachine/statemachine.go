@@ -75,6 +75,9 @@ type Machine struct {
 	Sleep func(time.Duration)
 	// Invocations counts the Lambda invocations made, retries included.
 	Invocations atomic.Int64
+	// States counts the states entered, Map items' included: what Step
+	// Functions bills a Standard workflow for (state transitions).
+	States atomic.Int64
 }
 
 // Load returns the definition of the AWS::Serverless::StateMachine id of
@@ -146,6 +149,7 @@ func (m *Machine) run(ctx context.Context, def map[string]any, input any, item m
 		if state == nil {
 			return nil, fmt.Errorf("no state %q", name)
 		}
+		m.States.Add(1)
 		var out any
 		var err error
 		switch t := state["Type"]; t {
