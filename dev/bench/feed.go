@@ -123,13 +123,30 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 	// the emulator serves).
 	var rates []followed
 	frozen := map[string]bool{}
+	span := time.Duration(e.size(10, 4, 2)) * time.Second
 	for _, rate := range []float64{2, 6} {
-		fw, err := follow(ctx, e, h, ids[1:], frozen, rate, time.Duration(e.size(10, 4, 2))*time.Second)
+		fw, err := follow(ctx, e, h, ids[1:], frozen, rate, span, "")
 		if err != nil {
 			return nil, err
 		}
 		rates = append(rates, fw)
 	}
+	// The same follower with a selector that picks one of the 15 machines
+	// changing: what the service sends it, against all of the changes.
+	picked, err := follow(ctx, e, h, ids[1:], frozen, 6, span, "id="+url.QueryEscape(ids[1]))
+	if err != nil {
+		return nil, err
+	}
+	quiet, err := get("/api/slaves/changes?id=none&since=" + url.QueryEscape(cursor))
+	if err != nil {
+		return nil, err
+	}
+	all := rates[len(rates)-1]
+	perChange := all.bytes / all.rate // bytes of one change as the feed sends it
+	unfiltered := deployedChangesPerSecond * 60 * perChange
+	// Filtered to 1% of the fleet: 1% of the changes, and a bookmark per
+	// 20 s wait (about 3 a minute when nothing else answers sooner).
+	filtered := deployedChangesPerSecond*60*0.01*perChange + 3*float64(quiet.Body.Len())
 	e.costs.follower = rates
 	published, err := publishBatch(ctx, e)
 	if err != nil {
@@ -150,6 +167,10 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 	return append(rows,
 		row{figure: fmt.Sprintf("same: requests a second at %.1f changes a second (1%% of %s machines a minute)", deployedChangesPerSecond, thousands(scaleMachines)),
 			value: followerLine(rates, func(r followed) float64 { return r.requests }).extrapolated(deployedChangesPerSecond, count)},
+		row{figure: "a follower at 6 changes a second (emulator): bytes a second with every change, and with a selector of 1 of the 15 machines",
+			value: fmt.Sprintf("%.0f B/s (%.0f B a change); %.0f B/s", all.bytes, perChange, picked.bytes)},
+		row{figure: fmt.Sprintf("same, a minute at 1%% of %s machines changing a minute (computed): every change, against a follower selecting 1%% of the fleet", thousands(scaleMachines)),
+			value: fmt.Sprintf("%.0f KB against %.1f KB (%.0f×)", unfiltered/1000, filtered/1000, unfiltered/filtered)},
 		row{figure: fmt.Sprintf("PublisherFunction, a batch of %d of the feed's entries: PutEvents calls, entries, handler time (EventBridge answering at once)", published.records),
 			value: fmt.Sprintf("%d calls, %d entries (%.0f bytes an entry), %s", published.calls, published.entries, published.entryBytes, ms(published.took))},
 	), nil
@@ -159,8 +180,8 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 // were applied: its requests, the seconds they were held (Lambda's
 // duration), the feed's heads and entries they read and their Queries.
 type followed struct {
-	rate                                    float64
-	requests, busy, heads, entries, queries float64
+	rate                                           float64
+	requests, busy, heads, entries, queries, bytes float64
 }
 
 // followerLine is the line of one of followed's figures against the rate
@@ -176,8 +197,8 @@ func followerLine(rates []followed, value func(followed) float64) line {
 // follow applies rate changes a second to ids, round-robin (freeze, then
 // activate; frozen holds which are FROZEN), for d, while one follower asks the feed for what is new
 // (wait=20), one request after another, through SlavesFunction's routes
-// of its own over a counted client.
-func follow(ctx context.Context, e *env, h http.Handler, ids []string, frozen map[string]bool, rate float64, d time.Duration) (followed, error) {
+// of its own over a counted client, with the selector query when not "".
+func follow(ctx context.Context, e *env, h http.Handler, ids []string, frozen map[string]bool, rate float64, d time.Duration, query string) (followed, error) {
 	f, err := newSlaveFunctions(ctx, e)
 	if err != nil {
 		return followed{}, err
@@ -193,9 +214,9 @@ func follow(ctx context.Context, e *env, h http.Handler, ids []string, frozen ma
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
 	type answer struct {
-		requests int
-		busy     time.Duration
-		err      error
+		requests, bytes int
+		busy            time.Duration
+		err             error
 	}
 	done := make(chan answer, 1)
 	go func() {
@@ -203,9 +224,10 @@ func follow(ctx context.Context, e *env, h http.Handler, ids []string, frozen ma
 		for {
 			began := time.Now()
 			rec := httptest.NewRecorder()
-			f.routes.ServeHTTP(rec, httptest.NewRequestWithContext(fctx, http.MethodGet, "/api/slaves/changes?wait=20&since="+url.QueryEscape(cursor), nil))
+			f.routes.ServeHTTP(rec, httptest.NewRequestWithContext(fctx, http.MethodGet, "/api/slaves/changes?wait=20&"+query+"&since="+url.QueryEscape(cursor), nil))
 			a.busy += time.Since(began)
 			a.requests++
+			a.bytes += rec.Body.Len()
 			if fctx.Err() != nil {
 				done <- a
 				return
@@ -243,7 +265,7 @@ func follow(ctx context.Context, e *env, h http.Handler, ids []string, frozen ma
 	// the seconds are those of the requests.
 	span := a.busy.Seconds()
 	byOp, _ := f.calls.take()
-	return followed{rate: rate, requests: float64(a.requests) / span, busy: a.busy.Seconds() / span,
+	return followed{rate: rate, requests: float64(a.requests) / span, busy: a.busy.Seconds() / span, bytes: float64(a.bytes) / span,
 		heads: float64(f.calls.got.Load()) / span, entries: float64(f.calls.scanned.Load()) / span, queries: float64(byOp["Query"]) / span}, nil
 }
 
