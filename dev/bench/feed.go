@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -117,6 +118,10 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 	heads := c.got.Swap(0)
 	slices.Sort(lags)
 	median, worst := lags[len(lags)/2], lags[len(lags)-1]
+	streamed, err := streamLags(ctx, h, id, changes, changes%2 == 1) // the loop above left id FROZEN after an odd count
+	if err != nil {
+		return nil, err
+	}
 
 	// A follower while the fleet changes, at two rates, for the slope of
 	// what it costs a change (the monthly cost's 1% a minute is more than
@@ -157,6 +162,9 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 		{figure: fmt.Sprintf("change → waiting follower, median of %d (emulator)", changes), value: fmt.Sprintf("%d ms", median.Milliseconds()),
 			target: "< 2 s", met: verdict(median < 2*time.Second)},
 		{figure: "change → waiting follower, slowest", value: fmt.Sprintf("%d ms", worst.Milliseconds())},
+		{figure: fmt.Sprintf("change → its line on a stream (stream=true, id= the machine), median and slowest of %d (emulator)", changes),
+			value: fmt.Sprintf("%d ms, %d ms", streamed[len(streamed)/2].Milliseconds(), streamed[len(streamed)-1].Milliseconds()), target: "< 2 s",
+			met: verdict(streamed[len(streamed)/2] < 2*time.Second)},
 		{figure: "calls of one user change", value: changeCalls},
 		{figure: "calls of one poll of the feed with nothing new", value: fmt.Sprintf("%s (%d heads read)", pollCalls, heads)},
 	}
@@ -174,6 +182,55 @@ func feedFigures(ctx context.Context, e *env) ([]row, error) {
 		row{figure: fmt.Sprintf("PublisherFunction, a batch of %d of the feed's entries: PutEvents calls, entries, handler time (EventBridge answering at once)", published.records),
 			value: fmt.Sprintf("%d calls, %d entries (%.0f bytes an entry), %s", published.calls, published.entries, published.entryBytes, ms(published.took))},
 	), nil
+}
+
+// streamLags is, for n changes of id (FROZEN at first when frozen), the
+// time from the change applied to its line on a stream of id's changes
+// (sorted), read as a client reads it.
+func streamLags(ctx context.Context, h http.Handler, id string, n int, frozen bool) ([]time.Duration, error) {
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/api/slaves/changes?stream=true&id="+url.QueryEscape(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("open the stream: %w", err)
+	}
+	defer resp.Body.Close()
+	arrived := make(chan time.Time, n)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if !strings.Contains(sc.Text(), `"type":"bookmark"`) {
+				arrived <- time.Now()
+			}
+		}
+	}()
+	var lags []time.Duration
+	for range n {
+		action := "freeze"
+		if frozen {
+			action = "activate"
+		}
+		frozen = !frozen
+		applied := time.Now()
+		if status, body := serve(ctx, h, "POST", "/api/slaves/slave/"+id+"/"+action, ""); status != http.StatusOK {
+			return nil, fmt.Errorf("%s %s: got %d %s, want 200", action, id, status, body)
+		}
+		select {
+		case at := <-arrived:
+			lags = append(lags, at.Sub(applied))
+		case <-time.After(30 * time.Second):
+			return nil, fmt.Errorf("no line on the stream 30 s after %s %s", action, id)
+		}
+	}
+	slices.Sort(lags)
+	return lags, nil
 }
 
 // followed is what one follower cost a second while rate changes a second
