@@ -14,9 +14,9 @@ whole table) so that it can roll back, and a cancelled transaction puts the
 copy in the table's place. The copy has a stream of its own: a reader of the
 table's stream (the local delivery of the changes table to
 PublisherFunction, dev/stack) holds iterators of the old one, and misses
-the changes that follow. Because requests are processed alone here, the launcher
-snapshots only the items a transaction names and restores those in the
-table itself, and drops the stream records of the writes it undoes.
+the changes that follow. Because requests are processed alone here, the
+launcher snapshots only the items a transaction names and restores those in
+the table itself, and drops the stream records of the writes it undoes.
 
 moto writes every answer through its model-driven serializer, which walks
 the answer's shape value by value: about 1.5 ms for each item a Query or Scan
@@ -117,8 +117,9 @@ exits 0 when the pinned moto is installed (make deps uses it).
 The patches, and why each is still needed with moto 5.2.1. A patch is kept
 only when correctness needs it, or when taking it out costs more than 30 s
 of CI (a test that times out counts as correctness); docs/decisions.md
-("Only the patches correctness needs") says how that was measured. Eleven patches (read from
-moto's source, and where it says so tried: the patch taken out, its test run):
+("Only the patches correctness needs") says how that was measured. Eleven
+patches (read from moto's source, and where it says so tried: the patch
+taken out, its test run):
 - serialized (the global lock): needed. moto's DynamoDB backend takes no
   lock anywhere (DomainDispatcherApplication's lock guards only the creation
   of its per-service apps), and transact_write_items still checks, writes and
@@ -174,8 +175,8 @@ moto's source, and where it says so tried: the patch taken out, its test run):
 Upgrading moto. 1. Change the version in dev/moto-requirements.txt and run
 make deps. 2. Run python3 dev/motoserver.py --check: each patch it names
 must be rewritten for the new moto's source (or dropped, if the new moto
-fixes what it works around; then remove its paragraph above and its entry in
-SHAPES). 3. Run the integration tests that exercise the patches:
+fixes what it works around; then remove its paragraph and its entry in the
+list above, lower the count, and remove its entry in SHAPES). 3. Run the integration tests that exercise the patches:
   go test -tags integration -count=1 ./dev/stack/ ./shared/dynamo/ ./shared/logindex/
   go test -tags integration -count=1 ./dev/run/
   make test-resilience   (the global lock and item_rollback: concurrent

@@ -46,7 +46,7 @@ func TestEveryMotoPatchIsListedWithItsReasonCheckedAndApplied(t *testing.T) {
 	if len(listed) == 0 {
 		t.Fatal("found no patch listed with its reason, want the launcher's list")
 	}
-	count := regexp.MustCompile(`\b([A-Z][a-z]+) patches\b`).FindStringSubmatch(list)
+	count := regexp.MustCompile(`\b([A-Z][a-z]+)\s+patches\b`).FindStringSubmatch(list)
 	if count == nil {
 		t.Fatal(`the list of patches does not say how many there are ("Eleven patches")`)
 	}
