@@ -10,25 +10,20 @@ moto_server behind one global lock: requests are still accepted concurrently,
 but processed alone.
 
 moto also snapshots every table a transaction touches (a deepcopy of the
-whole table) so that it can roll back, which makes each transaction cost as
-much as the tables are large. Because requests are processed alone here, the
-launcher snapshots only the items a transaction names and restores those
-instead; the outcome is the same, at a cost that does not grow with the tables.
+whole table) so that it can roll back, and a cancelled transaction puts the
+copy in the table's place. The copy has a stream of its own: a reader of the
+table's stream (the local delivery of the changes table to
+PublisherFunction, dev/stack) holds iterators of the old one, and misses
+the changes that follow. Because requests are processed alone here, the
+launcher snapshots only the items a transaction names and restores those in
+the table itself, and drops the stream records of the writes it undoes.
 
 moto writes every answer through its model-driven serializer, which walks
 the answer's shape value by value: about 1.5 ms for each item a Query or Scan
 returns, seconds for a 1 MB page, so that a page of a large fleet outlasted
 the service's per-attempt timeout. This launcher writes the items of those
 two answers as plain JSON instead (the DynamoDB JSON protocol is the
-answer's own shape), a hundred times faster, the same JSON values. Its table walk
-compares key values through DynamoType's generic comparisons, which convert
-each value on every comparison; string keys are compared as strings here,
-with the same outcome, in half the walk's time. A Query on an index walks
-every item of the table to find the partition asked for; a local index
-shares the table's partition key, so here a Query on a local index walks
-that partition alone: the same answer, at a cost that grows with the
-partition, as DynamoDB's does, instead of with the table (the task-log index
-holds up to three items per log).
+answer's own shape), a hundred times faster, the same JSON values.
 
 moto sends an S3 EventBridge notification (a bucket with
 EventBridgeConfiguration) to the rules of its event buses, and a rule may
@@ -119,22 +114,30 @@ start naming each patch that no longer fits. --check runs both checks and
 exits; --installed checks the version alone, without importing moto, and
 exits 0 when the pinned moto is installed (make deps uses it).
 
-Whether each patch is still needed with moto 5.2.1 (read from its source,
-and for two of them tried: the patch taken out, its test run):
+The patches, and why each is still needed with moto 5.2.1. A patch is kept
+only when correctness needs it, or when taking it out costs more than 30 s
+of CI (a test that times out counts as correctness); docs/decisions.md
+("Only the patches correctness needs") says how that was measured. Eleven
+patches (read from moto's source, and where it says so tried: the patch
+taken out, its test run):
 - serialized (the global lock): needed. moto's DynamoDB backend takes no
   lock anywhere (DomainDispatcherApplication's lock guards only the creation
   of its per-service apps), and transact_write_items still checks, writes and
   rolls back without one. Without the lock (and the two patches that rest on
   it), dev/stack's TestMotoRunsTransactionsOneAtATime loses a plain write in
   every run.
-- item_rollback (dynamodb_models.copy, transact_write_items): needed for
-  cost. transact_write_items still deep-copies every table it touches.
-- plain_item_pages (DynamoResult.execute_result): needed for cost. Every
-  answer still goes through the model-driven serializer.
-- string_comparisons (DynamoType comparisons): needed for cost. They still
-  compare cast_value, converted on every call.
-- partition_queries (Table.query): needed for cost. A Query on an index
-  still walks self.all_items(), the whole table.
+- item_rollback (dynamodb_models.copy, transact_write_items): needed.
+  transact_write_items still puts a copy in the place of every table a
+  cancelled transaction touched. Without the patch, dev/run's
+  TestEveryChangeBecomesOneEventWithASequenceThatNeverGoesBack missed 2 to
+  12 of its 49 events in each of three runs.
+- plain_item_pages (DynamoResult.execute_result): needed, for a test's
+  deadline and for CI's time. Every answer still goes through the
+  model-driven serializer. Without the patch, in make test (with the other
+  patches for speed out too, load 10 to 15), dev/run's
+  TestTheLocalStackAnswersTheListAndAStateQueryOfALargeFleet answered 504,
+  its list outlasting SlavesFunction's timeout; run alone, its two tests
+  of a large fleet took 73 s instead of 30 s.
 - s3_event_sequencers (_send_event_bridge_message, Rule.send_to_targets):
   needed. The sequencer is still the constant "617f08299329d189"; without
   the patch, dev/stack's TestTheLogBucketsEventsReachTheHandlerInOrder...
@@ -143,32 +146,41 @@ and for two of them tried: the patch taken out, its test run):
   lock is: the wait still happens inside the request.
 - event_hold (Queue.add_message, Queue.delete_message): needed for the hold,
   which moto does not have.
-- modules_listed_once (backends.list_of_moto_modules): needed for cost.
-  moto 5.2.1 still lists its folder on every request.
+- modules_listed_once (backends.list_of_moto_modules): needed for CI's
+  time. moto 5.2.1 still lists its folder on every request. Without the
+  patch, the six packages of make test that load the emulator most took
+  20 to 92 s longer in each of three pairs of runs (33 s the median; load
+  4 to 10), and they are about half of moto's work in make test.
 - event_bridge_configuration (S3Response.get_bucket_notification): needed.
   moto 5.2.1 still leaves EventBridgeConfiguration out of the answer.
 - url_encoded_start_after (S3Response.list_objects_v2): needed. moto 5.2.1
   still writes StartAfter back as given.
 - input_paths_parsed_once (jsonpath_ng.ext.parse, as
-  EventTemplateParser.parse imports it): needed for cost. moto 5.2.1
-  still parses the eight paths for every event and target.
+  EventTemplateParser.parse imports it): needed for CI's time. moto 5.2.1
+  still parses the eight paths for every event and target. Without the
+  patch, dev/run's TestEveryChangeBecomesOneEventWithASequenceThatNeverGoesBack
+  took 51 s instead of 9 s (load 10 to 14), nearly all of it the emulator's
+  CPU, and every S3 event of the other tests that a rule sends to a queue
+  pays the same.
 - queues_read_cheaply (Queue.messages, its three
   approximate_number_of_messages counts, Queue.delete_message and
   SQSBackend.is_message_valid_based_on_retention_period): needed for the
-  local watchers (make events) to keep up with a large report's events.
-  Message.visible and Message.delayed still read the clock for every
-  message, the retention check still reads every attribute, and
-  delete_message still walks the queue twice.
+  local stack to be usable: without it the local watchers (make events)
+  fall further behind a large report's events the longer it runs
+  (BENCHMARKS.md, "Events behind a large report"). Message.visible and
+  Message.delayed still read the clock for every message, the retention
+  check still reads every attribute, and delete_message still walks the
+  queue twice.
 
 Upgrading moto. 1. Change the version in dev/moto-requirements.txt and run
 make deps. 2. Run python3 dev/motoserver.py --check: each patch it names
 must be rewritten for the new moto's source (or dropped, if the new moto
-fixes what it works around; then remove its paragraph above and its entry in
-SHAPES). 3. Run the integration tests that exercise the patches:
+fixes what it works around; then remove its paragraph and its entry in the
+list above, lower the count, and remove its entry in SHAPES). 3. Run the integration tests that exercise the patches:
   go test -tags integration -count=1 ./dev/stack/ ./shared/dynamo/ ./shared/logindex/
+  go test -tags integration -count=1 ./dev/run/
   make test-resilience   (the global lock and item_rollback: concurrent
                           transactions; see docs/decisions.md)
-and make bench's DynamoDB sections for the patches that only save time.
 """
 
 import argparse
@@ -179,7 +191,6 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
-import operator
 import logging
 import os
 import signal
@@ -254,11 +265,8 @@ def sets(cls, attribute):
     return calls(cls.__init__, f"self.{attribute} =")
 
 
-COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
 QUEUE_COUNTS = ("messages", "approximate_number_of_messages", "approximate_number_of_messages_delayed",
                 "approximate_number_of_messages_not_visible")
-QUERY_PARAMS = ["self", "hash_key", "range_comparison", "range_objs", "limit", "exclusive_start_key",
-                "scan_index_forward", "projection_expressions", "index_name"]
 
 # SHAPES: for each patch, what it expects of moto, and a check of that on
 # moto's own functions (run before any patch replaces them).
@@ -281,13 +289,6 @@ SHAPES = [
      lambda: params(DynamoResult.__init__) == ["self", "result"]
      and params(DynamoResult.execute_result) == ["self", "context"]
      and "result" in params(DynamoResult.__mro__[1].__init__)),
-    ("string_comparisons", "DynamoType's six comparisons, each (self, other), and a DynamoType's type and value",
-     lambda: all(params(getattr(DynamoType, n)) == ["self", "other"] for n in COMPARISONS)
-     and sets(DynamoType, "type") and sets(DynamoType, "value")),
-    ("partition_queries", "Table.query(" + ", ".join(QUERY_PARAMS) + ", ...) finding its items through self.all_items(), "
-     "and a Table's indexes",
-     lambda: params(Table.query)[:len(QUERY_PARAMS)] == QUERY_PARAMS
-     and calls(Table.query, "self.all_items()") and callable(Table.all_items) and sets(Table, "indexes")),
     ("s3_event_sequencers", "s3.notifications._send_event_bridge_message(account_id, bucket, event_name, key) "
      "writing detail.object.sequencer",
      lambda: params(s3_notifications._send_event_bridge_message) == ["account_id", "bucket", "event_name", "key"]
@@ -534,9 +535,10 @@ def item_rollback():
     """Make DynamoDB transactions roll back item by item, not table by table.
 
     transact_write_items deep-copies each table it touches before writing and
-    puts the copies back on failure. Here tables are not copied (the rollback
-    then puts back the very same table), and the wrapper saves and restores
-    the items the transaction names, and the records of the tables'
+    puts the copies in the tables' place on failure, streams and all, so a
+    reader of a stream lost it (see above). Here tables are not copied (the
+    rollback then puts back the very same table), and the wrapper saves and
+    restores the items the transaction names, and the records of the tables'
     streams it added. Only valid while requests run one at a time, as
     serialized() ensures.
     """
@@ -602,51 +604,6 @@ def plain_item_pages():
         return status, headers, json.dumps(result, separators=(",", ":"), default=binary)
 
     DynamoResult.execute_result = execute_result
-
-
-def string_comparisons():
-    """Compare two string DynamoTypes as their strings.
-
-    DynamoType's comparisons go through cast_value, which checks the type
-    five ways before it returns a string's own value; a Query walks every
-    item of the table comparing its key that way, and sorts them too.
-    """
-    for name, op in (("__eq__", operator.eq), ("__ne__", operator.ne), ("__lt__", operator.lt),
-                     ("__le__", operator.le), ("__gt__", operator.gt), ("__ge__", operator.ge)):
-        generic = getattr(DynamoType, name)
-
-        def compare(self, other, generic=generic, op=op):
-            if self.type == "S" and type(other) is DynamoType and other.type == "S":
-                return op(self.value, other.value)
-            return generic(self, other)
-
-        setattr(DynamoType, name, compare)
-
-
-def partition_queries():
-    """Query a local index within its partition (see the module's doc).
-
-    Table.query finds its candidates through self.all_items(); for the
-    length of one Query on a local index, that is the partition's items.
-    Requests run one at a time, so no other request sees the swap.
-    """
-    original = Table.query
-
-    def query(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
-              scan_index_forward, projection_expressions, index_name=None, *args, **kwargs):
-        call = (self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
-                scan_index_forward, projection_expressions, index_name) + args
-        local = {index.name for index in self.indexes or []}
-        if index_name not in local or hash_key is None or not self.range_key_attr:
-            return original(*call, **kwargs)
-        partition = self.items.get(hash_key, {})
-        self.all_items = lambda: list(partition.values())
-        try:
-            return original(*call, **kwargs)
-        finally:
-            del self.all_items
-
-    Table.query = query
 
 
 def modules_listed_once():
@@ -770,8 +727,6 @@ def main(argv=None):
     item_rollback()
     event_bridge_configuration()
     plain_item_pages()
-    string_comparisons()
-    partition_queries()
     url_encoded_start_after()
     modules_listed_once()
     input_paths_parsed_once()

@@ -322,8 +322,7 @@ func TestUpWorksFromAShellWithAProfileThatDoesNotExistHere(t *testing.T) {
 // TestMotoAnswersQueryAndScanWithTheItemsItStores stores items of every
 // attribute type and reads them back with GetItem (moto's own serializer),
 // Query and Scan (whose items the launcher writes as plain JSON), and
-// walks string keys in the order moto's own comparisons give (the
-// launcher compares them itself).
+// walks string keys in key order.
 func TestMotoAnswersQueryAndScanWithTheItemsItStores(t *testing.T) {
 	ctx := context.Background()
 	client := freshEmulator(t)
