@@ -386,15 +386,7 @@ func (s *Store) change(w change.Write) error {
 	if key.key != "" {
 		s.receipts[key] = change.Receipt{Idempotency: w.Receipt.Idempotency}
 	}
-	if plan.Join {
-		s.members[id] = true
-	}
-	if plan.Leave {
-		delete(s.members, id)
-	}
-	if plan.Join || plan.Leave {
-		s.lastAt = plan.SetAt
-	}
+	s.moveSet(id, plan)
 	if len(w.Changes) > 0 {
 		item.slave.Sequence = w.Sequence()
 	}
@@ -437,17 +429,23 @@ func (s *Store) importSlave(w change.Write) error {
 	if plan.PutExpiring != nil {
 		s.expiring[id] = newExpiringItem(*plan.PutExpiring)
 	}
-	if plan.Join {
-		s.members[id] = true
-	}
-	if plan.Leave {
-		delete(s.members, id)
-	}
-	if plan.Join || plan.Leave {
-		s.lastAt = plan.SetAt
-	}
+	s.moveSet(id, plan)
 	s.appendChanges(w.Changes)
 	return nil
+}
+
+// moveSet joins or leaves the decommissioning set as plan says, moving
+// the set's time to the plan's. s.mu is held.
+func (s *Store) moveSet(id string, plan *machine.Plan) {
+	switch {
+	case plan.Join:
+		s.members[id] = true
+	case plan.Leave:
+		delete(s.members, id)
+	default:
+		return
+	}
+	s.lastAt = plan.SetAt
 }
 
 // Remember stores a refusal's receipt unless a live one holds its key.
