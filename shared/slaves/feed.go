@@ -138,7 +138,8 @@ func feedQueryOf(r *http.Request) (feedQuery, error) {
 	return f, nil
 }
 
-// flag reads a true/false query parameter, false when absent.
+// flag reads a true/false query parameter of the slave routes (dryRun,
+// initial, stream, overrideLimit), false when absent.
 func flag(q url.Values, name string) (bool, error) {
 	switch v := q.Get(name); v {
 	case "", "false":
@@ -146,7 +147,7 @@ func flag(q url.Values, name string) (bool, error) {
 	case "true":
 		return true, nil
 	default:
-		return false, fault.Invalid("query param %s must be true or false, got %q", name, v)
+		return false, fault.Invalid("%s must be true or false, got %q", name, v)
 	}
 }
 

@@ -68,12 +68,9 @@ func importOptions(r *http.Request) (machine.ImportOptions, error) {
 	default:
 		return opts, fault.Invalid("mode must be replace, or absent, got %q", v)
 	}
-	switch v := q.Get("overrideLimit"); v {
-	case "", "false":
-	case "true":
-		opts.OverrideLimit = true
-	default:
-		return opts, fault.Invalid("overrideLimit must be true or false, got %q", v)
+	var err error
+	if opts.OverrideLimit, err = flag(q, "overrideLimit"); err != nil {
+		return opts, err
 	}
 	if q.Has("dryRun") {
 		return opts, fault.Invalid("an import has no dry run: importing a slave stored so already changes nothing")

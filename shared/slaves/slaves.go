@@ -280,16 +280,7 @@ func (h *Handler) change(target machine.State) func(r *http.Request) error {
 
 // dryRun reads the change routes' dryRun query flag: "true" asks what the
 // change would answer, and changes nothing.
-func dryRun(r *http.Request) (bool, error) {
-	switch v := r.URL.Query().Get("dryRun"); v {
-	case "", "false":
-		return false, nil
-	case "true":
-		return true, nil
-	default:
-		return false, fault.Invalid("dryRun must be true or false, got %q", v)
-	}
-}
+func dryRun(r *http.Request) (bool, error) { return flag(r.URL.Query(), "dryRun") }
 
 // ifMatch reads the If-Match header of a change: the slave's sequence the
 // caller saw (its details' ETag, its list entry's or its last change's
