@@ -82,7 +82,8 @@ type Change struct {
 	// state StateChanged left.
 	Entry    *machine.Update
 	Previous machine.State
-	// Slave is the slave as the change left it; nil when Deleted.
+	// Slave is the slave as the change left it, at the change's sequence
+	// (the store sets it as it writes the entry); nil when Deleted.
 	Slave *machine.Slave
 	// Before is the slave as it was, where the change replaced what
 	// selectors read (a description, a deletion); nil when it is Slave
@@ -357,9 +358,6 @@ func (p *Protocol) read(ctx context.Context, from, upTo Cursor, max int) ([]Chan
 				if e.Seq != want+int64(i) || e.Seq > heads[s] {
 					entries = entries[:i]
 					break
-				}
-				if e.Slave != nil {
-					e.Slave.Sequence = e.Seq // the slave as this change left it
 				}
 			}
 			shards[s] = entries

@@ -64,6 +64,7 @@ func newChangeRecord(c change.Change) changeRecord {
 	}
 	if c.Slave != nil {
 		r.Slave = new(newSlaveRecord(*c.Slave, 0))
+		r.Slave.Sequence = c.Seq // the slave as this change left it, in the feed and in its event
 	}
 	if c.Before != nil {
 		r.Before = new(newSlaveRecord(*c.Before, 0))

@@ -31,11 +31,15 @@ func (s *Store) headIs(cs []change.Change) bool {
 	return len(cs) == 0 || cs[0].Seq == s.head(cs[0].Shard)+1
 }
 
-// appendChanges writes cs at their positions, which headIs checked. s.mu
-// is held.
+// appendChanges writes cs at their positions, which headIs checked, each
+// slave at its change's sequence. s.mu is held.
 func (s *Store) appendChanges(cs []change.Change) {
 	for _, c := range cs {
-		s.feed.shards[c.Shard] = append(s.feed.shards[c.Shard], cloneChange(c))
+		c = cloneChange(c)
+		if c.Slave != nil {
+			c.Slave.Sequence = c.Seq
+		}
+		s.feed.shards[c.Shard] = append(s.feed.shards[c.Shard], c)
 	}
 }
 

@@ -89,9 +89,7 @@ func toChangeJSON(c change.Change) changeJSON {
 		out.Update = new(toUpdateJSON(*c.Entry))
 	}
 	if c.Slave != nil {
-		s := *c.Slave
-		s.Sequence = c.Seq // the slave as this change left it, in the feed and in its event
-		out.Slave = new(toSlaveJSON(s))
+		out.Slave = new(toSlaveJSON(*c.Slave))
 	}
 	if c.Expiring != nil {
 		out.Expiring = new(toExpiringJSON(*c.Expiring))
