@@ -99,7 +99,10 @@ func UserChange(c Change, limits Limits) Decide {
 		if err := CheckTransition(c.SlaveID, snap.Slave.Current.State, c.Target); err != nil {
 			return nil, err
 		}
-		plan := transition(snap, Update{SlaveID: c.SlaveID, State: c.Target, Timestamp: c.Now(), User: c.User, Message: c.Request.Message})
+		// The expiring record starts when the change was decided, before
+		// the decommissioning set's order may move the entry on (followLimit).
+		decided := max(c.Now(), snap.Slave.Current.Timestamp)
+		plan := transition(snap, Update{SlaveID: c.SlaveID, State: c.Target, Timestamp: decided, User: c.User, Message: c.Request.Message})
 		if c.Target == StartingDecommission {
 			plan.Limit = limits.MaxDecommissioning
 		}
@@ -112,7 +115,7 @@ func UserChange(c Change, limits Limits) Decide {
 			plan.PutExpiring = &Expiring{
 				MachineID:                      c.SlaveID,
 				User:                           c.User,
-				StartMillis:                    plan.Entry.Timestamp,
+				StartMillis:                    decided,
 				ActionID:                       actionID,
 				RevertTo:                       *req.RevertToState,
 				KillTasksOnDecommissionTimeout: req.KillTasksOnDecommissionTimeout,
