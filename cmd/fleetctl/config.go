@@ -30,7 +30,10 @@ type globalFlags struct {
 }
 
 func (g *globalFlags) register(root *cobra.Command) {
-	f := root.PersistentFlags()
+	g.registerOn(root.PersistentFlags())
+}
+
+func (g *globalFlags) registerOn(f *pflag.FlagSet) {
 	f.StringVar(&g.endpoint, "endpoint", "", "API base URL (env FLEETCTL_ENDPOINT; default "+defaultEndpoint+", make run)")
 	f.StringVarP(&g.profile, "profile", "p", "", "profile of the config file (env FLEETCTL_PROFILE)")
 	f.StringVar(&g.auth, "auth", "", "authentication: none, bearer or sigv4 (env FLEETCTL_AUTH)")
@@ -220,7 +223,12 @@ func (a *app) client(ctx context.Context) (*client.Client, error) {
 // clientWith returns an API client with the settings in effect and the
 // attempts, timeouts and retry notice of opts.
 func (a *app) clientWith(ctx context.Context, opts client.Options) (*client.Client, error) {
-	s := a.settings
+	return a.settings.client(ctx, opts)
+}
+
+// client returns an API client with these settings and the attempts,
+// timeouts and retry notice of opts.
+func (s *settings) client(ctx context.Context, opts client.Options) (*client.Client, error) {
 	opts.Endpoint, opts.Header, opts.UserAgent = s.endpoint, s.headers, "fleetctl/"+version
 	switch s.auth {
 	case "bearer":
