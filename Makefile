@@ -19,6 +19,7 @@
 #   make test-compile                        compiles what make test runs and builds, without running it
 #   make test-resilience                     concurrency, backend faults, hostile input, access control, fuzzing
 #   make bench                               the performance figures, with their targets, and last the monthly AWS cost (BENCHMARKS.md)
+#   make soak [MINUTES=10]                   the change feed followed by streams and by the long poll for that long: the same changes, and the stream's latency
 #   make gofmt                               the Go files gofmt would change, if any (make check and make lint run it)
 #   make lint                                gofmt, go vet, staticcheck, go mod tidy, cfn-lint
 #   make tools                               staticcheck (make lint's) and MinIO (make test's), built into bin/tools once
@@ -67,7 +68,7 @@ define lambda_build
 GOOS=$(LAMBDA_GOOS) GOARCH=$(LAMBDA_GOARCH) CGO_ENABLED=0 go build -tags lambda.norpc$(if $(GOTAGS),$(comma)$(GOTAGS)) -trimpath -ldflags='-s -w' -o $(ARTIFACTS_DIR)/bootstrap ./functions/$(1)
 endef
 
-.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report drain check gofmt test test-compile test-resilience bench lint tools deps deps-deploy deps-browser deploy-local deploy clean
+.PHONY: help build $(addprefix build-,$(FUNCTIONS)) fleetctl release run seed-logs reconcile-logs seed-fleet events invoke report drain check gofmt test test-compile test-resilience bench soak lint tools deps deps-deploy deps-browser deploy-local deploy clean
 
 # The header of this file is the list: one place to keep it.
 help:
@@ -248,6 +249,13 @@ test-resilience: deps $(MINIO)
 # BENCHMARKS.md holds the latest run. BENCH_FLAGS=-quick for a short try.
 bench: deps deps-browser $(MINIO)
 	go run ./dev/bench $(BENCH_FLAGS)
+
+# Each stream is held as deployed (slaves.StreamHold, 5 minutes), so ten
+# minutes resume at least one from its last cursor; make test runs the same
+# for 8 seconds, with streams of 2.
+MINUTES ?= 10
+soak: deps $(MINIO)
+	go run ./dev/bench -only "stream soak" -soak $(MINUTES)m
 
 lint: gofmt $(STATICCHECK)
 	go vet -tags integration,resilience ./...

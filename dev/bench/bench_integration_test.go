@@ -16,7 +16,7 @@ import (
 // every answer whole) still hold.
 func TestEverySectionRunsAtItsSmallestSize(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(&out, false, true, ""); err != nil {
+	if err := run(&out, false, true, "", 0); err != nil {
 		t.Fatalf("make bench at its smallest: %v\n%s", err, out.String())
 	}
 	for _, s := range sections {

@@ -57,8 +57,9 @@ type env struct {
 	root  string
 	local *stack.Local
 	minio *stack.MinIO
-	quick bool // smaller fleets and fewer repetitions, for trying the command out
-	smoke bool // the smallest sizes that run every step of every section (the test's)
+	quick bool          // smaller fleets and fewer repetitions, for trying the command out
+	smoke bool          // the smallest sizes that run every step of every section (the test's)
+	soak  time.Duration // how long the stream soak runs; 0: not at all (make soak)
 	quiet *slog.Logger
 	costs *costInputs // what the monthly cost is computed from, as the sections measure it
 }
@@ -73,6 +74,7 @@ func main() {
 	quick := flag.Bool("quick", false, "smaller sizes and fewer repetitions (the figures are then only indicative)")
 	only := flag.String("only", "", "run only the sections whose name contains this")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	soak := flag.Duration("soak", 0, "run the stream soak this long (make soak); 0: not at all")
 	flag.Parse()
 	if *profile != "" {
 		f, err := os.Create(*profile)
@@ -85,7 +87,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(os.Stdout, *quick, false, *only); err != nil {
+	if err := run(os.Stdout, *quick, false, *only, *soak); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -94,7 +96,7 @@ func main() {
 
 // run runs the sections whose name holds only ("" for all) and prints
 // their table to out; smoke runs each at its smallest size (see env.size).
-func run(out io.Writer, quick, smoke bool, only string) error {
+func run(out io.Writer, quick, smoke bool, only string, soak time.Duration) error {
 	ctx := context.Background()
 	start := time.Now()
 	root, err := stack.RepoRoot()
@@ -114,7 +116,7 @@ func run(out io.Writer, quick, smoke bool, only string) error {
 		return err
 	}
 	defer minio.Stop()
-	e := &env{root: root, local: local, minio: minio, quick: quick || smoke, smoke: smoke, quiet: slog.New(slog.NewTextHandler(io.Discard, nil)), costs: &costInputs{jobs: map[string]jobRun{}}}
+	e := &env{root: root, local: local, minio: minio, quick: quick || smoke, smoke: smoke, soak: soak, quiet: slog.New(slog.NewTextHandler(io.Discard, nil)), costs: &costInputs{jobs: map[string]jobRun{}}}
 
 	var rows []row
 	for _, s := range sections {
@@ -168,6 +170,8 @@ var sections = []section{
 	{"log reconcile", reconcileFigures},
 	// After the others: it turns EventBridge notifications on the log bucket on, and off again.
 	{"upload → visible", freshness},
+	// Only when asked (make soak), but for its smallest form in make test.
+	{"stream soak", streamSoak},
 	// Last, from what the others measured.
 	{"monthly cost", monthlyCost},
 }
