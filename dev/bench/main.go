@@ -162,6 +162,7 @@ var sections = []section{
 	{"fleet scale", fleet},
 	{"expiry throughput", expiryThroughput},
 	{"change feed", feedFigures},
+	{"import", importFigures},
 	{"console", consoleFigures},
 	{"fleetctl logs", fleetctlLogs},
 	{"fleetctl selector", fleetctlSelector},
@@ -203,12 +204,14 @@ func cpuName() string {
 
 // calls counts the SDK's HTTP round trips by operation (every attempt
 // counts), the items DynamoDB reports it read (Query and Scan), the items
-// BatchGetItem returned and the keys S3 listed.
+// BatchGetItem returned, the items a write names (written: a transaction's
+// parts, a batch's requests) and the keys S3 listed.
 type calls struct {
 	mu      sync.Mutex
 	byOp    map[string]int
 	scanned atomic.Int64
 	got     atomic.Int64
+	written atomic.Int64
 	listed  atomic.Int64
 }
 
@@ -229,6 +232,16 @@ func (c *calls) count(cfg *aws.Config) {
 			return err
 		}
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("benchScanned", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			switch r := in.Parameters.(type) {
+			case *dynamodb.TransactWriteItemsInput:
+				c.written.Add(int64(len(r.TransactItems)))
+			case *dynamodb.BatchWriteItemInput:
+				for _, reqs := range r.RequestItems {
+					c.written.Add(int64(len(reqs)))
+				}
+			case *dynamodb.PutItemInput, *dynamodb.UpdateItemInput, *dynamodb.DeleteItemInput:
+				c.written.Add(1)
+			}
 			out, md, err := next.HandleInitialize(ctx, in)
 			switch r := out.Result.(type) {
 			case *dynamodb.QueryOutput:
