@@ -27,7 +27,7 @@ func importFigures(ctx context.Context, e *env) ([]row, error) {
 	run := time.Now().UnixMilli()
 	var times, perSlave []point
 	var calls, again string
-	var written, writtenAgain float64
+	var written, writtenAgain, againPer float64
 	for _, n := range []int{e.size(200, 100, 10), e.size(600, 300, 20)} {
 		fleet := importedFleet(fmt.Sprintf("import-%d-%d", run, n), n, run)
 		f.calls.take()
@@ -45,7 +45,9 @@ func importFigures(ctx context.Context, e *env) ([]row, error) {
 		if err := importAll(ctx, f.routes, fleet, "unchanged"); err != nil {
 			return nil, err
 		}
-		_, again = f.calls.take()
+		var againOps map[string]int
+		againOps, again = f.calls.take()
+		againPer = float64(sum(againOps)) / float64(n)
 		writtenAgain = float64(f.calls.written.Swap(0)) / float64(n)
 		for _, s := range fleet {
 			defer serve(context.WithoutCancel(ctx), f.routes, "DELETE", "/api/slaves/slave/"+s.Slave.ID, "")
@@ -63,7 +65,7 @@ func importFigures(ctx context.Context, e *env) ([]row, error) {
 		// the one that loses reads again and retries (3 calls more).
 		{figure: "DynamoDB calls per slave imported (a read, a consistent read, a transaction; and the retries of those that met another in their feed shard), and per slave imported again",
 			value:  fmt.Sprintf("%.2f (%s for %s), %s for the same again", perSlave[len(perSlave)-1].value, calls, thousands(last.size), again),
-			target: "≤ 3.5 a new slave, 2 unchanged", met: verdict(perSlave[len(perSlave)-1].value <= 3.5)},
+			target: "≤ 3.5 a new slave, 2 unchanged", met: verdict(perSlave[len(perSlave)-1].value <= 3.5 && againPer <= 2)},
 		{figure: "items written per slave imported, and imported again",
 			value: fmt.Sprintf("%.1f, %.1f", written, writtenAgain), target: "none again", met: verdict(writtenAgain == 0)},
 		{figure: "import of 100,000 machines on the emulator",
