@@ -70,7 +70,7 @@ func newChangeRecord(c change.Change) changeRecord {
 		r.Before = new(newSlaveRecord(*c.Before, 0))
 	}
 	if c.Expiring != nil {
-		r.Expiring = new(newExpiringRecord(*c.Expiring))
+		r.Expiring = new(newExpiringRecord(*c.Expiring, c.Expiring.DueAt()))
 	}
 	return r
 }

@@ -136,7 +136,7 @@ func (s *driver) importSlave(ctx context.Context, w change.Write) error {
 		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: &s.tables.History, Key: historyKey(id, r.Version)}})
 	}
 	if e := plan.PutExpiring; e != nil {
-		item, err := attributevalue.MarshalMap(newExpiringRecord(*e))
+		item, err := attributevalue.MarshalMap(newExpiringRecord(*e, plan.ExpiringKeptFrom()))
 		if err != nil {
 			return fmt.Errorf("encode expiring record of %s: %w", id, err)
 		}

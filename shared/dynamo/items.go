@@ -28,7 +28,7 @@ func HistoryItem(u machine.Update, seq, expiresAt int64) (map[string]types.Attri
 // ExpiringItem is e as the expiring table holds it, with its due time, its
 // shard of the due index and its TTL.
 func ExpiringItem(e machine.Expiring) (map[string]types.AttributeValue, error) {
-	return attributevalue.MarshalMap(newExpiringRecord(e))
+	return attributevalue.MarshalMap(newExpiringRecord(e, e.DueAt()))
 }
 
 // DecommissioningItem is the slaves table's item of the decommissioning

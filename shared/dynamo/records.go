@@ -134,7 +134,9 @@ type requestRecord struct {
 // may collect it, in case the trigger was down.
 const expiringRetentionSeconds = 7 * 24 * 3600
 
-func newExpiringRecord(e machine.Expiring) expiringRecord {
+// newExpiringRecord is e as stored, kept pending until retention past
+// keptFrom (epoch ms; Plan.ExpiringKeptFrom).
+func newExpiringRecord(e machine.Expiring, keptFrom int64) expiringRecord {
 	req := requestRecord{
 		Message:        e.Request.Message,
 		DurationMillis: e.Request.DurationMillis,
@@ -154,7 +156,7 @@ func newExpiringRecord(e machine.Expiring) expiringRecord {
 		Request:     req,
 		DueAt:       e.DueAt(),
 		DueShard:    dueShard(e.MachineID),
-		ExpiresAt:   e.DueAt()/1000 + expiringRetentionSeconds,
+		ExpiresAt:   keptFrom/1000 + expiringRetentionSeconds,
 	}
 }
 

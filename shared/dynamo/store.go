@@ -413,7 +413,7 @@ func (s *driver) change(ctx context.Context, w change.Write) error {
 	}
 	switch {
 	case plan.PutExpiring != nil:
-		item, err := attributevalue.MarshalMap(newExpiringRecord(*plan.PutExpiring))
+		item, err := attributevalue.MarshalMap(newExpiringRecord(*plan.PutExpiring, plan.ExpiringKeptFrom()))
 		if err != nil {
 			return fmt.Errorf("encode expiring record of %s: %w", id, err)
 		}

@@ -220,7 +220,9 @@ func ImportSlave(imp Import, opts ImportOptions, limits Limits, now func() int64
 		}
 		*result = Imported
 		entry := imp.History[len(imp.History)-1]
+		at := now()
 		plan := &Plan{
+			ImportedAt:   at,
 			Kind:         Imports,
 			Slave:        imp.Slave,
 			Entry:        &entry,
@@ -235,7 +237,7 @@ func ImportSlave(imp Import, opts ImportOptions, limits Limits, now func() int64
 		counts := entry.State.CountsTowardLimit()
 		plan.Join, plan.Leave = counts && !was, was && !counts
 		if plan.Join || plan.Leave {
-			plan.SetAt = AfterLimitChange(now(), snap.LimitAt)
+			plan.SetAt = AfterLimitChange(at, snap.LimitAt)
 		}
 		if plan.Join && !opts.OverrideLimit {
 			plan.Limit = limits.MaxDecommissioning

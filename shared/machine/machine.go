@@ -141,6 +141,11 @@ type Plan struct {
 	Reverts      bool      // the change is the snapshot's expiring record applied (its revert)
 	History      []Update  // an Imports plan's whole history, oldest first; its last entry is Entry
 	Replace      bool      // an Imports plan replaces the slave read, with its history and expiring record
+	// ImportedAt is when an Imports plan was decided: its expiring record,
+	// even one long past due, stays pending from then on for as long as
+	// one that just fell due (ExpiringKeptFrom), so that the next expiry
+	// run applies it.
+	ImportedAt int64
 	// Join and Leave say that the slave enters or leaves the
 	// decommissioning set; either moves the set's time to SetAt,
 	// conditioned on the snapshot's LimitAt.
@@ -151,6 +156,13 @@ type Plan struct {
 	// import was decided, after the set's last change too.
 	SetAt int64
 	Limit int // > 0: a Join is refused when Limit slaves already count
+}
+
+// ExpiringKeptFrom is the time from which the plan's expiring record is
+// kept pending for the stores' retention, until the expiry applies it: its
+// due time, or when it was imported if that is later.
+func (p *Plan) ExpiringKeptFrom() int64 {
+	return max(p.PutExpiring.DueAt(), p.ImportedAt)
 }
 
 // followLimit marks whether the plan's entry enters or leaves the

@@ -106,7 +106,7 @@ func (s *Store) Put(slave machine.Slave, history ...machine.Update) {
 func (s *Store) PutExpiring(e machine.Expiring) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.expiring[e.MachineID] = newExpiringItem(e)
+	s.expiring[e.MachineID] = newExpiringItem(e, e.DueAt())
 }
 
 // Get returns the slave with id, or nil when there is none.
@@ -379,7 +379,7 @@ func (s *Store) change(w change.Write) error {
 	item.history = append(item.history, historyItem{update: entry})
 	switch {
 	case plan.PutExpiring != nil:
-		s.expiring[id] = newExpiringItem(*plan.PutExpiring)
+		s.expiring[id] = newExpiringItem(*plan.PutExpiring, plan.ExpiringKeptFrom())
 	case plan.DropExpiring:
 		delete(s.expiring, id)
 	}
@@ -427,7 +427,7 @@ func (s *Store) importSlave(w change.Write) error {
 	s.slaves[id] = item
 	delete(s.expiring, id)
 	if plan.PutExpiring != nil {
-		s.expiring[id] = newExpiringItem(*plan.PutExpiring)
+		s.expiring[id] = newExpiringItem(*plan.PutExpiring, plan.ExpiringKeptFrom())
 	}
 	s.moveSet(id, plan)
 	s.appendChanges(w.Changes)
@@ -513,8 +513,10 @@ func write(dst *machine.Slave, src machine.Slave, plan *machine.Plan) {
 	}
 }
 
-func newExpiringItem(e machine.Expiring) *expiringItem {
-	return &expiringItem{record: cloneExpiring(e), expiresAt: e.DueAt()/1000 + int64(expiringRetention.Seconds())}
+// newExpiringItem is e as stored, kept pending until expiringRetention
+// past keptFrom (epoch ms; Plan.ExpiringKeptFrom).
+func newExpiringItem(e machine.Expiring, keptFrom int64) *expiringItem {
+	return &expiringItem{record: cloneExpiring(e), expiresAt: keptFrom/1000 + int64(expiringRetention.Seconds())}
 }
 
 // cloneSlave returns s sharing nothing with the stored slave, as a read from

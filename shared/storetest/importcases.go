@@ -183,4 +183,26 @@ var importCases = []struct {
 		e.must(err)
 		e.wantOverLimit(e.change("S4", machine.StartingDecommission, e.at+5), 2) // S2 left it
 	}},
+	{name: "an expiring change imported long past due stays pending and due until the expiry applies it", run: func(e *env) {
+		imp := imported("S1", e.at-40*24*hour, 2, machine.Frozen)
+		imp.Expiring = &machine.Expiring{MachineID: "S1", User: "ops@example.com", StartMillis: imp.Slave.Current.Timestamp, ActionID: "ticket-1",
+			RevertTo: machine.Active, Request: revert(machine.Active, time.Hour)}
+		imp.Expiring.Request.ActionID = "ticket-1"
+		_, err := e.importAt(imp, e.at, machine.ImportOptions{})
+		e.must(err)
+		e.wantImported(imp)
+		if got := e.expiring(e.at + 6*24*hour); len(got) != 1 {
+			e.t.Errorf("six days after the import: got %+v, want the record still listed", got)
+		}
+		due, err := e.s.Due(e.ctx(), e.at+1)
+		e.must(err)
+		if len(due) != 1 || due[0].SlaveID != "S1" {
+			e.t.Fatalf("got due %+v, want S1's record", due)
+		}
+		var outcome machine.Outcome
+		e.must(e.s.Apply(e.ctx(), "S1", machine.Expire("S1", func() int64 { return e.at + 1 }, limits, &outcome)))
+		if got := e.get("S1"); outcome != machine.Applied || got.Current.State != machine.Active || len(e.expiring(e.at+1)) != 0 {
+			e.t.Errorf("got %s, %s, want the revert applied and its record gone", outcome, got.Current.State)
+		}
+	}},
 }
