@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/term"
 
 	"github.com/fleetops/fleet/client"
 	"github.com/fleetops/fleet/internal/termtext"
@@ -75,8 +77,8 @@ is named.
 Slaves are sent --batch at a time (at most 100, and about 3.5 MB: a slave
 with a long history makes a smaller batch), --concurrency batches at once,
 as the source is read --concurrency slaves at once. A batch that fails is
-sent again up to 3 times, with a growing wait, then reported with its
-slaves; the others go on. The service answers each slave imported,
+sent up to 3 times, with a growing wait, then reported with its slaves;
+the others go on. The service answers each slave imported,
 unchanged (stored so already), conflict (stored otherwise; --mode replace
 replaces it) or refused, with its reason. Entries keep their times, users
 and messages; an expiring change keeps its due time (startMillis and
@@ -107,8 +109,8 @@ the service would refuse shows as would-import: only the import decides.
 
 Exit codes: 0 every slave imported or unchanged; 3 a slave in conflict,
 refused or moved during the read; 6 the source or the destination
-unavailable (a batch that failed, named); 130 interrupted, the checkpoint
-written.`,
+unavailable (a read or a batch that failed, named; other failures have
+their usual codes); 130 interrupted, the checkpoint written.`,
 		Example: `  fleetctl import --from https://scheduler.example.com --dry-run
   fleetctl import --from old-scheduler --batch 50 --concurrency 2
   fleetctl --profile prod import --from staging --mode replace
@@ -431,7 +433,7 @@ func (r *importRun) sendBatch(ctx context.Context, n, total int, b []prepared) {
 		for _, p := range b {
 			r.record(p.pos, importOutcome{ID: p.imp.Slave.ID, Result: resultFailed, Reason: fmt.Sprintf("batch %d: %s", n, describe(err))})
 		}
-		r.batchLine(fmt.Sprintf("batch %d/%d: %d slaves: failed after %d attempts: %s", n, total, len(b), batchAttempts, message(err)))
+		r.batchLine(fmt.Sprintf("batch %d/%d: %d slaves: failed: %s", n, total, len(b), message(err)))
 		return
 	}
 	counts := map[string]int{}
@@ -629,12 +631,28 @@ func (r *importRun) drawBar() {
 		return
 	}
 	done := len(r.outcomes)
-	const width = 30
+	const width = 20
 	filled := done * width / r.todo
 	bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
+	line := fmt.Sprintf("[%s] %s/%s slaves: %s", bar, thousands(done), thousands(r.todo), resultCounts(r.counts, r.f.dryRun))
 	r.clearLocked()
-	fmt.Fprintf(r.a.stderr, "[%s] %s/%s slaves: %s", bar, thousands(done), thousands(r.todo), resultCounts(r.counts, r.f.dryRun))
+	// A line wider than the terminal would wrap, and only its last row
+	// would be cleared.
+	if cols := columns(r.a.stderr) - 1; len(line) > cols {
+		line = line[:cols] // ASCII only: no rune is cut
+	}
+	io.WriteString(r.a.stderr, line)
 	r.bar = true
+}
+
+// columns is the width of the terminal w, 80 when it cannot be told.
+func columns(w any) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 1 {
+			return cols
+		}
+	}
+	return 80
 }
 
 func (r *importRun) clearBar() {

@@ -173,7 +173,7 @@ func TestAFailedBatchIsSentAgainThenReportedAndTheRestGoesOnAndResumes(t *testin
 		t.Errorf("got %d attempts, want %d batch attempts of the client's 4", got, batchAttempts)
 	}
 	for _, w := range []string{"fleetctl: batch 1: sending again in ", "(attempt 2 of 3)", "(attempt 3 of 3)",
-		"batch 1/3: 3 slaves: failed after 3 attempts: unavailable (503)", "batch 3/3: 2 slaves: 2 imported"} {
+		"batch 1/3: 3 slaves: failed: unavailable (503)", "batch 3/3: 2 slaves: 2 imported"} {
 		if !strings.Contains(r.stderr, w) {
 			t.Errorf("got stderr\n%s\nwant it to say %q", r.stderr, w)
 		}
