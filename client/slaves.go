@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -207,4 +209,55 @@ func (c *Client) Import(ctx context.Context, slaves []ImportedSlave, opts Import
 		return nil, err
 	}
 	return out.Results, nil
+}
+
+// The reads below answer the JSON as the API sent it, every field kept,
+// for callers that must see what an answer holds beyond this package's
+// types: an import from the old scheduler, whose answers carry fields this
+// service does not keep. Their retries and errors are those of the typed
+// reads.
+
+// ListSlavesJSON is ListSlaves of every slave, each as the JSON answered.
+func (c *Client) ListSlavesJSON(ctx context.Context) ([]json.RawMessage, error) {
+	return c.rawList(ctx, call{op: "listSlaves", method: http.MethodGet, path: "/api/slaves/", idempotent: true})
+}
+
+// GetSlaveJSON is GetSlave as the JSON answered.
+func (c *Client) GetSlaveJSON(ctx context.Context, id string) (json.RawMessage, error) {
+	a, err := c.do(ctx, call{op: "getSlave", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id) + "/details", idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	var out json.RawMessage
+	if err := c.decode("getSlave", a, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GetSlaveHistoryJSON is GetSlaveHistory, each entry as the JSON answered.
+func (c *Client) GetSlaveHistoryJSON(ctx context.Context, id string, limit int) ([]json.RawMessage, error) {
+	var q url.Values
+	if limit != 0 {
+		q = url.Values{"limit": {strconv.Itoa(limit)}}
+	}
+	return c.rawList(ctx, call{op: "getSlaveHistory", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id), query: q, idempotent: true})
+}
+
+// ListExpiringJSON is ListExpiring, each record as the JSON answered.
+func (c *Client) ListExpiringJSON(ctx context.Context) ([]json.RawMessage, error) {
+	return c.rawList(ctx, call{op: "listExpiring", method: http.MethodGet, path: "/api/slaves/expiring", idempotent: true})
+}
+
+// rawList sends cl and answers the elements of the JSON array it answered.
+func (c *Client) rawList(ctx context.Context, cl call) ([]json.RawMessage, error) {
+	a, err := c.do(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	var out []json.RawMessage
+	if err := json.Unmarshal(a.body, &out); err != nil {
+		return nil, fmt.Errorf("%s: decode answer: %w", cl.op, err)
+	}
+	return out, nil
 }

@@ -43,7 +43,7 @@ func (g *globalFlags) registerOn(f *pflag.FlagSet) {
 	f.StringVar(&g.awsProfile, "aws-profile", "", "AWS shared-config profile for sigv4 credentials (env FLEETCTL_AWS_PROFILE)")
 	f.StringArrayVarP(&g.headers, "header", "H", nil, `extra request header "Name: value", repeatable (env FLEETCTL_HEADERS, separated by ";")`)
 	f.StringVar(&g.config, "config", "", "config file (env FLEETCTL_CONFIG; default "+displayPath(defaultConfigPath())+")")
-	f.StringVar(&g.cacheDir, "cache-dir", "", "where logs fetch keeps logs (env FLEETCTL_CACHE_DIR; default "+displayPath(defaultCacheDir())+")")
+	f.StringVar(&g.cacheDir, "cache-dir", "", "where logs fetch keeps logs, import its checkpoints beside it in imports (env FLEETCTL_CACHE_DIR; default "+displayPath(defaultCacheDir())+")")
 	f.DurationVar(&g.timeout, "timeout", 0, "time limit of one API call, its retries included (env FLEETCTL_TIMEOUT; default 30s); also how long a log download may wait for an answer")
 	f.BoolVar(&g.noColor, "no-color", false, "no colour even on a terminal (also NO_COLOR)")
 }

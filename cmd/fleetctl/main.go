@@ -5,7 +5,8 @@
 //	0  done
 //	1  logs grep found nothing
 //	2  usage: a bad flag, argument, state or duration
-//	3  refused: the service answered 400, 409, 412 or 413
+//	3  refused: the service answered 400, 409, 412 or 413; import: a
+//	   slave in conflict, refused, or moved during the read
 //	4  not found: 404
 //	5  auth: 401 or 403
 //	6  unavailable: 429, 503, 504, or no answer at all
@@ -17,7 +18,8 @@
 //	   DEAD, deleted) instead of reaching the state waited for
 //	11 freeze, decommission, activate: --max-unavailable held machines
 //	   back, not started (each named on stderr); the others were done
-//	130  interrupted (SIGINT; 143 for SIGTERM)
+//	130  interrupted (SIGINT; 143 for SIGTERM); import resumes from its
+//	   checkpoint
 package main
 
 import (
@@ -183,18 +185,20 @@ func (a *app) rootCommand() *cobra.Command {
 		Use:   "fleetctl",
 		Short: "Manage the fleet's machines and fetch and search its task logs",
 		Long: `fleetctl manages the fleet's machines (list, show, watch, freeze,
-decommission, activate) and fetches, prints and searches task logs through the fleet API.
+decommission, activate, import from the old scheduler) and fetches, prints
+and searches task logs through the fleet API.
 
 Settings come from flags, then FLEETCTL_* environment variables, then the
 profile of the config file (fleetctl config shows what is in effect).
 
 Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused
-(400/409/412/413), 4 not found (404), 5 auth (401/403), 6 unavailable
+(400/409/412/413; import: a slave in conflict, refused or moved during the
+read), 4 not found (404), 5 auth (401/403), 6 unavailable
 (429/503/504, timeout, no answer), 7 other failure (an endpoint that is not
 the fleet API too), 8 some logs failed (logs fetch, cat, grep: each named on
 stderr), 9 a wait timed out, 10 a machine waited for went elsewhere
 (activated, DEAD, deleted), 11 --max-unavailable held machines back, 130
-interrupted (143 for SIGTERM).
+interrupted (143 for SIGTERM; import resumes from its checkpoint).
 
 Text from the service (messages, hosts, log keys) is shown with control
 characters escaped (\x1b, \n); -o json is exact.`,
@@ -221,7 +225,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		a.listCommand(), a.showCommand(),
 		a.changeCommand("freeze"), a.changeCommand("decommission"), a.changeCommand("activate"),
 		a.waitCommand(), a.watchCommand(), a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
-		a.logsCommand(), a.configCommand(), a.versionCommand(),
+		a.importCommand(), a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
 	root.InitDefaultHelpCmd()
 	nameSuggestions(root)
