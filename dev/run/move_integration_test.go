@@ -39,7 +39,9 @@ func TestAFleetMovesFromOneStackToAnotherWithItsStory(t *testing.T) {
 		t.Fatal(err)
 	}
 	fleetctl := filepath.Join(t.TempDir(), "fleetctl")
-	if out, err := exec.Command("go", "build", "-o", fleetctl, "./cmd/fleetctl").CombinedOutput(); err != nil {
+	build := exec.Command("go", "build", "-o", fleetctl, "./cmd/fleetctl")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build fleetctl: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
