@@ -44,7 +44,7 @@ func (c *Client) ListSelected(ctx context.Context, sel Selector) ([]Slave, strin
 
 // GetSlave returns one slave (getSlave); an unknown id is a 404 *Error.
 func (c *Client) GetSlave(ctx context.Context, id string) (*Slave, error) {
-	a, err := c.do(ctx, call{op: "getSlave", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id) + "/details", idempotent: true})
+	a, err := c.do(ctx, getSlave(id))
 	if err != nil {
 		return nil, err
 	}
@@ -59,11 +59,7 @@ func (c *Client) GetSlave(ctx context.Context, id string) (*Slave, error) {
 // history, newest first (getSlaveHistory); limit 0 means the service's
 // default, 1,000. An unknown slave has an empty history.
 func (c *Client) GetSlaveHistory(ctx context.Context, id string, limit int) ([]StateUpdate, error) {
-	var q url.Values
-	if limit != 0 {
-		q = url.Values{"limit": {strconv.Itoa(limit)}}
-	}
-	a, err := c.do(ctx, call{op: "getSlaveHistory", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id), query: q, idempotent: true})
+	a, err := c.do(ctx, getSlaveHistory(id, limit))
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +73,7 @@ func (c *Client) GetSlaveHistory(ctx context.Context, id string, limit int) ([]S
 // ListExpiring returns every pending expiring change, by machine id
 // (listExpiring).
 func (c *Client) ListExpiring(ctx context.Context) ([]Expiring, error) {
-	a, err := c.do(ctx, call{op: "listExpiring", method: http.MethodGet, path: "/api/slaves/expiring", idempotent: true})
+	a, err := c.do(ctx, listExpiring())
 	if err != nil {
 		return nil, err
 	}
