@@ -165,7 +165,7 @@ type outcome struct {
 // the answer as a whole), at the change's path.
 type difference struct {
 	question, id string
-	change
+	delta
 }
 
 // failure is a read that failed on one side, after the client's retries.
@@ -259,7 +259,7 @@ func (o *outcome) readFailed(question, id string, old, new reply) bool {
 	return old.err != nil || new.err != nil
 }
 
-func (o *outcome) add(question, id string, changes []change) {
+func (o *outcome) add(question, id string, changes []delta) {
 	for _, c := range changes {
 		o.diffs = append(o.diffs, difference{question, id, c})
 	}
@@ -565,7 +565,7 @@ func (a *app) diff(ctx context.Context, o diffOptions) error {
 	}
 	lookups, searched := d.lookups(ctx, o)
 
-	r := &report{max: o.maxDiffs, diffs: map[string][]difference{}, more: map[string]int{}, lists: 1 + len(client.States), lookups: len(lookups)}
+	r := &diffReport{max: o.maxDiffs, diffs: map[string][]difference{}, more: map[string]int{}, lists: 1 + len(client.States), lookups: len(lookups)}
 	r.order = []string{"list"}
 	var qs []question
 	for _, st := range client.States {
@@ -609,8 +609,8 @@ func (a *app) diff(ctx context.Context, o diffOptions) error {
 	return nil
 }
 
-// report gathers the outcomes of a diff, in the order of its questions.
-type report struct {
+// diffReport gathers the outcomes of a diff, in the order of its questions.
+type diffReport struct {
 	max      int
 	order    []string                // the questions as printed
 	diffs    map[string][]difference // at most max a question
@@ -621,7 +621,7 @@ type report struct {
 	slaves, listed, lists, expiring, lookups int
 }
 
-func (r *report) add(o outcome) {
+func (r *diffReport) add(o outcome) {
 	for _, d := range o.diffs {
 		r.total++
 		if r.max > 0 && len(r.diffs[d.question]) >= r.max {
@@ -639,7 +639,7 @@ func (r *report) add(o outcome) {
 }
 
 // write prints a line per difference and the summary.
-func (r *report) write(w io.Writer) error {
+func (r *diffReport) write(w io.Writer) error {
 	var b strings.Builder
 	for _, q := range r.order {
 		for _, d := range r.diffs[q] {
@@ -655,7 +655,7 @@ func (r *report) write(w io.Writer) error {
 }
 
 // summary is the last line: what was compared, and what was found.
-func (r *report) summary() string {
+func (r *diffReport) summary() string {
 	slaves := counted(r.slaves, "slave", "slaves")
 	if r.slaves < r.listed {
 		slaves = thousands(r.slaves) + " of " + counted(r.listed, "slave", "slaves")
@@ -670,7 +670,7 @@ func (r *report) summary() string {
 }
 
 // document is the report as -o json prints it.
-func (r *report) document(oldAt, newAt string) any {
+func (r *diffReport) document(oldAt, newAt string) any {
 	type differenceJSON struct {
 		Question string          `json:"question"`
 		ID       string          `json:"id,omitempty"`

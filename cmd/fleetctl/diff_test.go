@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,7 +35,7 @@ func mustDecode(t *testing.T, s string) any {
 }
 
 // changes renders compareJSON's answer as path: old → new, one a line.
-func changes(cs []change) string {
+func changes(cs []delta) string {
 	var b strings.Builder
 	for _, c := range cs {
 		fmt.Fprintf(&b, "%s: %s → %s\n", c.path, shown(c.old), shown(c.new))
@@ -104,17 +108,17 @@ func TestADifferenceIsOneVisibleLineWhateverTheAPIsSend(t *testing.T) {
 		d    difference
 		want string
 	}{
-		{"details", difference{"details", "S1", change{"currentState.user", "a@x", "b@x"}}, `slave S1 details: currentState.user: old "a@x" new "b@x"`},
-		{"a history entry", difference{"history", "S1", change{"[0].message", "a", absent}}, `history S1[0].message: old "a" new (absent)`},
-		{"a slave only in the list of one side", difference{"list", "S9", change{"", map[string]any{"id": "S9"}, absent}}, "slave S9: only in old"},
-		{"a slave gone from one side's details", difference{"details", "S9", change{"", absent, map[string]any{}}}, "slave S9 details: only in new"},
-		{"a log of one side", difference{"logs task T", "K", change{"", absent, map[string]any{}}}, "logs task T: K only in new"},
-		{"an expiring change's field", difference{"expiring", "S4", change{"startMillis", json.Number("1"), json.Number("2")}}, "expiring S4: startMillis: old 1 new 2"},
-		{"a hostile value", difference{"details", "S1", change{"currentState.message", hostile, "ok"}},
+		{"details", difference{"details", "S1", delta{"currentState.user", "a@x", "b@x"}}, `slave S1 details: currentState.user: old "a@x" new "b@x"`},
+		{"a history entry", difference{"history", "S1", delta{"[0].message", "a", absent}}, `history S1[0].message: old "a" new (absent)`},
+		{"a slave only in the list of one side", difference{"list", "S9", delta{"", map[string]any{"id": "S9"}, absent}}, "slave S9: only in old"},
+		{"a slave gone from one side's details", difference{"details", "S9", delta{"", absent, map[string]any{}}}, "slave S9 details: only in new"},
+		{"a log of one side", difference{"logs task T", "K", delta{"", absent, map[string]any{}}}, "logs task T: K only in new"},
+		{"an expiring change's field", difference{"expiring", "S4", delta{"startMillis", json.Number("1"), json.Number("2")}}, "expiring S4: startMillis: old 1 new 2"},
+		{"a hostile value", difference{"details", "S1", delta{"currentState.message", hostile, "ok"}},
 			`slave S1 details: currentState.message: old "evil\u001b]0;pwned\u0007\n\u009b2J\u202e" new "ok"`},
-		{"a hostile id and field name", difference{"list", hostile, change{field("", "a\nb\x1b[2J"), "x", "y"}},
+		{"a hostile id and field name", difference{"list", hostile, delta{field("", "a\nb\x1b[2J"), "x", "y"}},
 			`list: evil\x1b]0;pwned\x07\n\u009b2J\u202e["a\nb\u001b[2J"]: old "x" new "y"`},
-		{"a hostile question", difference{"logs task " + hostile, "K\r", change{"", map[string]any{}, absent}},
+		{"a hostile question", difference{"logs task " + hostile, "K\r", delta{"", map[string]any{}, absent}},
 			`logs task evil\x1b]0;pwned\x07\n\u009b2J\u202e: K\r only in old`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,5 +316,71 @@ func TestDiffCommandLinesRefusedBeforeAnyCall(t *testing.T) {
 				t.Errorf("got %d %q %q, want %d", r.code, r.stdout, r.stderr, exitUsage)
 			}
 		})
+	}
+}
+
+// A slave caught moving differs on its first read; --settle reads it once
+// more and reports what it finds then.
+func TestSettleAsksADifferingQuestionAgainAndReportsTheSecondAnswer(t *testing.T) {
+	oldURL, newURL := twoFleets(t, func(*machine.Slave, []machine.Update) {})
+	target, err := url.Parse(newURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var reads atomic.Int32
+	moving := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// n-2 is away on the new side for its first read only.
+		if r.URL.Path == "/api/slaves/slave/n-2/details" && reads.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"code":404,"message":"no slave n-2"}`+"\n")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer moving.Close()
+
+	r := diffRun("--old", oldURL, "--new", moving.URL)
+	if r.code != exitDifferent || !strings.Contains(r.stdout, "slave n-2 details: only in old\n") {
+		t.Errorf("without --settle: got %d\n%s\nwant n-2 named as only in old", r.code, r.stdout)
+	}
+	reads.Store(0)
+	r = diffRun("--old", oldURL, "--new", moving.URL, "--settle", "10ms")
+	if r.code != exitDifferent || strings.Contains(r.stdout, "n-2 details") || !strings.Contains(r.stdout, "slave n-gone: only in old\n") || reads.Load() != 2 {
+		t.Errorf("with --settle: got %d after %d reads of n-2\n%s\nwant n-2 read twice and the same, n-gone still only in old", r.code, reads.Load(), r.stdout)
+	}
+}
+
+// A read that fails on one side is a failure, not a difference: named on
+// stderr, counted in the summary, and the exit code is the failure's.
+func TestAFailedReadIsAFailureNotADifference(t *testing.T) {
+	oldURL, newURL := twoFleets(t, func(*machine.Slave, []machine.Update) {})
+	target, err := url.Parse(newURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/slaves/slave/n-1" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			io.WriteString(w, `{"code":403,"message":"not for you"}`+"\n")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer failing.Close()
+	r := diffRun("--old", oldURL, "--new", failing.URL)
+	if r.code != exitAuth || r.stderr != "fleetctl: history n-1: new: not allowed (403): not for you\n" ||
+		!strings.HasSuffix(r.stdout, ": 2 differences, 1 failed read\n") || strings.Contains(r.stdout, "history n-1") {
+		t.Errorf("got %d\nstdout %s\nstderr %q\nwant exit %d, n-1's history named on stderr only", r.code, r.stdout, r.stderr, exitAuth)
+	}
+
+	// The list failing stops the diff: the slaves to read come from it.
+	t.Setenv("FLEETCTL_TIMEOUT", "2s")
+	r = diffRun("--old", oldURL, "--new", "http://127.0.0.1:9")
+	if r.code != exitUnavailable || r.stdout != "" || !strings.HasPrefix(r.stderr, "fleetctl: ") || !strings.Contains(r.stderr, "fleetctl: list: new: unavailable") {
+		t.Errorf("an unreachable new API: got %d %q %q, want %d and the list's failure", r.code, r.stdout, r.stderr, exitUnavailable)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -37,10 +36,10 @@ func decodeJSON(raw []byte) (any, error) {
 	return v, nil
 }
 
-// change is one place where two values differ: its path from their root
+// delta is one place where two values differ: its path from their root
 // ("currentState.user", "[0].message", "" for the values as a whole) and
 // the value on each side, absent when a side has none.
-type change struct {
+type delta struct {
 	path     string
 	old, new any
 }
@@ -49,8 +48,8 @@ type change struct {
 // (sorted by name) and arrays entry by entry, leaving out the paths of
 // ignore. A field or entry only one side has is a change from or to
 // absent; values of different kinds are one change.
-func compareJSON(old, new any, ignore ...string) []change {
-	var out []change
+func compareJSON(old, new any, ignore ...string) []delta {
+	var out []delta
 	var walk func(path string, old, new any)
 	walk = func(path string, old, new any) {
 		if slices.Contains(ignore, path) {
@@ -83,7 +82,7 @@ func compareJSON(old, new any, ignore ...string) []change {
 			}
 		}
 		if !sameValue(old, new) {
-			out = append(out, change{path, old, new})
+			out = append(out, delta{path, old, new})
 		}
 	}
 	walk("", old, new)
@@ -176,13 +175,12 @@ func sample(ids []string, n int, seed string) []string {
 		return ids
 	}
 	type ranked struct {
-		id   string
-		rank uint64
+		id, rank string
 	}
 	all := make([]ranked, len(ids))
 	for i, id := range ids {
 		sum := sha256.Sum256([]byte(seed + "\x00" + id))
-		all[i] = ranked{id, binary.BigEndian.Uint64(sum[:8])}
+		all[i] = ranked{id, string(sum[:])}
 	}
 	slices.SortFunc(all, func(a, b ranked) int {
 		return cmp.Or(cmp.Compare(a.rank, b.rank), strings.Compare(a.id, b.id))
