@@ -76,8 +76,10 @@ Text from either API is shown with control characters escaped (\x1b, \n);
 -o json prints one JSON document whose differences carry both values
 exactly.
 
---concurrency questions are asked at once, each of both APIs at the same
-moment, so each API serves at most that many reads at once. The fleet may
+Each question is asked of both APIs at the same moment. The lists, each a
+read of the whole fleet, are asked one after another; then --concurrency
+questions at once, so each API serves at most that many reads at once
+(details and history of a slave are one question). The fleet may
 move while it is read: a slave changed between two reads differs. --settle
 2s asks every question whose answers differed once more after that wait,
 and reports the second answers. A read that fails on one side after the
@@ -141,10 +143,11 @@ func (o diffOptions) check() error {
 
 // differ asks the two APIs the same questions.
 type differ struct {
-	old, new    *client.Client
+	old, new *client.Client
+	settle   time.Duration
+	maxDiffs int
+	// concurrency bounds the questions asked at once after the lists.
 	concurrency int
-	settle      time.Duration
-	maxDiffs    int
 }
 
 // question is one thing asked of both APIs: it answers the differences
@@ -497,15 +500,15 @@ func byKey(v any, key string) (map[string]any, bool) {
 	return m, true
 }
 
-// askAll asks every question, --concurrency at once, and once more after
-// --settle those whose answers differed, keeping the second outcome.
-func (d *differ) askAll(ctx context.Context, qs []question) []outcome {
+// askAll asks every question, limit at once, and once more after --settle
+// those whose answers differed, keeping the second outcome.
+func (d *differ) askAll(ctx context.Context, qs []question, limit int) []outcome {
 	out := make([]outcome, len(qs))
 	every := make([]int, len(qs))
 	for i := range qs {
 		every[i] = i
 	}
-	d.ask(ctx, qs, every, out)
+	d.ask(ctx, qs, every, out, limit)
 	if d.settle == 0 {
 		return out
 	}
@@ -518,14 +521,14 @@ func (d *differ) askAll(ctx context.Context, qs []question) []outcome {
 	if len(differed) == 0 || wait(ctx, d.settle) != nil {
 		return out
 	}
-	d.ask(ctx, qs, differed, out)
+	d.ask(ctx, qs, differed, out, limit)
 	return out
 }
 
-// ask asks the questions of qs at indices into out.
-func (d *differ) ask(ctx context.Context, qs []question, indices []int, out []outcome) {
+// ask asks the questions of qs at indices into out, limit at once.
+func (d *differ) ask(ctx context.Context, qs []question, indices []int, out []outcome, limit int) {
 	var g errgroup.Group
-	g.SetLimit(d.concurrency)
+	g.SetLimit(limit)
 	for _, i := range indices {
 		g.Go(func() error {
 			out[i] = qs[i](ctx).trimmed(d.maxDiffs)
@@ -546,8 +549,8 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// diff runs fleetctl diff: the list first, as the slaves to read come
-// from it, then every other question at once.
+// diff runs fleetctl diff: the lists first, as the slaves to read come
+// from the full list, then every other question, --concurrency at once.
 func (a *app) diff(ctx context.Context, o diffOptions) error {
 	d := &differ{concurrency: o.concurrency, settle: o.settle, maxDiffs: o.maxDiffs}
 	var err error
@@ -558,20 +561,25 @@ func (a *app) diff(ctx context.Context, o diffOptions) error {
 	if d.new, newAt, err = a.remote(ctx, o.new); err != nil {
 		return err
 	}
-	full := d.askAll(ctx, []question{d.list("")})[0]
+	// Each list reads the whole fleet: they are asked one at a time,
+	// the full list first, so that no API serves 16 of them at once.
+	lists := []question{d.list("")}
+	r := &diffReport{max: o.maxDiffs, diffs: map[string][]difference{}, more: map[string]int{}, lists: 1 + len(client.States)}
+	r.order = []string{"list"}
+	for _, st := range client.States {
+		lists = append(lists, d.list(string(st)))
+		r.order = append(r.order, "list state="+string(st))
+	}
+	listed := d.askAll(ctx, lists, 1)
+	full := listed[0]
 	if len(full.failures) > 0 {
 		f := full.failures[0]
 		return exitError{code: exitCode(f.err), msg: f.line()}
 	}
 	lookups, searched := d.lookups(ctx, o)
+	r.lookups = len(lookups)
 
-	r := &diffReport{max: o.maxDiffs, diffs: map[string][]difference{}, more: map[string]int{}, lists: 1 + len(client.States), lookups: len(lookups)}
-	r.order = []string{"list"}
 	var qs []question
-	for _, st := range client.States {
-		qs = append(qs, d.list(string(st)))
-		r.order = append(r.order, "list state="+string(st))
-	}
 	ids := sample(full.shared, o.sample, o.seed)
 	r.slaves, r.listed = len(ids), len(full.shared)
 	for _, id := range ids {
@@ -583,9 +591,11 @@ func (a *app) diff(ctx context.Context, o diffOptions) error {
 		qs = append(qs, d.logs(l))
 		r.order = append(r.order, l.name)
 	}
-	r.add(full)
+	for _, out := range listed {
+		r.add(out)
+	}
 	r.add(searched)
-	for _, out := range d.askAll(ctx, qs) {
+	for _, out := range d.askAll(ctx, qs, d.concurrency) {
 		r.add(out)
 	}
 
