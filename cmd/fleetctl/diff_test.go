@@ -147,10 +147,10 @@ func TestTheSampleIsTheSameOnEveryRunAndKeepsItsSlavesAsTheFleetGrows(t *testing
 	shuffled := slices.Clone(ids)
 	slices.Reverse(shuffled)
 	if again := sample(shuffled, 50, "week-48"); !slices.Equal(again, picked) {
-		t.Errorf("the same seed drew another sample: got %q, want %q", again, picked)
+		t.Errorf("the same seed drew another sample: got %q…, want %q…", again[:3], picked[:3])
 	}
 	if other := sample(ids, 50, "week-49"); slices.Equal(other, picked) {
-		t.Errorf("another seed drew the same sample %q", other)
+		t.Errorf("another seed drew the same sample %q…", other[:3])
 	}
 	// The sample is no run of neighbours: the ids drawn are spread.
 	if strings.HasSuffix(picked[0], "-S0") && strings.HasSuffix(picked[1], "-S1") && strings.HasSuffix(picked[2], "-S10") {
