@@ -7,6 +7,7 @@ import (
 	"io"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -165,7 +166,7 @@ type outcome struct {
 
 // difference is one place where the APIs answered differently: in the
 // answer to question, the record id (a slave, a machine, a log key; "" for
-// the answer as a whole), at the change's path.
+// the answer as a whole), at the delta's path.
 type difference struct {
 	question, id string
 	delta
@@ -262,22 +263,22 @@ func (o *outcome) readFailed(question, id string, old, new reply) bool {
 	return old.err != nil || new.err != nil
 }
 
-func (o *outcome) add(question, id string, changes []delta) {
-	for _, c := range changes {
-		o.diffs = append(o.diffs, difference{question, id, c})
+func (o *outcome) add(question, id string, deltas []delta) {
+	for _, d := range deltas {
+		o.diffs = append(o.diffs, difference{question, id, d})
 	}
 }
 
-// trimmed keeps the first max differences of each question (all for 0)
-// and counts the others, so that a diff holds no more than it prints.
-func (o outcome) trimmed(max int) outcome {
-	if max == 0 {
+// trimmed keeps the first limit differences of each question (all for
+// 0) and counts the others, so that a diff holds no more than it prints.
+func (o outcome) trimmed(limit int) outcome {
+	if limit == 0 {
 		return o
 	}
 	kept := map[string]int{}
 	var diffs []difference
 	for _, d := range o.diffs {
-		if kept[d.question] < max {
+		if kept[d.question] < limit {
 			kept[d.question]++
 			diffs = append(diffs, d)
 			continue
@@ -319,8 +320,9 @@ func (d *differ) slave(id string) question {
 		old, new := d.both(ctx, func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
 			return c.GetSlaveRaw(ctx, id)
 		})
-		if !out.readFailed("details", id, gone(old), gone(new)) {
-			out.add("details", id, compareJSON(gone(old).value, gone(new).value, "sequence"))
+		old, new = gone(old), gone(new)
+		if !out.readFailed("details", id, old, new) {
+			out.add("details", id, compareJSON(old.value, new.value, "sequence"))
 		}
 		old, new = d.both(ctx, func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
 			return c.GetSlaveHistoryRaw(ctx, id, historyLimit)
@@ -447,15 +449,13 @@ func (o diffOptions) search() client.SearchRequest {
 // machineId, the logs' key), records matched by it: a record one side
 // lacks is one difference, those on both are compared field by field,
 // in key order. It returns the differences, the keys on both sides and
-// the number of keys. Answers that are not such arrays are compared
-// entry by entry.
+// the number of keys. Answers that are not such arrays (two records with
+// one key, say) are compared entry by entry, each entry as a record.
 func compareRecords(question, key string, old, new any, ignore ...string) (diffs []difference, shared []string, keys int) {
 	o, okOld := byKey(old, key)
 	n, okNew := byKey(new, key)
 	if !okOld || !okNew {
-		var out outcome
-		out.add(question, "", compareJSON(old, new))
-		return out.diffs, nil, 0
+		return compareEntries(question, old, new, ignore...), nil, 0
 	}
 	all := make([]string, 0, len(o)+len(n))
 	for k := range o {
@@ -476,6 +476,26 @@ func compareRecords(question, key string, old, new any, ignore ...string) (diffs
 		out.add(question, k, compareJSON(ov, nv, ignore...))
 	}
 	return out.diffs, shared, len(all)
+}
+
+// compareEntries compares two arrays entry by entry, leaving out the
+// paths of ignore within each entry; anything else as one value.
+func compareEntries(question string, old, new any, ignore ...string) []difference {
+	var out outcome
+	o, okOld := old.([]any)
+	n, okNew := new.([]any)
+	if !okOld || !okNew {
+		out.add(question, "", compareJSON(old, new))
+		return out.diffs
+	}
+	for i := range max(len(o), len(n)) {
+		deltas := compareJSON(entryOr(o, i), entryOr(n, i), ignore...)
+		for j, d := range deltas {
+			deltas[j].path = under("["+strconv.Itoa(i)+"]", d.path)
+		}
+		out.add(question, "", deltas)
+	}
+	return out.diffs
 }
 
 // byKey indexes an array of objects by their string field key; false when

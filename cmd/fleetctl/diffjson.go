@@ -118,6 +118,14 @@ func field(path, k string) string {
 	return path + "[" + string(quoted) + "]"
 }
 
+// under is the path of a value within the entry or field at prefix.
+func under(prefix, path string) string {
+	if path == "" || strings.HasPrefix(path, "[") {
+		return prefix + path
+	}
+	return prefix + "." + path
+}
+
 // sameValue compares two values that are not both objects nor both
 // arrays. Numbers compare by value: 16 and 16.0 are one number to a JSON
 // reader.
