@@ -32,14 +32,12 @@ func rewriting(t *testing.T, edits map[string]func(v any) any) *httptest.Server 
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	forward := proxy.Director
-	proxy.Director = func(r *http.Request) {
-		forward(r)
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
 		// The proxy's own transport then asks for gzip and unpacks it:
 		// the edits read plain JSON.
-		r.Header.Del("Accept-Encoding")
-	}
+		r.Out.Header.Del("Accept-Encoding")
+	}}
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		name := resp.Request.URL.Path
 		if st := resp.Request.URL.Query().Get("state"); st != "" {
