@@ -211,36 +211,3 @@ func TestATokenGoesInTheHeaderTheAuthorizerReads(t *testing.T) {
 		t.Errorf("got headers %v, want the token in X-Fleet-Token only", r.Header)
 	}
 }
-
-func TestTheJSONReadsKeepEveryFieldTheTypesDoNotKnow(t *testing.T) {
-	const slave = `{"slaveId":"a/b","typeName":"Slave","currentState":{"state":"ACTIVE","foo":1}}`
-	s := &script{answers: []func(http.ResponseWriter, *http.Request){
-		status(200, "", "["+slave+"]"),
-		status(200, "", slave),
-		status(200, "", `[{"objectId":"a/b","state":"ACTIVE","timestamp":1,"foo":"bar"}]`),
-		status(200, "", `[{"machineId":"a/b","typeName":"Expiring"}]`),
-	}}
-	c, _ := newTest(t, s, Options{Strict: true})
-	ctx := context.Background()
-	list, err := c.ListSlavesJSON(ctx)
-	if err != nil || len(list) != 1 || string(list[0]) != slave {
-		t.Errorf("ListSlavesJSON: got %s, %v, want the slave as answered", list, err)
-	}
-	if one, err := c.GetSlaveJSON(ctx, "a/b"); err != nil || string(one) != slave {
-		t.Errorf("GetSlaveJSON: got %s, %v, want the slave as answered", one, err)
-	}
-	if h, err := c.GetSlaveHistoryJSON(ctx, "a/b", 10000); err != nil || len(h) != 1 || !strings.Contains(string(h[0]), `"foo":"bar"`) {
-		t.Errorf("GetSlaveHistoryJSON: got %s, %v, want the entry as answered", h, err)
-	}
-	if e, err := c.ListExpiringJSON(ctx); err != nil || len(e) != 1 || !strings.Contains(string(e[0]), `"typeName"`) {
-		t.Errorf("ListExpiringJSON: got %s, %v, want the record as answered", e, err)
-	}
-	var got []string
-	for _, r := range s.requests {
-		got = append(got, r.Method+" "+r.URL.RequestURI())
-	}
-	want := []string{"GET /api/slaves/", "GET /api/slaves/slave/a%2Fb/details", "GET /api/slaves/slave/a%2Fb?limit=10000", "GET /api/slaves/expiring"}
-	if !slices.Equal(got, want) {
-		t.Errorf("got requests %q, want %q", got, want)
-	}
-}

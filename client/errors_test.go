@@ -60,7 +60,7 @@ func TestTransportErrorsHideTheQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.logs(context.Background(), "getTaskLogs", "/api/logs/task/t", url.Values{"token": {"secret-value"}})
+	_, err = c.logs(context.Background(), call{op: "getTaskLogs", method: http.MethodGet, path: "/api/logs/task/t", query: url.Values{"token": {"secret-value"}}, idempotent: true})
 	if err == nil || strings.Contains(err.Error(), "secret-value") {
 		t.Errorf("got %v, want a transport error without the query", err)
 	}

@@ -46,28 +46,28 @@ func (q LogQuery) values(perPage bool) url.Values {
 // GetTaskLogs returns every log of one task, newest first (getTaskLogs).
 // A malformed task id is a 400 *Error.
 func (c *Client) GetTaskLogs(ctx context.Context, taskID string, q LogQuery) ([]Log, error) {
-	return c.logs(ctx, "getTaskLogs", "/api/logs/task/"+seg(taskID), q.values(false))
+	return c.logs(ctx, getTaskLogs(taskID, q))
 }
 
 // GetRequestLogs returns every log of one request's tasks, newest first
 // (getRequestLogs).
 func (c *Client) GetRequestLogs(ctx context.Context, requestID string, q LogQuery) ([]Log, error) {
-	return c.logs(ctx, "getRequestLogs", "/api/logs/request/"+seg(requestID), q.values(true))
+	return c.logs(ctx, getRequestLogs(requestID, q))
 }
 
 // GetDeployLogs returns every log of one deploy's tasks, newest first
 // (getDeployLogs).
 func (c *Client) GetDeployLogs(ctx context.Context, requestID, deployID string, q LogQuery) ([]Log, error) {
-	return c.logs(ctx, "getDeployLogs", "/api/logs/request/"+seg(requestID)+"/deploy/"+seg(deployID), q.values(true))
+	return c.logs(ctx, getDeployLogs(requestID, deployID, q))
 }
 
-func (c *Client) logs(ctx context.Context, op, path string, q url.Values) ([]Log, error) {
-	a, err := c.do(ctx, call{op: op, method: http.MethodGet, path: path, query: q, idempotent: true})
+func (c *Client) logs(ctx context.Context, cl call) ([]Log, error) {
+	a, err := c.do(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
 	var out []Log
-	if err := c.decode(op, a, &out); err != nil {
+	if err := c.decode(cl.op, a, &out); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -2,8 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -46,7 +44,7 @@ func (c *Client) ListSelected(ctx context.Context, sel Selector) ([]Slave, strin
 
 // GetSlave returns one slave (getSlave); an unknown id is a 404 *Error.
 func (c *Client) GetSlave(ctx context.Context, id string) (*Slave, error) {
-	a, err := c.do(ctx, call{op: "getSlave", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id) + "/details", idempotent: true})
+	a, err := c.do(ctx, getSlave(id))
 	if err != nil {
 		return nil, err
 	}
@@ -61,11 +59,7 @@ func (c *Client) GetSlave(ctx context.Context, id string) (*Slave, error) {
 // history, newest first (getSlaveHistory); limit 0 means the service's
 // default, 1,000. An unknown slave has an empty history.
 func (c *Client) GetSlaveHistory(ctx context.Context, id string, limit int) ([]StateUpdate, error) {
-	var q url.Values
-	if limit != 0 {
-		q = url.Values{"limit": {strconv.Itoa(limit)}}
-	}
-	a, err := c.do(ctx, call{op: "getSlaveHistory", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id), query: q, idempotent: true})
+	a, err := c.do(ctx, getSlaveHistory(id, limit))
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +73,7 @@ func (c *Client) GetSlaveHistory(ctx context.Context, id string, limit int) ([]S
 // ListExpiring returns every pending expiring change, by machine id
 // (listExpiring).
 func (c *Client) ListExpiring(ctx context.Context) ([]Expiring, error) {
-	a, err := c.do(ctx, call{op: "listExpiring", method: http.MethodGet, path: "/api/slaves/expiring", idempotent: true})
+	a, err := c.do(ctx, listExpiring())
 	if err != nil {
 		return nil, err
 	}
@@ -209,55 +203,4 @@ func (c *Client) Import(ctx context.Context, slaves []ImportedSlave, opts Import
 		return nil, err
 	}
 	return out.Results, nil
-}
-
-// The reads below answer the JSON as the API sent it, every field kept,
-// for callers that must see what an answer holds beyond this package's
-// types: an import from the old scheduler, whose answers carry fields this
-// service does not keep. Their retries and errors are those of the typed
-// reads.
-
-// ListSlavesJSON is ListSlaves of every slave, each as the JSON answered.
-func (c *Client) ListSlavesJSON(ctx context.Context) ([]json.RawMessage, error) {
-	return c.rawList(ctx, call{op: "listSlaves", method: http.MethodGet, path: "/api/slaves/", idempotent: true})
-}
-
-// GetSlaveJSON is GetSlave as the JSON answered.
-func (c *Client) GetSlaveJSON(ctx context.Context, id string) (json.RawMessage, error) {
-	a, err := c.do(ctx, call{op: "getSlave", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id) + "/details", idempotent: true})
-	if err != nil {
-		return nil, err
-	}
-	var out json.RawMessage
-	if err := c.decode("getSlave", a, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// GetSlaveHistoryJSON is GetSlaveHistory, each entry as the JSON answered.
-func (c *Client) GetSlaveHistoryJSON(ctx context.Context, id string, limit int) ([]json.RawMessage, error) {
-	var q url.Values
-	if limit != 0 {
-		q = url.Values{"limit": {strconv.Itoa(limit)}}
-	}
-	return c.rawList(ctx, call{op: "getSlaveHistory", method: http.MethodGet, path: "/api/slaves/slave/" + seg(id), query: q, idempotent: true})
-}
-
-// ListExpiringJSON is ListExpiring, each record as the JSON answered.
-func (c *Client) ListExpiringJSON(ctx context.Context) ([]json.RawMessage, error) {
-	return c.rawList(ctx, call{op: "listExpiring", method: http.MethodGet, path: "/api/slaves/expiring", idempotent: true})
-}
-
-// rawList sends cl and answers the elements of the JSON array it answered.
-func (c *Client) rawList(ctx context.Context, cl call) ([]json.RawMessage, error) {
-	a, err := c.do(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	var out []json.RawMessage
-	if err := json.Unmarshal(a.body, &out); err != nil {
-		return nil, fmt.Errorf("%s: decode answer: %w", cl.op, err)
-	}
-	return out, nil
 }

@@ -331,7 +331,7 @@ func TestSigV4SigningPassesTheVerifier(t *testing.T) {
 
 func TestEveryCommandHasHelpWithExamplesAndCompletionWorks(t *testing.T) {
 	for _, c := range [][]string{{"list"}, {"show"}, {"freeze"}, {"decommission"}, {"activate"}, {"expiring"}, {"make-permanent"},
-		{"watch"}, {"delete"}, {"purge-dead"}, {"config"}, {"logs"}, {"logs", "ls"}, {"logs", "fetch"}, {"logs", "cat"}, {"logs", "grep"},
+		{"watch"}, {"delete"}, {"purge-dead"}, {"diff"}, {"config"}, {"logs"}, {"logs", "ls"}, {"logs", "fetch"}, {"logs", "cat"}, {"logs", "grep"},
 		{"version"}, {"help"}, {"completion"}, {"completion", "bash"}, {"completion", "zsh"}, {"completion", "fish"}, {"completion", "powershell"}} {
 		out := fleetctl(t, apitest.None, nil, append(c, "--help")...).want(t, 0).stdout
 		if !strings.Contains(out, "Examples:\n  fleetctl ") {

@@ -211,11 +211,11 @@ func (a *app) importFleet(ctx context.Context, f importFlags) error {
 	}
 	r := &importRun{a: a, f: f, src: src, dst: dst, opts: client.ImportOptions{Replace: f.mode == "replace", OverrideLimit: f.overrideLimit},
 		outcomes: map[int]importOutcome{}, counts: map[string]int{}, dropped: droppedTally{}}
-	listed, err := src.ListSlavesJSON(ctx)
+	listed, err := elements(src.ListSlavesRaw(ctx, ""))
 	if err != nil {
 		return sideError("source", err)
 	}
-	exp, err := src.ListExpiringJSON(ctx)
+	exp, err := elements(src.ListExpiringRaw(ctx))
 	if err != nil {
 		return sideError("source", err)
 	}
@@ -335,8 +335,8 @@ func (r *importRun) readSlave(ctx context.Context, raw json.RawMessage, id strin
 	imp, dropped, err := r.build(ctx, raw, id, r.expiring[id])
 	if err == nil && moved(imp) {
 		var exp []json.RawMessage
-		if raw, err = r.src.GetSlaveJSON(ctx, id); err == nil {
-			exp, err = r.src.ListExpiringJSON(ctx)
+		if raw, err = r.src.GetSlaveRaw(ctx, id); err == nil {
+			exp, err = elements(r.src.ListExpiringRaw(ctx))
 		}
 		if client.IsNotFound(err) {
 			return prepared{}, &importOutcome{ID: id, Result: resultMoved, Reason: "deleted at the source while it was read"}
@@ -369,7 +369,7 @@ func (r *importRun) readSlave(ctx context.Context, raw json.RawMessage, id strin
 // build reads the history of the slave raw describes and builds its
 // import (fromSource).
 func (r *importRun) build(ctx context.Context, raw json.RawMessage, id string, expiring json.RawMessage) (client.ImportedSlave, []string, error) {
-	history, err := r.src.GetSlaveHistoryJSON(ctx, id, maxImportHistory)
+	history, err := elements(r.src.GetSlaveHistoryRaw(ctx, id, maxImportHistory))
 	if err != nil {
 		return client.ImportedSlave{}, nil, err
 	}
@@ -813,4 +813,17 @@ func indexes(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// elements are the elements of the JSON array a raw read answered, each as
+// it came, every field kept.
+func elements(raw json.RawMessage, err error) ([]json.RawMessage, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []json.RawMessage
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("the source's answer is not a JSON array: %w", err)
+	}
+	return out, nil
 }

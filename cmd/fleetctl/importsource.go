@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/fleetops/fleet/client"
@@ -166,17 +165,6 @@ func empty(v any) bool {
 	return false
 }
 
-// sameNumber reports whether two JSON numbers are the same value, however
-// written (1000 and 1e3).
-func sameNumber(a, b json.Number) bool {
-	if a == b {
-		return true
-	}
-	x, errX := strconv.ParseFloat(string(a), 64)
-	y, errY := strconv.ParseFloat(string(b), 64)
-	return errX == nil && errY == nil && x == y
-}
-
 // decodeLoosely decodes raw into v as far as it goes: a field of the wrong
 // type is left at its zero value (and so named as dropped), the rest is
 // decoded. Numbers in open maps (resources) stay json.Number, so that they
@@ -258,13 +246,4 @@ func (d droppedField) String() string {
 		of = map[string]string{"slaves": "slave", "entries": "entry", "expiring changes": "expiring change"}[of]
 	}
 	return fmt.Sprintf("%s on %s %s", d.Field, thousands(d.Count), of)
-}
-
-// thousands writes n with a comma every three digits.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

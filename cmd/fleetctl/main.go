@@ -3,7 +3,7 @@
 // the client package). Its exit codes let scripts tell outcomes apart:
 //
 //	0  done
-//	1  logs grep found nothing
+//	1  logs grep found nothing; diff found differences
 //	2  usage: a bad flag, argument, state or duration
 //	3  refused: the service answered 400, 409, 412 or 413; import: a
 //	   slave in conflict, refused, or moved during the read
@@ -43,6 +43,7 @@ import (
 const (
 	exitOK          = 0
 	exitNoMatch     = 1
+	exitDifferent   = 1 // diff's, sharing 1 with grep's as diff(1) and grep(1) do
 	exitUsage       = 2
 	exitRefused     = 3
 	exitNotFound    = 4
@@ -186,14 +187,15 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "Manage the fleet's machines and fetch and search its task logs",
 		Long: `fleetctl manages the fleet's machines (list, show, watch, freeze,
 decommission, activate, import from the old scheduler) and fetches, prints
-and searches task logs through the fleet API.
+and searches task logs through the fleet API. diff compares the answers of
+two APIs before clients move from one to the other.
 
 Settings come from flags, then FLEETCTL_* environment variables, then the
 profile of the config file (fleetctl config shows what is in effect).
 
-Exit codes: 0 done, 1 logs grep found nothing, 2 usage, 3 refused
-(400/409/412/413; import: a slave in conflict, refused or moved during the
-read), 4 not found (404), 5 auth (401/403), 6 unavailable
+Exit codes: 0 done, 1 logs grep found nothing or diff found differences, 2
+usage, 3 refused (400/409/412/413; import: a slave in conflict, refused or
+moved during the read), 4 not found (404), 5 auth (401/403), 6 unavailable
 (429/503/504, timeout, no answer), 7 other failure (an endpoint that is not
 the fleet API too), 8 some logs failed (logs fetch, cat, grep: each named on
 stderr), 9 a wait timed out, 10 a machine waited for went elsewhere
@@ -225,7 +227,7 @@ characters escaped (\x1b, \n); -o json is exact.`,
 		a.listCommand(), a.showCommand(),
 		a.changeCommand("freeze"), a.changeCommand("decommission"), a.changeCommand("activate"),
 		a.waitCommand(), a.watchCommand(), a.expiringCommand(), a.makePermanentCommand(), a.deleteCommand(), a.purgeDeadCommand(),
-		a.importCommand(), a.logsCommand(), a.configCommand(), a.versionCommand(),
+		a.importCommand(), a.diffCommand(), a.logsCommand(), a.configCommand(), a.versionCommand(),
 	)
 	root.InitDefaultHelpCmd()
 	nameSuggestions(root)
