@@ -275,6 +275,6 @@ function record(hist, entry) {
 // deletion in the feed says no more.
 function deleted(slave, c) {
   const when = Number.isFinite(c.timestamp) ? [" ", time(c.timestamp), ` (${exact(c.timestamp)})`] : "";
-  return h("p", { class: "problem", role: "alert" }, h("strong", {}, "Deleted: "), `${slave.host || slave.id} was deleted`, when,
+  return h("p", { class: "problem gone", role: "alert" }, h("strong", {}, "Deleted: "), `${slave.host || slave.id} was deleted`, when,
     ". What this page shows is how it was; nothing can be changed on it. If the scheduler reports it again, it comes back as a new ACTIVE machine.");
 }
