@@ -124,6 +124,9 @@ func TestTheMachinePageShowsChangesAsTheyHappen(t *testing.T) {
 			t.Errorf("the page read %s %d times, want once", route, n)
 		}
 	}
+	if n, m := site.count("changes"), site.count("changes id="+id); n != m {
+		t.Errorf("the page asked the feed %d times, %d of them for its machine alone (id=), want every time", n, m)
+	}
 	if n := site.count("initial") + site.count("list"); n != 0 {
 		t.Errorf("the page read the fleet %d times, want none", n)
 	}
