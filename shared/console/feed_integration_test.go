@@ -32,7 +32,8 @@ import (
 
 // counted serves the API and the console as site does, counting the
 // requests by route (list, initial: the feed's initial state, changes: a
-// follow, expiring); gone, when set, is the cursor the first read of the
+// follow, and "changes id=<id>" for the feed of one machine, expiring,
+// details, history); gone, when set, is the cursor the first read of the
 // fleet (the initial state or the list) answers instead of its own (a real
 // cursor of the service, too old to follow).
 type counted struct {
@@ -54,11 +55,19 @@ type counted struct {
 	// initial state does: "ignores" (the feed from now, no bookmark) or
 	// "refuses" (a 400 naming the parameter).
 	older string
+	// blocked answers 503 to every feed request that follows a cursor
+	// while it is set, those open when it was set too (the service's
+	// answer is dropped): a page that follows sees no change meanwhile.
+	blocked bool
+	// open counts the feed requests of one machine (id=) being answered.
+	open map[string]int
+	// matches is the If-Match of every change sent ("<method> <path> <If-Match>").
+	matches []string
 }
 
 func countedSite(t *testing.T, gone string) *counted {
 	t.Helper()
-	c := &counted{counts: map[string]int{}, gone: gone}
+	c := &counted{counts: map[string]int{}, gone: gone, open: map[string]int{}}
 	c.Server = httptest.NewServer(http.HandlerFunc(c.serve))
 	t.Cleanup(c.Close)
 	return c
@@ -75,9 +84,22 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 		route = "changes"
 	case r.Method == http.MethodGet && r.URL.Path == "/api/slaves/expiring":
 		route = "expiring"
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/slaves/slave/") && strings.HasSuffix(r.URL.Path, "/details"):
+		route = "details"
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/api/slaves/slave/"):
+		route = "history"
 	}
+	id := r.URL.Query().Get("id")
 	c.mu.Lock()
 	c.counts[route]++
+	if route == "changes" && id != "" {
+		c.counts["changes id="+id]++
+		c.open[id]++
+		defer func() { c.mu.Lock(); c.open[id]--; c.mu.Unlock() }()
+	}
+	if r.Method == http.MethodPost || r.Method == http.MethodDelete {
+		c.matches = append(c.matches, r.Method+" "+r.URL.Path+" "+r.Header.Get("If-Match"))
+	}
 	first := (route == "list" || route == "initial") && c.counts["list"]+c.counts["initial"] == 1
 	if route == "changes" && c.hide {
 		c.hidden++
@@ -145,10 +167,29 @@ func (c *counted) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // answer answers a feed request with the service's answer, its changes
-// rewritten by tamper if one is set when the answer has some.
+// rewritten by tamper if one is set when the answer has some, or with a 503
+// while the feed is blocked.
 func (c *counted) answer(w http.ResponseWriter, r *http.Request) {
+	follows := r.URL.Query().Get("since") != ""
+	blocked := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if follows && c.blocked {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"code":503,"message":"internal error (request test)"}`)
+			return true
+		}
+		return false
+	}
+	if blocked() {
+		return
+	}
 	rec := httptest.NewRecorder()
 	siteAPI.ServeHTTP(rec, r)
+	if blocked() {
+		return
+	}
 	var page struct {
 		Changes []json.RawMessage `json:"changes"`
 		Cursor  string            `json:"cursor"`
@@ -176,6 +217,22 @@ func (c *counted) count(route string) int {
 	defer c.mu.Unlock()
 	return c.counts[route]
 }
+
+// block sets whether the feed is blocked (see blocked).
+func (c *counted) block(on bool) { c.mu.Lock(); c.blocked = on; c.mu.Unlock() }
+
+// opened is how many feed requests of machine id are being answered.
+func (c *counted) opened(id string) int { c.mu.Lock(); defer c.mu.Unlock(); return c.open[id] }
+
+// matchesSince is the If-Match of each change sent since the nth.
+func (c *counted) matchesSince(n int) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.matches[n:]...)
+}
+
+// sent is how many changes were sent.
+func (c *counted) sent() int { c.mu.Lock(); defer c.mu.Unlock(); return len(c.matches) }
 
 // reads is how many times the page read the whole fleet: its initial state
 // in the feed, or the list.

@@ -441,7 +441,7 @@ func TestAPressLandsWhereTheOperatorAimed(t *testing.T) {
 			prefix := fmt.Sprintf("aimed-%d", width)
 			ids := seed(t, prefix, 1, false)
 			remove(t, ids)
-			// A pending change: the page reads the machine every 5 s.
+			// Frozen with a pending change: the form offers activate.
 			api(t, "POST", "/api/slaves/slave/"+ids[0]+"/freeze", `{"durationMillis":7200000,"revertToState":"ACTIVE"}`, 200)
 			ctx := sized(t, width)
 			open(t, ctx, site.URL, "#/machine/"+ids[0], "form.actions")

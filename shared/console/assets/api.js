@@ -83,9 +83,11 @@ export const deadSlaves = () => call("GET", "api/slaves", { query: { state: "DEA
 export const details = (id) => call("GET", slave(id) + "/details");
 export const history = (id) => call("GET", slave(id));
 export const expiring = () => call("GET", "api/slaves/expiring");
-// changes answers the feed after the cursor since, holding the request up
-// to wait seconds while there is none: {changes, cursor}.
-export const changes = (since, wait, signal) => call("GET", "api/slaves/changes", { query: { since, wait }, signal });
+// changes answers the feed after the cursor since (from now without one),
+// holding the request up to wait seconds while there is none: {changes,
+// cursor}. select is the selectors the service applies (docs/behaviour.md
+// "Selectors"): {id} follows one machine; none, the fleet.
+export const changes = (since, wait, signal, select) => call("GET", "api/slaves/changes", { query: { ...select, since, wait }, signal });
 // initial answers the fleet as it is now in the feed's shape: every slave
 // as an added change, then the bookmark that ends the initial state, and
 // the cursor to follow from.

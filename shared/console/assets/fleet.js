@@ -16,6 +16,7 @@ import { problem } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
 import { bulkPanel } from "./bulk.js";
 import { follow } from "./follow.js";
+import { liveIndicator } from "./live.js";
 
 export const STATES = ["ACTIVE", "FROZEN", "STARTING_DECOMMISSION", "DECOMMISSIONING", "DECOMMISSIONED", "DEAD", "MISSING_ON_STARTUP"];
 
@@ -109,9 +110,9 @@ const TYPES = new Set(["added", "stateChanged", "descriptionChanged", "deleted",
 const EXPIRING = new Set(["expiringSet", "expiringDeleted", "expiringReverted"]);
 
 // usable tells a change the page can apply from one it cannot: the feed is
-// read as untrusted as the list, and a slave that would break the table is
-// left out rather than shown.
-function usable(c) {
+// read as untrusted as the list, and a slave that would break the table (or
+// the machine page) is left out rather than shown.
+export function usable(c) {
   if (!c || typeof c.slaveId !== "string" || !TYPES.has(c.type) || !Number.isFinite(c.sequence)) return false;
   if (c.type === "deleted") return true;
   const s = c.slave;
@@ -318,9 +319,9 @@ export function render(root, route) {
   const pager = h("nav", { class: "pager", "aria-label": "Pages" });
   const errors = h("div");
   const refresh = h("button", { type: "button", onclick: () => reload() }, "Refresh");
-  // live says whether the list follows the change feed, in words (the dot
-  // only repeats them in colour).
-  const live = h("span", { class: "live", role: "status" });
+  // live says whether the list follows the change feed.
+  const live = liveIndicator({ errors, retry: () => feed?.restart(), reloading: "Listing again…",
+    unfed: "Not live: this API has no change feed; refreshed every minute" });
   // The selection is machine ids, kept across filters and pages; bulk.js
   // changes them.
   const selected = new Set();
@@ -372,7 +373,7 @@ export function render(root, route) {
   let drawnRows = new Map(); // by id, each shown row with what it shows
 
   root.replaceChildren(
-    h("div", { class: "title" }, h("h1", {}, "Fleet"), live, status, refresh),
+    h("div", { class: "title" }, h("h1", {}, "Fleet"), live.el, status, refresh),
     errors, counts,
     h("div", { class: "toolbar" },
       field("Search", search),
@@ -576,7 +577,7 @@ export function render(root, route) {
     if (left) return;
     if (feed) { feed.restart(); return; }
     if (!fleet.cursor) { // an API without the feed: list every minute, as before
-      showLive("offline", "none");
+      live.show("offline", "none");
       clearInterval(timer);
       timer = setInterval(() => { if (!document.hidden) reload(); }, 60000);
       return;
@@ -594,7 +595,7 @@ export function render(root, route) {
         unmark = setTimeout(drawSoon, MARK);
       },
       relist: () => listAgain(true),
-      show: showLive,
+      show: live.show,
     });
   }
 
@@ -621,20 +622,6 @@ export function render(root, route) {
       try { if (await pendingAgain()) drawSoon(); } catch { /* the next state change reads them again */ }
       expiringDue = 0;
     }, Math.max(0, lastExpiring + EXPIRING_EVERY - Date.now()));
-  }
-
-  function showLive(state, detail) {
-    const words = {
-      live: "Live",
-      reloading: "Listing again…",
-      reconnecting: `Reconnecting… (next try in ${detail} s)`,
-      offline: detail === "none" ? "Not live: this API has no change feed; refreshed every minute" : detail === "browser" ? "Offline: no network" : "Offline",
-    }[state];
-    if (live.dataset.state !== state || live.textContent !== words) { // a live region says each change once
-      live.dataset.state = state;
-      live.replaceChildren(h("span", { class: "dot", "aria-hidden": "true" }), words);
-    }
-    if (state === "offline" && detail instanceof api.ApiError) errors.replaceChildren(problem(detail, () => { errors.replaceChildren(); feed?.restart(); }));
   }
 
   update();

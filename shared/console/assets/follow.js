@@ -1,6 +1,7 @@
 // follow keeps a list current from the change feed (docs/behaviour.md "The
 // change feed"): list() is the list held, with its cursor (the initial
-// state's, or the list's X-Changes-Cursor, then each answer's). It holds one request open at a
+// state's, or the list's X-Changes-Cursor, then each answer's), or the one
+// machine a page shows, with the cursor taken before it was read. It holds one request open at a
 // time (wait=20), hands every answer's changes to apply, and moves the
 // held list's cursor on; an answer that comes after the page listed again
 // is dropped. It stops while the tab is hidden and catches up from the
@@ -12,7 +13,9 @@
 // it, as it stops the rest of the console. show(state, detail) is told
 // what it is doing: "live", "reconnecting" (detail: seconds to the next
 // try), "reloading" (detail: the refusal), or "offline" (detail: the
-// ApiError, or "browser" when the browser says it has no network).
+// ApiError, or "browser" when the browser says it has no network). select
+// is the selectors of every request (api.changes): a page that shows one
+// machine is sent that machine's changes only.
 
 import * as api from "./api.js";
 
@@ -23,7 +26,7 @@ const WAIT = 20;
 const FIRST_DELAY = 1000;
 const MAX_DELAY = 30000;
 
-export function follow({ list, apply, relist, show }) {
+export function follow({ list, apply, relist, show, select }) {
   let run = 0; // the current loop's number: a loop whose number is not current stops
   let abort = null;
   let wake = null; // ends a wait early (back online, stopped)
@@ -33,7 +36,7 @@ export function follow({ list, apply, relist, show }) {
   // applies them to that list, unless the page listed again meanwhile.
   async function read(wait, signal) {
     const held = list();
-    const page = await api.changes(held.cursor, wait, signal);
+    const page = await api.changes(held.cursor, wait, signal, select);
     if (!page || !Array.isArray(page.changes) || typeof page.cursor !== "string") throw new api.ApiError(502, "the change feed answered something that is not a page of changes");
     if (list() !== held) return -1;
     held.cursor = page.cursor;
