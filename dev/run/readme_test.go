@@ -67,7 +67,7 @@ func TestTheReadmeInstallsFromTheClone(t *testing.T) {
 // guides that hold commands. Every Markdown file with a ```sh block is here
 // (TestEveryGuideWithCommandsIsWalkedThrough).
 var walkthrough = []string{"README.md", "docs/operating.md", "docs/reports.md", "docs/task-logs.md",
-	"docs/fleetctl.md", "docs/local-stack.md", "docs/deploying.md"}
+	"docs/fleetctl.md", "docs/moving.md", "docs/local-stack.md", "docs/deploying.md"}
 
 // A guide whose commands the walkthrough does not run rots unseen: every
 // Markdown file of the clone with a ```sh block is in walkthrough.
