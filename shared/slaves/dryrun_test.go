@@ -2,6 +2,7 @@ package slaves_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,7 +46,11 @@ func fleetState(t *testing.T, f *memstore.Store) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(&b, "%+v\n", exp)
+	raw, err := json.Marshal(exp) // the records' values, not their pointers' addresses
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Write(raw)
 	return b.String()
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -276,5 +277,35 @@ func TestEveryRequestButAStreamHasTheRouteDeadline(t *testing.T) {
 		if has != tt.deadline || has && (left > slaves.RouteDeadline || left < slaves.RouteDeadline-time.Second) {
 			t.Errorf("%s: deadline %v in %v, want %v within %v", tt.target, has, left, tt.deadline, slaves.RouteDeadline)
 		}
+	}
+}
+
+// noScan is a store whose fleet cannot be read whole: what is asked of it
+// by name reads those slaves alone.
+type noScan struct{ *memstore.Store }
+
+func (noScan) List(context.Context, func(machine.Slave) error) error {
+	return errors.New("the fleet was read whole")
+}
+
+// A list or an initial state that names a few slaves reads each of them,
+// not the fleet, and answers what the fleet's read answers.
+func TestAFewSlavesNamedAreReadOneByOne(t *testing.T) {
+	store, whole := fleetOf(t, 40)
+	changeSlave(t, store, "S7", machine.Frozen, machine.ChangeRequest{})
+	named := web.Wrap(slaves.New(noScan{store}, access.Policy{}, machine.Limits{MaxExpiring: 24 * time.Hour}), web.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	for _, query := range []string{"id=S7&id=S3&id=S7&id=nope", "id=S7&id=S3&state=FROZEN", "id=S1&host=host-2"} {
+		want, got := get(whole, "/api/slaves/?"+query), get(named, "/api/slaves/?"+query)
+		if got.Code != 200 || got.Body.String() != want.Body.String() {
+			t.Errorf("list ?%s: got %d %s, want %s", query, got.Code, got.Body, want.Body)
+		}
+		initial, _ := followPage(t, named, "initial=true&"+query)
+		fromWhole, _ := followPage(t, whole, "initial=true&"+query)
+		if len(initial) != len(fromWhole) || len(initial) == 0 || !reflect.DeepEqual(initial[:len(initial)-1], fromWhole[:len(fromWhole)-1]) {
+			t.Errorf("initial ?%s: got %+v, want %+v", query, initial, fromWhole)
+		}
+	}
+	if rec := get(named, "/api/slaves/?host=host-2"); rec.Code != 500 {
+		t.Errorf("a list that names no slave: got %d, want the fleet read (refused here)", rec.Code)
 	}
 }

@@ -172,12 +172,29 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // listed reads the slaves sel picks, each encoded by encode, and the
-// feed's cursor of the state read. A selector with states reads only
-// those (the ByState index), one state after another.
+// feed's cursor of the state read. A selector that names a few slaves
+// reads each of them; one with states reads only those (the ByState
+// index), one state after another; any other, the fleet.
 func (h *Handler) listed(ctx context.Context, sel machine.Selector, encode func(machine.Slave) ([]byte, error)) (*encodedList, string, error) {
 	list := &encodedList{sel: sel, encode: encode}
 	scan := func(ctx context.Context) error { return h.store.List(ctx, list.add) }
-	if len(sel.States) > 0 {
+	switch ids := slices.Compact(slices.Sorted(slices.Values(sel.IDs))); {
+	case len(ids) > 0 && len(ids) <= maxPointReads:
+		// A few slaves named: read each, not the fleet (a machine page,
+		// fleetctl wait).
+		scan = func(ctx context.Context) error {
+			for _, id := range ids {
+				s, err := h.store.Get(ctx, id)
+				if err == nil && s != nil {
+					err = list.add(*s)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	case len(sel.States) > 0:
 		scan = func(ctx context.Context) error {
 			for _, st := range slices.Compact(slices.Sorted(slices.Values(sel.States))) {
 				if err := h.store.ListByState(ctx, st, list.add); err != nil {
@@ -193,6 +210,12 @@ func (h *Handler) listed(ctx context.Context, sel machine.Selector, encode func(
 	}
 	return list, cursor, err
 }
+
+// maxPointReads is the most slaves a selector may name for a list, or an
+// initial state, to read them one by one instead of the fleet: as many as
+// fleetctl names in a follow, and far fewer reads than a page of the
+// fleet.
+const maxPointReads = 50
 
 // details answers one slave, with its sequence as the ETag a conditional
 // change sends back in If-Match.
