@@ -32,6 +32,10 @@ const (
 	// batchAttempts is how often a batch is sent before it is reported
 	// as failed; the client retries each attempt's 429 and 5xx itself.
 	batchAttempts = 3
+	// batchWait is the least time one attempt of a batch waits for its
+	// answer (--timeout when longer): more than a deployed import route
+	// takes (20 s) and API Gateway allows (29 s).
+	batchWait = time.Minute
 	// defaultRack is the rack the service gives a slave that names none.
 	defaultRack = "DEFAULT"
 )
@@ -76,8 +80,9 @@ is named.
 
 Slaves are sent --batch at a time (at most 100, and about 3.5 MB: a slave
 with a long history makes a smaller batch), --concurrency batches at once,
-as the source is read --concurrency slaves at once. A batch that fails is
-sent up to 3 times, with a growing wait, then reported with its slaves;
+as the source is read --concurrency slaves at once. A batch waits a minute
+for its answer (--timeout when longer); one that fails is sent up to 3
+times, with a growing wait, then reported with its slaves;
 the others go on. The service answers each slave imported,
 unchanged (stored so already), conflict (stored otherwise; --mode replace
 replaces it) or refused, with its reason. Entries keep their times, users
@@ -198,7 +203,12 @@ func (a *app) importFleet(ctx context.Context, f importFlags) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	dst, err := a.client(ctx)
+	// A batch is answered when its last slave is written: within the
+	// route's 20 s deployed, longer on a slow store. An attempt given up
+	// sooner is sent again while the first still writes, and both wait on
+	// each other.
+	attempt := max(a.settings.timeout, batchWait)
+	dst, err := a.clientWith(ctx, client.Options{AttemptTimeout: attempt, CallTimeout: 2 * attempt, OnRetry: a.retrying})
 	if err != nil {
 		return err
 	}
