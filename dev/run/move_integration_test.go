@@ -91,9 +91,9 @@ func TestAFleetMovesFromOneStackToAnotherWithItsStory(t *testing.T) {
 		return code, stdout.String(), stderr.String()
 	}
 
-	// One batch at a time: the emulator answers one request at a time,
-	// and batches sent together only wait on each other there.
-	code, out, errOut := fleetctlRun("import", "--from", old, "--endpoint", next, "--concurrency", "1")
+	// Two batches at a time: each emulator answers one request at a time,
+	// and more batches sent together only wait on each other there.
+	code, out, errOut := fleetctlRun("import", "--from", old, "--endpoint", next, "--concurrency", "2")
 	// A batch the route answered 503 for one slave is sent again: those
 	// it had imported are then unchanged.
 	done := regexp.MustCompile(fmt.Sprintf(`%s slaves: \d[\d,]* imported, \d[\d,]* unchanged, 0 conflicts, 0 refused`, thousandsOf(moveFleet)))
@@ -106,7 +106,7 @@ func TestAFleetMovesFromOneStackToAnotherWithItsStory(t *testing.T) {
 	}
 
 	writes.n.Store(0)
-	code, out, errOut = fleetctlRun("import", "--from", old, "--endpoint", next, "--concurrency", "1")
+	code, out, errOut = fleetctlRun("import", "--from", old, "--endpoint", next) // reads alone: as fleetctl's default has them
 	if code != 0 || !strings.Contains(out+errOut, fmt.Sprintf("%s unchanged", thousandsOf(moveFleet))) {
 		t.Errorf("import again: exit %d, want 0 and %d unchanged:\n%s\n%s", code, moveFleet, tail(out, 2000), tail(errOut, 2000))
 	}
