@@ -124,7 +124,12 @@ func run(out io.Writer, quick, smoke bool, only string, soak time.Duration) erro
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s...\n", s.name)
+		aws := awsVariables()
 		got, err := s.run(ctx, e)
+		// A section that starts a stack of its own (fleetctl logs and
+		// fleetctl selector do) points the process's SDK at it: the next
+		// section gets the bench's emulator back.
+		restoreAWSVariables(aws)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
 		}
@@ -169,12 +174,35 @@ var sections = []section{
 	{"machine reports", reportFigures},
 	{"report bounds", reportBounds},
 	{"log reconcile", reconcileFigures},
-	// After the others: it turns EventBridge notifications on the log bucket on, and off again.
-	{"upload → visible", freshness},
 	// Only when asked (make soak), but for its smallest form in make test.
 	{"stream soak", streamSoak},
+	// After the others: it turns EventBridge notifications on the log bucket on, and off again.
+	{"upload → visible", freshness},
 	// Last, from what the others measured.
 	{"monthly cost", monthlyCost},
+}
+
+// awsVariables are the process's AWS_ variables, by name.
+func awsVariables() map[string]string {
+	vars := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "AWS_") {
+			vars[k] = v
+		}
+	}
+	return vars
+}
+
+// restoreAWSVariables makes the process's AWS_ variables vars again.
+func restoreAWSVariables(vars map[string]string) {
+	for k := range awsVariables() {
+		if _, ok := vars[k]; !ok {
+			os.Unsetenv(k)
+		}
+	}
+	for k, v := range vars {
+		os.Setenv(k, v)
+	}
 }
 
 // printTable writes the table as Markdown, so that BENCHMARKS.md can hold it.
