@@ -197,8 +197,9 @@ type importRun struct {
 // importFleet runs fleetctl import: read the source's list and expiring
 // changes, then window by window read each slave's history and send (or,
 // for a dry run, compare) --batch slaves a request, --concurrency at once.
-// A window of --batch times --concurrency slaves keeps both sides busy and
-// the memory held to one window's histories, whatever the fleet's size.
+// A window of --batch times --concurrency slaves keeps both sides busy,
+// the next read while one is sent, and the memory held to two windows'
+// histories, whatever the fleet's size.
 func (a *app) importFleet(ctx context.Context, f importFlags) error {
 	if err := f.check(); err != nil {
 		return err
@@ -265,15 +266,34 @@ func (a *app) importFleet(ctx context.Context, f importFlags) error {
 	}
 	r.todo = len(pending)
 
+	// A window is read from the source while the one before is sent to the
+	// destination, so that both sides work at once; at most two windows'
+	// histories are held.
 	window := f.batch * f.concurrency
+	readAhead := func(start int) chan []prepared {
+		c := make(chan []prepared, 1)
+		go func() { c <- r.read(ctx, listed, ids, pending[start:min(start+window, len(pending))]) }()
+		return c
+	}
+	var ahead chan []prepared
+	if len(pending) > 0 {
+		ahead = readAhead(0)
+	}
 	for start := 0; start < len(pending) && ctx.Err() == nil; start += window {
 		end := min(start+window, len(pending))
-		ready := r.read(ctx, listed, ids, pending[start:end])
+		ready := <-ahead
+		ahead = nil
+		if end < len(pending) {
+			ahead = readAhead(end)
+		}
 		if f.dryRun {
 			r.compare(ctx, ready)
 		} else {
 			r.send(ctx, ready, len(pending)-end)
 		}
+	}
+	if ahead != nil {
+		<-ahead // interrupted: what it read is left to do
 	}
 	r.clearBar()
 	return r.finish(ctx, len(listed), len(listed)-len(pending))
