@@ -457,16 +457,7 @@ func compareRecords(question, key string, old, new any, ignore ...string) (diffs
 	if !okOld || !okNew {
 		return compareEntries(question, old, new, ignore...), nil, 0
 	}
-	all := make([]string, 0, len(o)+len(n))
-	for k := range o {
-		all = append(all, k)
-	}
-	for k := range n {
-		if _, ok := o[k]; !ok {
-			all = append(all, k)
-		}
-	}
-	slices.Sort(all)
+	all := keysOfBoth(o, n)
 	var out outcome
 	for _, k := range all {
 		ov, nv := valueOr(o, k), valueOr(n, k)

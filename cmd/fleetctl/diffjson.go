@@ -58,17 +58,7 @@ func compareJSON(old, new any, ignore ...string) []delta {
 		switch o := old.(type) {
 		case map[string]any:
 			if n, ok := new.(map[string]any); ok {
-				names := make([]string, 0, len(o)+len(n))
-				for k := range o {
-					names = append(names, k)
-				}
-				for k := range n {
-					if _, ok := o[k]; !ok {
-						names = append(names, k)
-					}
-				}
-				slices.Sort(names)
-				for _, k := range names {
+				for _, k := range keysOfBoth(o, n) {
 					walk(field(path, k), valueOr(o, k), valueOr(n, k))
 				}
 				return
@@ -201,4 +191,19 @@ func sample(ids []string, n int, seed string) []string {
 	}
 	slices.Sort(picked)
 	return picked
+}
+
+// keysOfBoth is every key of a or of b, once each, sorted.
+func keysOfBoth(a, b map[string]any) []string {
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
