@@ -58,10 +58,7 @@ func expiryThroughput(ctx context.Context, e *env) ([]row, error) {
 		}
 		run := time.Since(start)
 		byOp, text := c.take()
-		n := 0
-		for _, k := range byOp {
-			n += k
-		}
+		n := total(byOp)
 		took, calls = append(took, point{float64(due), run.Seconds()}), append(calls, point{float64(due), float64(n)})
 		rate := float64(res.Applied) / run.Seconds()
 		rows = append(rows,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fleetops/fleet/client"
 	"github.com/fleetops/fleet/shared/slaves"
 )
 
@@ -40,14 +41,14 @@ func importFigures(ctx context.Context, e *env) ([]row, error) {
 		byOp, said := f.calls.take()
 		written = float64(f.calls.written.Swap(0)) / float64(n)
 		times = append(times, point{float64(n), took.Seconds()})
-		perSlave = append(perSlave, point{float64(n), float64(sum(byOp)) / float64(n)})
+		perSlave = append(perSlave, point{float64(n), float64(total(byOp)) / float64(n)})
 		calls = said
 		if err := importAll(ctx, f.routes, fleet, "unchanged"); err != nil {
 			return nil, err
 		}
 		var againOps map[string]int
 		againOps, again = f.calls.take()
-		againPer = float64(sum(againOps)) / float64(n)
+		againPer = float64(total(againOps)) / float64(n)
 		writtenAgain = float64(f.calls.written.Swap(0)) / float64(n)
 		for _, s := range fleet {
 			defer serve(context.WithoutCancel(ctx), f.routes, "DELETE", "/api/slaves/slave/"+s.Slave.ID, "")
@@ -80,49 +81,27 @@ func importFigures(ctx context.Context, e *env) ([]row, error) {
 	}, nil
 }
 
-// importedSlave is one slave of an import's body.
-type importedSlave struct {
-	Slave struct {
-		ID           string            `json:"id"`
-		FirstSeenAt  int64             `json:"firstSeenAt"`
-		Host         string            `json:"host"`
-		RackID       string            `json:"rackId"`
-		Attributes   map[string]string `json:"attributes"`
-		CurrentState importEntry       `json:"currentState"`
-	} `json:"slave"`
-	History  []importEntry   `json:"history"`
-	Expiring json.RawMessage `json:"expiring,omitempty"`
-}
-
-type importEntry struct {
-	ObjectID  string `json:"objectId"`
-	State     string `json:"state"`
-	Timestamp int64  `json:"timestamp"`
-	User      string `json:"user,omitempty"`
-	Message   string `json:"message,omitempty"`
-}
-
 // importedFleet is n slaves named prefix-<i>, each with importHistory
 // entries ending FROZEN or ACTIVE, and an expiring change for one in five
 // (they end FROZEN, to revert to ACTIVE).
-func importedFleet(prefix string, n int, at int64) []importedSlave {
-	fleet := make([]importedSlave, n)
+func importedFleet(prefix string, n int, at int64) []client.ImportedSlave {
+	fleet := make([]client.ImportedSlave, n)
 	for i := range fleet {
 		s := &fleet[i]
-		s.Slave.ID = fmt.Sprintf("%s-%d", prefix, i)
-		s.Slave.FirstSeenAt, s.Slave.Host, s.Slave.RackID = at-1e9, fmt.Sprintf("node-%d.example.com", i), "us-east-1a"
-		s.Slave.Attributes = map[string]string{"instance_type": "m5.4xlarge"}
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		s.Slave = client.Slave{ID: id, FirstSeenAt: at - 1e9, Host: fmt.Sprintf("node-%d.example.com", i), RackID: "us-east-1a",
+			Attributes: map[string]string{"instance_type": "m5.4xlarge"}}
 		for k := range importHistory {
-			e := importEntry{ObjectID: s.Slave.ID, State: "ACTIVE", Timestamp: at - 1e9 + int64(k)*3_600_000, Message: "New machine reported"}
+			e := client.StateUpdate{ObjectID: id, State: client.Active, Timestamp: at - 1e9 + int64(k)*3_600_000, Message: "New machine reported"}
 			if k%2 == 1 || (k == importHistory-1 && i%5 == 0) {
-				e.State, e.User, e.Message = "FROZEN", "ops@example.com", "kernel upgrade"
+				e.State, e.User, e.Message = client.Frozen, "ops@example.com", "kernel upgrade"
 			}
 			s.History = append(s.History, e)
 		}
 		s.Slave.CurrentState = s.History[len(s.History)-1]
 		if i%5 == 0 {
-			s.Expiring = json.RawMessage(fmt.Sprintf(`{"machineId":%q,"user":"ops@example.com","startMillis":%d,"actionId":"ticket-%d","revertToState":"ACTIVE","killTasksOnDecommissionTimeout":false,"expiringAPIRequestObject":{"durationMillis":%d,"revertToState":"ACTIVE"}}`,
-				s.Slave.ID, at, i, 2*time.Hour.Milliseconds()))
+			s.Expiring = &client.Expiring{MachineID: id, User: "ops@example.com", StartMillis: at, ActionID: fmt.Sprintf("ticket-%d", i), RevertToState: client.Active,
+				Request: client.ExpiringRequest{DurationMillis: 2 * time.Hour.Milliseconds(), RevertToState: client.Active}}
 		}
 	}
 	return fleet
@@ -130,9 +109,9 @@ func importedFleet(prefix string, n int, at int64) []importedSlave {
 
 // importAll imports fleet in batches of slaves.MaxImport and checks that
 // every slave's result is want.
-func importAll(ctx context.Context, h http.Handler, fleet []importedSlave, want string) error {
+func importAll(ctx context.Context, h http.Handler, fleet []client.ImportedSlave, want string) error {
 	for from := 0; from < len(fleet); from += slaves.MaxImport {
-		body, err := json.Marshal(map[string]any{"slaves": fleet[from:min(len(fleet), from+slaves.MaxImport)]})
+		body, err := json.Marshal(client.ImportRequest{Slaves: fleet[from:min(len(fleet), from+slaves.MaxImport)]})
 		if err != nil {
 			return err
 		}
@@ -140,9 +119,7 @@ func importAll(ctx context.Context, h http.Handler, fleet []importedSlave, want 
 		if status != http.StatusOK {
 			return fmt.Errorf("import: got %d %.300s", status, answer)
 		}
-		var got struct {
-			Results []struct{ ID, Result, Reason string }
-		}
+		var got client.ImportAnswer
 		if err := json.Unmarshal([]byte(answer), &got); err != nil {
 			return err
 		}
@@ -153,13 +130,4 @@ func importAll(ctx context.Context, h http.Handler, fleet []importedSlave, want 
 		}
 	}
 	return nil
-}
-
-// sum of the counts.
-func sum(byOp map[string]int) int {
-	n := 0
-	for _, v := range byOp {
-		n += v
-	}
-	return n
 }

@@ -302,6 +302,15 @@ func (c *calls) take() (map[string]int, string) {
 	return got, strings.Join(parts, ", ")
 }
 
+// total is the number of calls of counts taken (take).
+func total(byOp map[string]int) int {
+	n := 0
+	for _, v := range byOp {
+		n += v
+	}
+	return n
+}
+
 // median of durations (which it sorts).
 func median(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {

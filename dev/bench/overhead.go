@@ -94,10 +94,7 @@ func overhead(ctx context.Context, e *env) ([]row, error) {
 		if rec.Code != http.StatusOK {
 			return nil, fmt.Errorf("%s (%s): status %d after %s: %s", route.name, route.event, rec.Code, ops, rec.Body)
 		}
-		sdkCalls := 0
-		for _, k := range byOp {
-			sdkCalls += k
-		}
+		sdkCalls := total(byOp)
 		figure := route.name + " handler time p50 (" + ops
 		if route.unit != "" {
 			length, err := answerLength(rec)

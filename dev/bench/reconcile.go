@@ -55,13 +55,7 @@ func reconcileFigures(ctx context.Context, e *env) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	perLog := func(byOp map[string]int, n int) float64 {
-		all := 0
-		for _, c := range byOp {
-			all += c
-		}
-		return float64(all) / float64(n)
-	}
+	perLog := func(byOp map[string]int, n int) float64 { return float64(total(byOp)) / float64(n) }
 	var rows []row
 	var emptyCalls, emptyTime, driftCalls, driftTime []point
 	for _, n := range sizes {

@@ -71,11 +71,7 @@ var oneWrite = &callCheck{
 	target: "1 TransactWriteItems + ≤ 1 read",
 	ok: func(got map[string]int) bool {
 		reads := got["GetItem"] + got["TransactGetItems"] + got["Query"] + got["Scan"] + got["BatchGetItem"]
-		total := 0
-		for _, n := range got {
-			total += n
-		}
-		return got["TransactWriteItems"] == 1 && reads <= 1 && total == 1+reads
+		return got["TransactWriteItems"] == 1 && reads <= 1 && total(got) == 1+reads
 	},
 }
 

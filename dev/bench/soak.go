@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,7 @@ func streamSoak(ctx context.Context, e *env) ([]row, error) {
 	// Caught up: both have received every change made (and the expiring
 	// changes' own), and as many, twice in a row.
 	caughtUp := func() bool { return polled.count() >= made && streamed.count() == polled.count() }
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && cmpErr(streamed.failed(), polled.failed()) == nil; {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && cmp.Or(streamed.failed(), polled.failed()) == nil; {
 		if caughtUp() {
 			time.Sleep(time.Second)
 			if caughtUp() {
@@ -132,7 +133,7 @@ func streamSoak(ctx context.Context, e *env) ([]row, error) {
 	}
 	stopFollowing()
 	wg.Wait()
-	if err := cmpErr(streamed.failed(), polled.failed()); err != nil {
+	if err := cmp.Or(streamed.failed(), polled.failed()); err != nil {
 		return nil, err
 	}
 
@@ -163,16 +164,6 @@ func streamSoak(ctx context.Context, e *env) ([]row, error) {
 			value:  fmt.Sprintf("%d ms, %d ms", lags[len(lags)/2].Milliseconds(), lags[len(lags)*99/100].Milliseconds()),
 			target: "< 2 s", met: verdict(lags[len(lags)/2] < 2*time.Second)},
 	}, nil
-}
-
-// cmpErr returns the first of errs that is not nil.
-func cmpErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // follower is one way of following the feed: what it received and what it
