@@ -223,19 +223,34 @@ func seed(t *testing.T, prefix string, n int, lost bool) []string {
 }
 
 // api sends one request to the API, as a script would, and wants status.
+//
+// It is a client as fleetctl is: a 503 (moto busy on a loaded machine) is
+// tried again after its Retry-After, with the same Idempotency-Key, so a
+// change that was made and whose answer was lost is not made twice.
 func api(t *testing.T, method, path, body string, status int) string {
 	t.Helper()
-	req, _ := http.NewRequest(method, site.URL+path, strings.NewReader(body))
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	key := fmt.Sprintf("console-test-%d", time.Now().UnixNano())
+	for try := 1; ; try++ {
+		req, _ := http.NewRequest(method, site.URL+path, strings.NewReader(body))
+		if method != "GET" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusServiceUnavailable && status != res.StatusCode && try < 5 {
+			wait, _ := strconv.Atoi(res.Header.Get("Retry-After"))
+			time.Sleep(time.Duration(max(wait, 1)) * time.Second)
+			continue
+		}
+		if res.StatusCode != status {
+			t.Fatalf("%s %s: got %d %s, want %d", method, path, res.StatusCode, b, status)
+		}
+		return string(b)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != status {
-		t.Fatalf("%s %s: got %d %s, want %d", method, path, res.StatusCode, b, status)
-	}
-	return string(b)
 }
 
 // patience is how long a test waits for the page to do one thing it was

@@ -84,6 +84,9 @@ func TestMachinePageActions(t *testing.T) {
 			choose(`form.actions select`, "custom"))
 		do(t, ctx, clear(`form.actions input[type=number]`), chromedp.SendKeys(`form.actions input[type=number]`, "2"), chromedp.Click(`form.actions button[type=submit]`))
 		confirmDialog(t, ctx, "For 2h: at about")
+		// As a person would, the next change waits for this one's result:
+		// the form is off until then (the feed may draw the machine first).
+		eventually(t, ctx, "done", has("form.actions .result", "Done: "+id+" is FROZEN for 2h"))
 		eventually(t, ctx, "the FROZEN badge and pending revert", has("main .title", "FROZEN")+" && "+has("main .title", "→ ACTIVE in 1h 59m"))
 		eventually(t, ctx, "the history's newest entry", has("ol.timeline li:first-child", "FROZEN")+" && "+has("ol.timeline li:first-child", "kernel upgrade"))
 	})
