@@ -43,7 +43,7 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (http.Ha
 	}
 	var store *logstore.Store
 	if opts.S3 != nil {
-		store = logstore.New(opts.S3, s3.NewPresignClient(opts.S3))
+		store = logstore.New(opts.S3, logstore.NewLinks(opts.S3))
 	} else if store, err = logstore.Open(ctx, s3cfg.PathStyle); err != nil {
 		return nil, err
 	}

@@ -34,7 +34,8 @@ type API interface {
 	HeadObject(context.Context, *s3.HeadObjectInput, ...func(*s3.Options)) (*s3.HeadObjectOutput, error)
 }
 
-// Presigner is the part of s3.PresignClient the store uses.
+// Presigner is the part of s3.PresignClient the store uses (Links, or the
+// SDK's own).
 type Presigner interface {
 	PresignGetObject(context.Context, *s3.GetObjectInput, ...func(*s3.PresignOptions)) (*v4.PresignedHTTPRequest, error)
 }
@@ -62,7 +63,7 @@ func Open(ctx context.Context, pathStyle bool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return New(client, s3.NewPresignClient(client)), nil
+	return New(client, NewLinks(client)), nil
 }
 
 // Client is the S3 client Open builds the store on.
@@ -289,5 +290,5 @@ type Buckets struct {
 
 // NewBuckets returns the log buckets as client reads them.
 func NewBuckets(client *s3.Client) Buckets {
-	return Buckets{New(client, s3.NewPresignClient(client)), Notifications{API: client}}
+	return Buckets{New(client, NewLinks(client)), Notifications{API: client}}
 }
