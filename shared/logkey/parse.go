@@ -53,7 +53,7 @@ func (f Format) Parse(key string) (p Parsed, ok bool) {
 		}
 	}
 	if p.TaskID != "" {
-		t, _ := ParseTaskID(p.TaskID)
+		t, _ := parseTask(p.TaskID)
 		p.RequestID, p.DeployID = t.RequestID, t.DeployID
 	}
 	return p, p.RequestID != ""
@@ -151,12 +151,12 @@ func fits(t token, v string) bool {
 		_, err := parseDigits(v, 63)
 		return err == nil
 	case tokTaskID:
-		_, err := ParseTaskID(v)
-		return err == nil
+		_, ok := parseTask(v)
+		return ok
 	case tokRequestID:
-		return CheckRequestID(v) == nil
+		return validID(v)
 	case tokDeployID:
-		return CheckDeployID(v) == nil
+		return validID(v) && !strings.Contains(v, "-")
 	case tokFileExt:
 		return v == "" || v[0] == '.' && !strings.Contains(v[1:], ".")
 	case tokTag:
@@ -175,13 +175,13 @@ func (m *matcher) agrees(t token, v string) bool {
 	task, hasTask := m.vals[tokTaskID]
 	switch t {
 	case tokTaskID:
-		parsed, _ := ParseTaskID(v)
+		parsed, _ := parseTask(v)
 		return m.same(tokRequestID, parsed.RequestID) && m.same(tokDeployID, parsed.DeployID) && m.same(tokHost, parsed.Host)
 	case tokRequestID, tokDeployID, tokHost:
 		if !hasTask {
 			return true
 		}
-		parsed, _ := ParseTaskID(task)
+		parsed, _ := parseTask(task)
 		return v == map[token]string{tokRequestID: parsed.RequestID, tokDeployID: parsed.DeployID, tokHost: parsed.Host}[t]
 	}
 	return true

@@ -30,15 +30,21 @@ type Task struct {
 // and the whole id a valid id (see CheckRequestID). Otherwise it returns
 // fault.Invalid "<id> is not a valid task id".
 func ParseTaskID(id string) (Task, error) {
-	bad := fault.Invalid("%s is not a valid task id", id)
-	if !validID(id) {
-		return Task{}, bad
+	t, ok := parseTask(id)
+	if !ok {
+		return Task{}, fault.Invalid("%s is not a valid task id", id)
+	}
+	return t, nil
+}
+
+// parseTask is ParseTaskID without the error, which a key's parse, trying
+// every length of the task id, would otherwise build for each (Parse).
+func parseTask(id string) (Task, bool) {
+	if !validID(id) || strings.Count(id, "-") < 5 {
+		return Task{}, false
 	}
 	parts := strings.Split(id, "-")
 	n := len(parts) - 5
-	if n < 1 {
-		return Task{}, bad
-	}
 	t := Task{
 		ID:        id,
 		RequestID: strings.Join(parts[:n], "-"),
@@ -47,15 +53,15 @@ func ParseTaskID(id string) (Task, error) {
 		RackID:    parts[n+4],
 	}
 	if t.RequestID == "" || t.DeployID == "" || t.Host == "" || t.RackID == "" {
-		return Task{}, bad
+		return Task{}, false
 	}
 	started, err1 := parseDigits(parts[n+1], 63)
 	instance, err2 := parseDigits(parts[n+2], strconv.IntSize-1)
 	if err1 != nil || err2 != nil {
-		return Task{}, bad
+		return Task{}, false
 	}
 	t.StartedAt, t.InstanceNo = int64(started), int(instance)
-	return t, nil
+	return t, true
 }
 
 // parseDigits parses a non-negative decimal of at most bits bits; unlike
