@@ -241,6 +241,7 @@ type calls struct {
 	got     atomic.Int64
 	written atomic.Int64
 	listed  atomic.Int64
+	inputs  []any // every call's input, in order (replay)
 }
 
 func newCalls() *calls { return &calls{byOp: map[string]int{}} }
@@ -260,6 +261,9 @@ func (c *calls) count(cfg *aws.Config) {
 			return err
 		}
 		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("benchScanned", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			c.mu.Lock()
+			c.inputs = append(c.inputs, in.Parameters)
+			c.mu.Unlock()
 			switch r := in.Parameters.(type) {
 			case *dynamodb.TransactWriteItemsInput:
 				c.written.Add(int64(len(r.TransactItems)))
@@ -294,6 +298,7 @@ func (c *calls) take() (map[string]int, string) {
 	defer c.mu.Unlock()
 	got := c.byOp
 	c.byOp = map[string]int{}
+	c.inputs = nil
 	var parts []string
 	for op, n := range got {
 		parts = append(parts, fmt.Sprintf("%d %s", n, op))

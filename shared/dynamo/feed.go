@@ -167,11 +167,7 @@ func (s *driver) changeItems(cs []change.Change) ([]types.TransactWriteItem, err
 // Heads reads every shard's head with one consistent BatchGetItem.
 func (s *driver) Heads(ctx context.Context) ([change.FeedShards]int64, error) {
 	var heads [change.FeedShards]int64
-	keys := make([]map[string]types.AttributeValue, change.FeedShards)
-	for i := range keys {
-		keys[i] = feedKey(i, 0)
-	}
-	pending := map[string]types.KeysAndAttributes{s.tables.Changes: {Keys: keys, ConsistentRead: aws.Bool(true)}}
+	pending := map[string]types.KeysAndAttributes{s.tables.Changes: {Keys: s.headKeys, ConsistentRead: aws.Bool(true)}}
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt == change.Attempts {
 			return heads, fmt.Errorf("read the feed's heads: unprocessed keys after %d attempts", change.Attempts)

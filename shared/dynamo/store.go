@@ -75,6 +75,9 @@ type Store struct {
 	// -1 before its first: the next List scans in as many segments as
 	// that many slaves pay for (scanSegments).
 	listed atomic.Int64
+	// headKeys are the keys of the feed's heads, which every list and
+	// feed read reads (Heads): made once, as the SDK only reads them.
+	headKeys []map[string]types.AttributeValue
 }
 
 // New returns a store over db. History entries expire (DynamoDB TTL)
@@ -82,6 +85,9 @@ type Store struct {
 func New(db API, tables Tables, historyRetention time.Duration) *Store {
 	s := &Store{db: db, tables: tables}
 	s.listed.Store(-1)
+	for shard := range change.FeedShards {
+		s.headKeys = append(s.headKeys, feedKey(shard, 0))
+	}
 	s.Protocol = change.New((*driver)(s), historyRetention)
 	return s
 }
