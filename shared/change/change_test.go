@@ -45,8 +45,8 @@ func (s *racing) Remember(_ context.Context, r change.Receipt) error {
 func (s *racing) Remove(context.Context, string, int64, bool, change.Change) error {
 	return change.ErrRace
 }
-func (s *racing) Heads(context.Context) ([change.FeedShards]int64, error) {
-	return [change.FeedShards]int64{}, nil
+func (s *racing) Heads(context.Context) (change.Heads, error) {
+	return change.Heads{}, nil
 }
 func (s *racing) Entries(context.Context, int, int64, int) ([]change.Change, error) { return nil, nil }
 func (s *racing) Before(_ context.Context, _ int, head, _ int64) (int64, error)     { return head, nil }

@@ -32,6 +32,14 @@ import (
 // different shards never wait for each other.
 const FeedShards = 16
 
+// Heads are every shard's newest position (Seqs), and when the entry at
+// that position was written (Written, epoch ms; 0 where it is not known: a
+// shard with no entry, or a head last moved before heads kept the time).
+type Heads struct {
+	Seqs    [FeedShards]int64
+	Written [FeedShards]int64
+}
+
 // FeedRetention is how long a change stays in the feed, and how long a
 // cursor may be followed from: an older cursor is refused with a 410.
 const FeedRetention = 24 * time.Hour
@@ -127,8 +135,9 @@ func ShardOf(id string) int {
 // with the slave plus one, conditioned on the head being still that one,
 // and the entries of Create positions after the heads it finds.
 type Feed interface {
-	// Heads reads every shard's newest position, consistently.
-	Heads(ctx context.Context) ([FeedShards]int64, error)
+	// Heads reads every shard's newest position, consistently, and when
+	// the entry there was written.
+	Heads(ctx context.Context) (Heads, error)
 	// Entries returns the entries of shard after position after, oldest
 	// first, at most max.
 	Entries(ctx context.Context, shard int, after int64, max int) ([]Change, error)
@@ -260,7 +269,7 @@ func (p *Protocol) head(ctx context.Context) (Cursor, error) {
 	if err != nil {
 		return Cursor{}, err
 	}
-	return Cursor{Issued: p.now().UnixMilli(), Seqs: heads}, nil
+	return Cursor{Issued: p.now().UnixMilli(), Seqs: heads.Seqs}, nil
 }
 
 // Changes answers the feed after the cursor since: the changes committed
@@ -337,10 +346,11 @@ func (p *Protocol) Changes(ctx context.Context, since string, wait time.Duration
 func (p *Protocol) read(ctx context.Context, from, upTo Cursor, max int) ([]Change, Cursor, error) {
 	heads := upTo.Seqs
 	if upTo == (Cursor{}) {
-		var err error
-		if heads, err = p.store.Heads(ctx); err != nil {
+		h, err := p.store.Heads(ctx)
+		if err != nil {
 			return nil, Cursor{}, err
 		}
+		heads = h.Seqs
 	}
 	var shards [FeedShards][]Change
 	var g errgroup.Group
@@ -412,13 +422,19 @@ func (p *Protocol) Listed(ctx context.Context, list func(context.Context) error)
 	if err != nil {
 		return nil, "", err
 	}
-	before, err := p.head(ctx)
+	heads, err := p.store.Heads(ctx)
 	if err != nil {
 		return nil, "", err
 	}
+	before := Cursor{Issued: p.now().UnixMilli(), Seqs: heads.Seqs}
 	settled := p.now().Add(-ListSettle).UnixMilli()
 	var g errgroup.Group
 	for s := range FeedShards {
+		// A shard whose newest entry settled before the list is read
+		// whole by it: no walk back (in a quiet fleet, most of them).
+		if w := heads.Written[s]; heads.Seqs[s] == 0 || w != 0 && w < settled {
+			continue
+		}
 		g.Go(func() error { // each its own shard's position
 			at, err := p.store.Before(ctx, s, before.Seqs[s], settled)
 			before.Seqs[s] = at

@@ -17,8 +17,8 @@ type visible struct {
 	shown map[int64]bool
 }
 
-func (v *visible) Heads(context.Context) ([change.FeedShards]int64, error) {
-	return [change.FeedShards]int64{v.head}, nil
+func (v *visible) Heads(context.Context) (change.Heads, error) {
+	return change.Heads{Seqs: [change.FeedShards]int64{v.head}}, nil
 }
 
 func (v *visible) Entries(_ context.Context, shard int, after int64, max int) ([]change.Change, error) {

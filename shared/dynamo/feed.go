@@ -118,27 +118,30 @@ func (s *driver) headGet(id string) types.TransactGetItem {
 	return types.TransactGetItem{Get: &types.Get{TableName: &s.tables.Changes, Key: feedKey(change.ShardOf(id), 0)}}
 }
 
-// decodeHead reads a head item; an absent one is position 0.
-func decodeHead(item map[string]types.AttributeValue) int64 {
-	v, _ := item["head"].(*types.AttributeValueMemberN)
-	if v == nil {
-		return 0
+// decodeHead reads a head item: its position (an absent one is 0) and
+// when the entry there was written (0 when the head does not say).
+func decodeHead(item map[string]types.AttributeValue) (seq, written int64) {
+	if v, ok := item["head"].(*types.AttributeValueMemberN); ok {
+		seq, _ = strconv.ParseInt(v.Value, 10, 64)
 	}
-	n, _ := strconv.ParseInt(v.Value, 10, 64)
-	return n
+	if v, ok := item["writtenAt"].(*types.AttributeValueMemberN); ok {
+		written, _ = strconv.ParseInt(v.Value, 10, 64)
+	}
+	return seq, written
 }
 
 // feedItems are the writes that put entries at positions from+1 on in
 // shard and move its head there from from, conditioned on the head being
-// still from.
+// still from. The head keeps when its newest entry was written, so that a
+// list skips the walk back of a shard that has settled (change.Heads).
 func (s *driver) feedItems(shard int, from int64, entries []change.Change) ([]types.TransactWriteItem, error) {
 	head := &types.Update{
 		TableName:                 &s.tables.Changes,
 		Key:                       feedKey(shard, 0),
-		UpdateExpression:          aws.String("SET #head = :next"),
+		UpdateExpression:          aws.String("SET #head = :next, #written = :written"),
 		ConditionExpression:       aws.String("attribute_not_exists(#head)"),
-		ExpressionAttributeNames:  map[string]string{"#head": "head"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":next": num(from + int64(len(entries)))},
+		ExpressionAttributeNames:  map[string]string{"#head": "head", "#written": "writtenAt"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":next": num(from + int64(len(entries))), ":written": num(entries[len(entries)-1].Written)},
 	}
 	if from != 0 {
 		head.ConditionExpression = aws.String("#head = :prev")
@@ -165,8 +168,8 @@ func (s *driver) changeItems(cs []change.Change) ([]types.TransactWriteItem, err
 }
 
 // Heads reads every shard's head with one consistent BatchGetItem.
-func (s *driver) Heads(ctx context.Context) ([change.FeedShards]int64, error) {
-	var heads [change.FeedShards]int64
+func (s *driver) Heads(ctx context.Context) (change.Heads, error) {
+	var heads change.Heads
 	pending := map[string]types.KeysAndAttributes{s.tables.Changes: {Keys: s.headKeys, ConsistentRead: aws.Bool(true)}}
 	for attempt := 0; len(pending) > 0; attempt++ {
 		if attempt == change.Attempts {
@@ -188,7 +191,7 @@ func (s *driver) Heads(ctx context.Context) ([change.FeedShards]int64, error) {
 			if err := attributevalue.UnmarshalMap(item, &key); err != nil || key.Shard < 0 || key.Shard >= change.FeedShards {
 				return heads, fmt.Errorf("decode a head of the feed: %v", item["shard"])
 			}
-			heads[key.Shard] = decodeHead(item)
+			heads.Seqs[key.Shard], heads.Written[key.Shard] = decodeHead(item)
 		}
 		pending = out.UnprocessedKeys
 	}

@@ -356,7 +356,7 @@ func (s *driver) Read(ctx context.Context, id string, key *change.Receipt) (chan
 		return read{}, fmt.Errorf("decode the decommissioning set: %w", err)
 	}
 	r.Snapshot.LimitAt = set.LastAt
-	r.Head = decodeHead(out.Responses[3].Item)
+	r.Head, _ = decodeHead(out.Responses[3].Item)
 	if named && len(out.Responses[4].Item) > 0 {
 		var rec receiptRecord
 		if err := attributevalue.UnmarshalMap(out.Responses[4].Item, &rec); err != nil {
@@ -528,7 +528,7 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 		}
 		w.Changes = slices.Clone(w.Changes)
 		for i, c := range w.Changes {
-			c.Seq = heads[c.Shard] + int64(len(entries[c.Shard])) + 1
+			c.Seq = heads.Seqs[c.Shard] + int64(len(entries[c.Shard])) + 1
 			entries[c.Shard] = append(entries[c.Shard], c)
 			w.Changes[i] = c
 		}
@@ -542,7 +542,7 @@ func (s *driver) Create(ctx context.Context, ws []change.Write) error {
 		if len(es) == 0 {
 			continue
 		}
-		feed, err := s.feedItems(shard, heads[shard], es)
+		feed, err := s.feedItems(shard, heads.Seqs[shard], es)
 		if err != nil {
 			return err
 		}

@@ -43,17 +43,21 @@ func (s *Store) appendChanges(cs []change.Change) {
 	}
 }
 
-// Heads returns every shard's newest position.
-func (d *driver) Heads(ctx context.Context) ([change.FeedShards]int64, error) {
-	var heads [change.FeedShards]int64
+// Heads returns every shard's newest position, and when its entry was
+// written.
+func (d *driver) Heads(ctx context.Context) (change.Heads, error) {
+	var heads change.Heads
 	if err := ctx.Err(); err != nil {
 		return heads, err
 	}
 	s := (*Store)(d)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range heads {
-		heads[i] = s.head(i)
+	for i, entries := range s.feed.shards {
+		heads.Seqs[i] = s.head(i)
+		if len(entries) > 0 {
+			heads.Written[i] = entries[len(entries)-1].Written
+		}
 	}
 	return heads, nil
 }
