@@ -117,8 +117,12 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{assets: map[string]*file{}, routes: web.NewRoutes(access.Policy{})}
 	h.routes.Handle("GET /", access.Anyone, web.Plain(h.serveFile))
 	sum := sha256.New()
+	zw, err := gzip.NewWriterLevel(nil, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
 	var index []byte
-	err := fs.WalkDir(embedded, "assets", func(name string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(embedded, "assets", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -133,7 +137,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		fmt.Fprintf(sum, "%s\x00%d\x00", rel, len(body))
 		sum.Write(body)
-		h.assets[rel] = newFile(body, contentType(rel))
+		h.assets[rel] = newFile(zw, body, contentType(rel))
 		return nil
 	})
 	if err != nil {
@@ -146,7 +150,7 @@ func New(cfg Config) (*Handler, error) {
 	scriptHash := sha256.Sum256([]byte(redirect))
 	page := bytes.ReplaceAll(index, []byte("{{assets}}"), []byte("assets/"+h.version+"/"))
 	page = bytes.ReplaceAll(page, []byte("{{redirect}}"), []byte(redirect))
-	h.page = newFile(page, "text/html; charset=utf-8")
+	h.page = newFile(zw, page, "text/html; charset=utf-8")
 	h.page.csp = "default-src 'self'; script-src 'self' 'sha256-" + base64.StdEncoding.EncodeToString(scriptHash[:]) + "'; " +
 		"style-src 'self'; img-src 'self' data:; connect-src 'self'" + cognitoOrigin(cfg) + "; " +
 		"form-action 'self'" + cognitoOrigin(cfg) + "; frame-ancestors 'none'; base-uri 'self'"
@@ -154,7 +158,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.config = newFile(raw, "application/json")
+	h.config = newFile(zw, raw, "application/json")
 	return h, nil
 }
 
@@ -181,9 +185,13 @@ func CognitoURL(domain string) string {
 // Version is the assets' current directory name under assets/.
 func (h *Handler) Version() string { return h.version }
 
-func newFile(body []byte, contentType string) *file {
+// newFile compresses body with zw, which it resets: one compressor serves
+// every asset, since each holds about a megabyte of state, and building
+// one per asset was most of the function's cold start (docs/decisions.md
+// "Cold starts").
+func newFile(zw *gzip.Writer, body []byte, contentType string) *file {
 	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
+	zw.Reset(&z)
 	zw.Write(body)
 	zw.Close()
 	sum := sha256.Sum256(body)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -118,6 +119,41 @@ func TestAssetsAreGzippedForClientsThatAcceptIt(t *testing.T) {
 		}
 		if !strings.Contains(res.Header().Get("Vary"), "Accept-Encoding") {
 			t.Errorf("got Vary %q, want Accept-Encoding", res.Header().Get("Vary"))
+		}
+	}
+}
+
+// One compressor serves every asset at startup: each asset's gzip form must
+// be its own body, not a neighbour's, nor cut short or run on.
+func TestEveryAssetsGzipFormIsItsOwnBody(t *testing.T) {
+	h := handler(t, console.Config{Auth: console.AuthNone})
+	entries, err := os.ReadDir("assets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/", "/console-config.json"}
+	for _, e := range entries {
+		if e.Name() != "index.html" {
+			paths = append(paths, "/assets/"+h.Version()+"/"+e.Name())
+		}
+	}
+	for _, path := range paths {
+		plain := get(h, path)
+		zipped := get(h, path, "Accept-Encoding", "gzip")
+		if plain.Code != 200 || zipped.Header().Get("Content-Encoding") != "gzip" {
+			t.Errorf("%s: got %d and Content-Encoding %q, want 200 and gzip", path, plain.Code, zipped.Header().Get("Content-Encoding"))
+			continue
+		}
+		zr, err := gzip.NewReader(zipped.Body)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		body, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if !bytes.Equal(body, plain.Body.Bytes()) {
+			t.Errorf("%s: got a gzip form of %d bytes unzipped, want its own body of %d", path, len(body), plain.Body.Len())
 		}
 	}
 }
