@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
@@ -54,10 +55,11 @@ type Config struct {
 
 // file is one asset as served: its body, its gzip form and its type.
 type file struct {
-	body, gzipped []byte
-	contentType   string
-	etag          string
-	csp           string // the page's Content-Security-Policy
+	body        []byte
+	gzipped     func() []byte // compressed on the first request that accepts it
+	contentType string
+	etag        string
+	csp         string // the page's Content-Security-Policy
 }
 
 // Handler serves the console. Build it with New.
@@ -117,12 +119,8 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{assets: map[string]*file{}, routes: web.NewRoutes(access.Policy{})}
 	h.routes.Handle("GET /", access.Anyone, web.Plain(h.serveFile))
 	sum := sha256.New()
-	zw, err := gzip.NewWriterLevel(nil, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
 	var index []byte
-	err = fs.WalkDir(embedded, "assets", func(name string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(embedded, "assets", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
@@ -137,7 +135,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		fmt.Fprintf(sum, "%s\x00%d\x00", rel, len(body))
 		sum.Write(body)
-		h.assets[rel] = newFile(zw, body, contentType(rel))
+		h.assets[rel] = newFile(body, contentType(rel))
 		return nil
 	})
 	if err != nil {
@@ -150,7 +148,7 @@ func New(cfg Config) (*Handler, error) {
 	scriptHash := sha256.Sum256([]byte(redirect))
 	page := bytes.ReplaceAll(index, []byte("{{assets}}"), []byte("assets/"+h.version+"/"))
 	page = bytes.ReplaceAll(page, []byte("{{redirect}}"), []byte(redirect))
-	h.page = newFile(zw, page, "text/html; charset=utf-8")
+	h.page = newFile(page, "text/html; charset=utf-8")
 	h.page.csp = "default-src 'self'; script-src 'self' 'sha256-" + base64.StdEncoding.EncodeToString(scriptHash[:]) + "'; " +
 		"style-src 'self'; img-src 'self' data:; connect-src 'self'" + cognitoOrigin(cfg) + "; " +
 		"form-action 'self'" + cognitoOrigin(cfg) + "; frame-ancestors 'none'; base-uri 'self'"
@@ -158,7 +156,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.config = newFile(zw, raw, "application/json")
+	h.config = newFile(raw, "application/json")
 	return h, nil
 }
 
@@ -185,17 +183,30 @@ func CognitoURL(domain string) string {
 // Version is the assets' current directory name under assets/.
 func (h *Handler) Version() string { return h.version }
 
-// newFile compresses body with zw, which it resets: one compressor serves
-// every asset, since each holds about a megabyte of state, and building
-// one per asset was most of the function's cold start (docs/decisions.md
-// "Cold starts").
-func newFile(zw *gzip.Writer, body []byte, contentType string) *file {
+func newFile(body []byte, contentType string) *file {
+	sum := sha256.Sum256(body)
+	return &file{body: body, gzipped: sync.OnceValue(func() []byte { return compress(body) }),
+		contentType: contentType, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+}
+
+// compressors hold gzip's state, about a megabyte each, between assets.
+var compressors = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestCompression)
+	return zw
+}}
+
+// compress returns body's gzip form. The assets are compressed as they are
+// first asked for, not when the function starts: compressing all of them
+// was most of ConsoleFunction's cold start, before the page's first
+// request (docs/decisions.md "Cold starts").
+func compress(body []byte) []byte {
+	zw := compressors.Get().(*gzip.Writer)
+	defer compressors.Put(zw)
 	var z bytes.Buffer
 	zw.Reset(&z)
 	zw.Write(body)
 	zw.Close()
-	sum := sha256.Sum256(body)
-	return &file{body: body, gzipped: z.Bytes(), contentType: contentType, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+	return z.Bytes()
 }
 
 func contentType(name string) string {
@@ -252,7 +263,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f *file, cacheCo
 	body := f.body
 	if web.AcceptsGzip(r.Header.Get("Accept-Encoding")) {
 		hd.Set("Content-Encoding", "gzip")
-		body = f.gzipped
+		body = f.gzipped()
 	}
 	// If-None-Match against the ETag, HEAD, ranges and Content-Length, as
 	// the standard library serves any file.
