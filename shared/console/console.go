@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/http"
 	"path"
 	"strings"
@@ -209,15 +208,27 @@ func compress(body []byte) []byte {
 	return z.Bytes()
 }
 
+// contentType is the type of an asset, by its extension: the console's own
+// list rather than the mime package's, whose first lookup reads and parses
+// the machine's /etc/mime.types (16,000 allocations, more than a
+// millisecond of ConsoleFunction's cold start where there is one) and
+// whose answers depend on it.
 func contentType(name string) string {
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
-		return t
-	}
 	switch path.Ext(name) {
-	case ".js":
-		return "text/javascript; charset=utf-8"
 	case ".css":
 		return "text/css; charset=utf-8"
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".ico":
+		return "image/x-icon"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".json":
+		return "application/json"
+	case ".png":
+		return "image/png"
+	case ".svg":
+		return "image/svg+xml"
 	}
 	return "application/octet-stream"
 }

@@ -2,12 +2,14 @@ package console_test
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -121,6 +123,31 @@ func TestAssetsAreGzippedForClientsThatAcceptIt(t *testing.T) {
 		if !strings.Contains(res.Header().Get("Vary"), "Accept-Encoding") {
 			t.Errorf("got Vary %q, want Accept-Encoding", res.Header().Get("Vary"))
 		}
+	}
+}
+
+// The console names its assets' types itself, the same on every machine
+// whatever its /etc/mime.types: each asset has one, a browser runs a module
+// only if it is JavaScript, and applies a stylesheet only if it is CSS.
+func TestEveryAssetIsServedWithItsType(t *testing.T) {
+	h := handler(t, console.Config{Auth: console.AuthNone})
+	entries, err := os.ReadDir("assets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".html": "text/html; charset=utf-8"}
+	for _, e := range entries {
+		path := "/assets/" + h.Version() + "/" + e.Name()
+		if e.Name() == "index.html" {
+			path = "/"
+		}
+		got := get(h, path).Header().Get("Content-Type")
+		if w, ok := want[filepath.Ext(e.Name())]; ok && got != w || got == "" || got == "application/octet-stream" {
+			t.Errorf("%s: got Content-Type %q, want %q", e.Name(), got, cmp.Or(want[filepath.Ext(e.Name())], "its type"))
+		}
+	}
+	if got := get(h, "/console-config.json").Header().Get("Content-Type"); got != "application/json" {
+		t.Errorf("console-config.json: got Content-Type %q, want application/json", got)
 	}
 }
 
