@@ -6,8 +6,7 @@ package store
 import (
 	"context"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
+	"github.com/fleetops/fleet/app/internal/ondemand"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/sdkconfig"
@@ -17,14 +16,14 @@ import (
 // a client of the SDK's environment (with DYNAMODB_ATTEMPT_TIMEOUT) when db
 // is nil. That environment is read and checked here, so a function without
 // its region or credentials still fails its init, saying which; the client
-// itself is built on the store's first call (onFirstCall).
+// itself is built on the store's first call (ondemand.DynamoDB).
 func Slaves(ctx context.Context, cfg config.Slaves, db dynamo.API) (*dynamo.Store, error) {
 	if db == nil {
 		sdk, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, cfg.DynamoDBAttemptTimeout)
 		if err != nil {
 			return nil, err
 		}
-		db = onFirstCall(func() *dynamodb.Client { return dynamodb.NewFromConfig(sdk) })
+		db = ondemand.NewDynamoDB(sdk)
 	}
 	return dynamo.New(db, dynamo.Tables(cfg.Tables), cfg.HistoryRetention), nil
 }

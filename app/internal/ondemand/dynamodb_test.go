@@ -1,4 +1,4 @@
-package store
+package ondemand
 
 import (
 	"context"
@@ -15,8 +15,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/logindex"
+)
+
+// The client stands for the SDK's wherever a root builds a store on one.
+var (
+	_ dynamo.API   = DynamoDB{}
+	_ logindex.API = DynamoDB{}
 )
 
 // answering is an HTTP client that answers every DynamoDB call with an empty
@@ -88,7 +94,7 @@ var (
 func TestTheClientIsBuiltByItsFirstCallOnceWhateverCallsComeAtOnce(t *testing.T) {
 	http := &answering{ops: map[string]int{}}
 	var builds atomic.Int32
-	c := onFirstCall(func() *dynamodb.Client {
+	c := dynamoDBBuiltBy(func() *dynamodb.Client {
 		builds.Add(1)
 		// A slow build, as a cold one is: calls that come meanwhile must
 		// wait for it, not build their own.
@@ -126,36 +132,5 @@ func TestTheClientIsBuiltByItsFirstCallOnceWhateverCallsComeAtOnce(t *testing.T)
 		if http.ops[op] != each {
 			t.Errorf("%s: got %d calls of it, want %d (%v)", op, http.ops[op], each, http.ops)
 		}
-	}
-}
-
-// What can be wrong with the SDK's environment is found at init, as it was
-// before the client was built on first use: Lambda reports the init failed,
-// with the function's log line naming the variable.
-func TestSlavesRefusesAnSDKEnvironmentWithoutRegionOrCredentials(t *testing.T) {
-	cfg := config.Slaves{DynamoDBAttemptTimeout: time.Second}
-	for _, tc := range []struct {
-		name, unset, want string
-	}{
-		{"no region", "AWS_REGION", "AWS_REGION"},
-		{"no access key", "AWS_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"},
-		{"no secret key", "AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv("AWS_REGION", "us-east-1")
-			t.Setenv("AWS_DEFAULT_REGION", "")
-			t.Setenv("AWS_ACCESS_KEY_ID", "key")
-			t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-			t.Setenv(tc.unset, "")
-			if _, err := Slaves(context.Background(), cfg, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("got %v, want an error naming %s", err, tc.want)
-			}
-		})
-	}
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "key")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	if _, err := Slaves(context.Background(), cfg, nil); err != nil {
-		t.Errorf("with a region and credentials: got %v, want a store", err)
 	}
 }
