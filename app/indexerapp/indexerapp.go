@@ -12,10 +12,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fleetops/fleet/app/internal/ondemand"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/metrics"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // Options are what a caller brings instead of what the environment says.
@@ -41,12 +43,17 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (Handler
 	if err != nil {
 		return nil, err
 	}
-	var table *logindex.Table
-	if opts.DynamoDB != nil {
-		table = logindex.NewTable(opts.DynamoDB, cfg.Table)
-	} else if table, err = logindex.OpenTable(ctx, cfg.Table, cfg.DynamoDBAttemptTimeout); err != nil {
-		return nil, err
+	db := opts.DynamoDB
+	if db == nil {
+		// The index's client is built by its first call; its
+		// configuration is checked now, at init.
+		sdk, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, cfg.DynamoDBAttemptTimeout)
+		if err != nil {
+			return nil, err
+		}
+		db = ondemand.NewDynamoDB(sdk)
 	}
+	table := logindex.NewTable(db, cfg.Table)
 	client := opts.S3
 	if client == nil {
 		if client, err = logstore.Client(ctx, cfg.S3.PathStyle); err != nil {

@@ -9,10 +9,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/fleetops/fleet/app/internal/ondemand"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // Options are what a caller brings instead of what the environment says.
@@ -51,12 +53,17 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (http.Ha
 	if !idx.On {
 		return h, nil
 	}
-	var table *logindex.Table
-	if opts.DynamoDB != nil {
-		table = logindex.NewTable(opts.DynamoDB, idx.Table)
-	} else if table, err = logindex.OpenTable(ctx, idx.Table, idx.DynamoDBAttemptTimeout); err != nil {
-		return nil, err
+	db := opts.DynamoDB
+	if db == nil {
+		// The index's client is built by its first call; its
+		// configuration is checked now, at init.
+		sdk, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, idx.DynamoDBAttemptTimeout)
+		if err != nil {
+			return nil, err
+		}
+		db = ondemand.NewDynamoDB(sdk)
 	}
+	table := logindex.NewTable(db, idx.Table)
 	// A bucket is read from the index only once a reconciliation has
 	// found it complete (docs/behaviour.md "Reconciliation").
 	return h.ReadsIndex(table).KnowsComplete(table), nil

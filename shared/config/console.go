@@ -1,7 +1,6 @@
 package config
 
 import (
-	"regexp"
 	"strings"
 
 	"github.com/fleetops/fleet/shared/access"
@@ -17,8 +16,18 @@ type Console struct {
 	AuthHeader      string        // API_AUTH_HEADER, the header the authorizer reads its token from (default Authorization)
 }
 
-// headerName is what the template's AuthHeader allows.
-var headerName = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+// headerName reports whether s is what the template's AuthHeader allows:
+// letters, digits and '-' (^[A-Za-z0-9-]+$). A function rather than a
+// regexp compiled at package level, which every function linking this
+// package would pay for at cold start.
+func headerName(s string) bool {
+	for _, c := range s {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // Authorizers are the values API_AUTHORIZER takes, the template's ApiAuthorizer.
 var Authorizers = []string{"AWS_IAM", "COGNITO_USER_POOLS", "LAMBDA_TOKEN", "LAMBDA_REQUEST"}
@@ -38,7 +47,7 @@ func LoadConsole(getenv func(string) string) (Console, error) {
 	if c.AuthHeader == "" {
 		c.AuthHeader = "Authorization"
 	}
-	if !headerName.MatchString(c.AuthHeader) || strings.HasPrefix(strings.ToLower(c.AuthHeader), "x-amz-") {
+	if !headerName(c.AuthHeader) || strings.HasPrefix(strings.ToLower(c.AuthHeader), "x-amz-") {
 		r.fail("API_AUTH_HEADER", "must be a header name of letters, digits and '-', not starting with x-amz-, got %q", c.AuthHeader)
 	}
 	if c.Authorizer == "" {

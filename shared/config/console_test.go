@@ -22,12 +22,14 @@ func TestLoadConsole(t *testing.T) {
 	if c, _ := config.LoadConsole(env(nil)); c.Authorizer != "AWS_IAM" || c.Policy.Mode != access.ModeNone || c.AuthHeader != "Authorization" {
 		t.Errorf("defaults: got %+v, want AWS_IAM, AUTH_MODE none and the Authorization header", c)
 	}
-	if c, err := config.LoadConsole(env(map[string]string{"API_AUTH_HEADER": "X-Fleet-Token"})); err != nil || c.AuthHeader != "X-Fleet-Token" {
-		t.Errorf("got %+v, %v, want the token in X-Fleet-Token", c, err)
+	for _, good := range []string{"X-Fleet-Token", "x-api-key-2", "Authorization"} {
+		if c, err := config.LoadConsole(env(map[string]string{"API_AUTH_HEADER": good})); err != nil || c.AuthHeader != good {
+			t.Errorf("got %+v, %v, want the token in %s", c, err, good)
+		}
 	}
 	// S3 takes an x-amz- header it was not signed with for an error, and
 	// a header name has no room for spaces or colons.
-	for _, bad := range []string{"X-Amz-Token", "x-amz-security-token", "X Token", "Token:"} {
+	for _, bad := range []string{"X-Amz-Token", "x-amz-security-token", "X Token", "Token:", "X_Token", "Tökén", "X\x00Token"} {
 		if _, err := config.LoadConsole(env(map[string]string{"API_AUTH_HEADER": bad})); err == nil || !strings.Contains(err.Error(), "API_AUTH_HEADER") {
 			t.Errorf("API_AUTH_HEADER %q: got %v, want an error naming API_AUTH_HEADER", bad, err)
 		}

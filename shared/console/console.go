@@ -21,10 +21,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"mime"
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetops/fleet/shared/access"
@@ -54,10 +54,11 @@ type Config struct {
 
 // file is one asset as served: its body, its gzip form and its type.
 type file struct {
-	body, gzipped []byte
-	contentType   string
-	etag          string
-	csp           string // the page's Content-Security-Policy
+	body        []byte
+	gzipped     func() []byte // compressed on the first request that accepts it
+	contentType string
+	etag        string
+	csp         string // the page's Content-Security-Policy
 }
 
 // Handler serves the console. Build it with New.
@@ -182,23 +183,52 @@ func CognitoURL(domain string) string {
 func (h *Handler) Version() string { return h.version }
 
 func newFile(body []byte, contentType string) *file {
-	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression)
-	zw.Write(body)
-	zw.Close()
 	sum := sha256.Sum256(body)
-	return &file{body: body, gzipped: z.Bytes(), contentType: contentType, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+	return &file{body: body, gzipped: sync.OnceValue(func() []byte { return compress(body) }),
+		contentType: contentType, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 }
 
+// compressors hold gzip's state, about a megabyte each, between assets.
+var compressors = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestCompression)
+	return zw
+}}
+
+// compress returns body's gzip form. The assets are compressed as they are
+// first asked for, not when the function starts: compressing all of them
+// was most of ConsoleFunction's cold start, before the page's first
+// request (docs/decisions.md "Cold starts").
+func compress(body []byte) []byte {
+	zw := compressors.Get().(*gzip.Writer)
+	defer compressors.Put(zw)
+	var z bytes.Buffer
+	zw.Reset(&z)
+	zw.Write(body)
+	zw.Close()
+	return z.Bytes()
+}
+
+// contentType is the type of an asset, by its extension: the console's own
+// list rather than the mime package's, whose first lookup reads and parses
+// the machine's /etc/mime.types (16,000 allocations, more than a
+// millisecond of ConsoleFunction's cold start where there is one) and
+// whose answers depend on it.
 func contentType(name string) string {
-	if t := mime.TypeByExtension(path.Ext(name)); t != "" {
-		return t
-	}
 	switch path.Ext(name) {
-	case ".js":
-		return "text/javascript; charset=utf-8"
 	case ".css":
 		return "text/css; charset=utf-8"
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".ico":
+		return "image/x-icon"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".json":
+		return "application/json"
+	case ".png":
+		return "image/png"
+	case ".svg":
+		return "image/svg+xml"
 	}
 	return "application/octet-stream"
 }
@@ -244,7 +274,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, f *file, cacheCo
 	body := f.body
 	if web.AcceptsGzip(r.Header.Get("Accept-Encoding")) {
 		hd.Set("Content-Encoding", "gzip")
-		body = f.gzipped
+		body = f.gzipped()
 	}
 	// If-None-Match against the ETag, HEAD, ranges and Content-Length, as
 	// the standard library serves any file.

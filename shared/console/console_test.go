@@ -2,13 +2,17 @@ package console_test
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fleetops/fleet/shared/access"
@@ -118,6 +122,74 @@ func TestAssetsAreGzippedForClientsThatAcceptIt(t *testing.T) {
 		}
 		if !strings.Contains(res.Header().Get("Vary"), "Accept-Encoding") {
 			t.Errorf("got Vary %q, want Accept-Encoding", res.Header().Get("Vary"))
+		}
+	}
+}
+
+// The console names its assets' types itself, the same on every machine
+// whatever its /etc/mime.types: each asset has one, a browser runs a module
+// only if it is JavaScript, and applies a stylesheet only if it is CSS.
+func TestEveryAssetIsServedWithItsType(t *testing.T) {
+	h := handler(t, console.Config{Auth: console.AuthNone})
+	entries, err := os.ReadDir("assets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".html": "text/html; charset=utf-8"}
+	for _, e := range entries {
+		path := "/assets/" + h.Version() + "/" + e.Name()
+		if e.Name() == "index.html" {
+			path = "/"
+		}
+		got := get(h, path).Header().Get("Content-Type")
+		if w, ok := want[filepath.Ext(e.Name())]; ok && got != w || got == "" || got == "application/octet-stream" {
+			t.Errorf("%s: got Content-Type %q, want %q", e.Name(), got, cmp.Or(want[filepath.Ext(e.Name())], "its type"))
+		}
+	}
+	if got := get(h, "/console-config.json").Header().Get("Content-Type"); got != "application/json" {
+		t.Errorf("console-config.json: got Content-Type %q, want application/json", got)
+	}
+}
+
+// Assets are compressed when first asked for, by requests that may come at
+// once (the local server serves the page's modules concurrently): each
+// answer is its asset's own body, whole, not a neighbour's.
+func TestEveryAssetsGzipFormIsItsOwnBodyUnderConcurrentFirstRequests(t *testing.T) {
+	h := handler(t, console.Config{Auth: console.AuthNone})
+	entries, err := os.ReadDir("assets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"/", "/console-config.json"}
+	for _, e := range entries {
+		if e.Name() != "index.html" {
+			paths = append(paths, "/assets/"+h.Version()+"/"+e.Name())
+		}
+	}
+	const each = 4
+	zipped := make([]*httptest.ResponseRecorder, len(paths)*each)
+	var wg sync.WaitGroup
+	for i := range zipped {
+		wg.Go(func() { zipped[i] = get(h, paths[i%len(paths)], "Accept-Encoding", "gzip") })
+	}
+	wg.Wait()
+	for i, res := range zipped {
+		path := paths[i%len(paths)]
+		plain := get(h, path)
+		if plain.Code != 200 || res.Header().Get("Content-Encoding") != "gzip" {
+			t.Errorf("%s: got %d and Content-Encoding %q, want 200 and gzip", path, plain.Code, res.Header().Get("Content-Encoding"))
+			continue
+		}
+		zr, err := gzip.NewReader(res.Body)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		body, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if !bytes.Equal(body, plain.Body.Bytes()) {
+			t.Errorf("%s: got a gzip form of %d bytes unzipped, want its own body of %d", path, len(body), plain.Body.Len())
 		}
 	}
 }

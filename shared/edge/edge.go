@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -236,18 +235,18 @@ func RequestID(r *http.Request) string {
 	return first(ids.gateway, ids.lambda)
 }
 
-// writeError answers an event the handler never saw as the API answers its
+// errorAnswer answers an event the handler never saw as the API answers its
 // own errors (shared/web): a JSON line, not to be sniffed or cached.
-func writeError(w http.ResponseWriter, status int, message string) {
+func errorAnswer(status int, message string) *events.LambdaFunctionURLStreamingResponse {
 	b, _ := json.Marshal(struct {
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	}{status, message})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	return streamed(status, h, bytes.NewReader(append(b, '\n')))
 }
 
 // StreamHandler returns a Lambda handler function serving h in API
@@ -274,9 +273,7 @@ func StreamHandler(h http.Handler) func(ctx context.Context, event json.RawMessa
 			return nil, err
 		}
 		if err != nil {
-			rec := httptest.NewRecorder()
-			writeError(rec, http.StatusBadRequest, err.Error())
-			return streamed(rec.Code, rec.Header(), rec.Body), nil
+			return errorAnswer(http.StatusBadRequest, err.Error()), nil
 		}
 		w := newStreamWriter()
 		cancel := context.CancelFunc(func() {})

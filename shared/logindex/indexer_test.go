@@ -35,6 +35,21 @@ func TestSequencersOrderAsTheirEventsOnceNormalized(t *testing.T) {
 	}
 }
 
+func TestWhatTheReconciliationFillsInIsBelowEveryEvent(t *testing.T) {
+	if lowestSeq != strings.Repeat("0", sequencerWidth) {
+		t.Fatalf("got lowestSeq %q, want %d zeros", lowestSeq, sequencerWidth)
+	}
+	for _, s := range []string{"0", "1", "0062E7E3D2FB8C8A00", strings.Repeat("F", sequencerWidth)} {
+		n, err := NormalizeSequencer(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < lowestSeq || s != "0" && n == lowestSeq {
+			t.Errorf("sequencer %s normalized to %s: got it at or below lowestSeq, want above (or equal, for 0)", s, n)
+		}
+	}
+}
+
 func TestTheIndexerRefusesEventsThatAreNotS3ObjectEvents(t *testing.T) {
 	x := NewIndexer(nil, nil, logkey.Format{}, []string{"task-logs"}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	for _, raw := range []string{

@@ -162,8 +162,9 @@ func requestAt(p logkey.Parsed) int {
 }
 
 // lowestSeq is the sequencer of what the reconciliation fills in: below
-// every event's.
-var lowestSeq = fmt.Sprintf("%0*d", sequencerWidth, 0)
+// every event's, sequencerWidth zeros. A constant, so that no function
+// linking the index computes it at cold start.
+const lowestSeq = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // The bucket's own items, in partition "b#<bucket>": no log partition
 // starts so, and they have no span or key, so no lookup reads them.

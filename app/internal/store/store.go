@@ -6,17 +6,24 @@ package store
 import (
 	"context"
 
+	"github.com/fleetops/fleet/app/internal/ondemand"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // Slaves is the store of the slave functions' configuration: on db, or on
-// a client built from the SDK's environment (with
-// DYNAMODB_ATTEMPT_TIMEOUT) when db is nil.
+// a client of the SDK's environment (with DYNAMODB_ATTEMPT_TIMEOUT) when db
+// is nil. That environment is read and checked here, so a function without
+// its region or credentials still fails its init, saying which; the client
+// itself is built on the store's first call (ondemand.DynamoDB).
 func Slaves(ctx context.Context, cfg config.Slaves, db dynamo.API) (*dynamo.Store, error) {
-	tables := dynamo.Tables(cfg.Tables)
-	if db != nil {
-		return dynamo.New(db, tables, cfg.HistoryRetention), nil
+	if db == nil {
+		sdk, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, cfg.DynamoDBAttemptTimeout)
+		if err != nil {
+			return nil, err
+		}
+		db = ondemand.NewDynamoDB(sdk)
 	}
-	return dynamo.Open(ctx, tables, cfg.HistoryRetention, cfg.DynamoDBAttemptTimeout)
+	return dynamo.New(db, dynamo.Tables(cfg.Tables), cfg.HistoryRetention), nil
 }
