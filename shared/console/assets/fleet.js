@@ -10,7 +10,7 @@
 import { h, field, patch, pointerOn } from "./dom.js";
 import * as api from "./api.js";
 import { href, replace } from "./router.js";
-import { time, number, size } from "./format.js";
+import { time, number, size, prepare } from "./format.js";
 import { badge } from "./badge.js";
 import { problem } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
@@ -68,7 +68,9 @@ const EXPIRING_EVERY = 10000;
 // read after the initial state: the feed brings every one that changes
 // after its cursor, so a read after it is only more current.
 async function load() {
-  const initial = await initialState();
+  const asked = initialState();
+  setTimeout(prepare); // once the request is out, while the fleet is on its way
+  const initial = await asked;
   const [list, exp] = initial ? [initial.slaves, await api.expiring()] : await Promise.all([api.slaves(), api.expiring()]);
   const byId = new Map(exp.map((x) => [x.machineId, x]));
   const rows = list.map((s) => ({ s, x: byId.get(s.id) }));
