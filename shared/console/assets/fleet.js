@@ -317,6 +317,11 @@ function view(params) {
 
 export function render(root, route) {
   const v = view(route.params);
+  // A fleet that follows the feed catches up (at the end); one without a
+  // feed is listed again once a minute old. The list is asked for before
+  // the page is built, which takes the browser a while.
+  const held = fleet && (fleet.cursor || Date.now() - fleet.at < 60000);
+  let loading = held ? null : load();
   let columns = store.get("fleet.columns", DEFAULT_COLUMNS).filter((k) => COLUMNS.some((c) => c.key === k));
   if (!columns.length) columns = DEFAULT_COLUMNS;
 
@@ -584,7 +589,9 @@ export function render(root, route) {
     status.textContent = "Loading…";
     refresh.disabled = true;
     try {
-      await load();
+      const asked = loading || load();
+      loading = null;
+      await asked;
       relisted = refused;
       // The page says so for a moment.
       if (refused) setTimeout(() => { relisted = false; if (fleet) updated(); }, 10000);
@@ -668,9 +675,7 @@ export function render(root, route) {
 
   update();
   let left = false;
-  // A fleet that follows the feed catches up; one without a feed is listed
-  // again once a minute old.
-  if (fleet && (fleet.cursor || Date.now() - fleet.at < 60000)) {
+  if (held) {
     updated();
     followFleet();
     if (fleet.stale) { fleet.stale = false; if (!fleet.expiring) expiringSoon(); }
