@@ -430,12 +430,9 @@ export function render(root, route) {
     const perState = Object.fromEntries(STATES.map((s) => [s, 0]));
     const found = matching(sorted(v.sort, v.dir), q);
     const total = found.length;
-    shown = [];
-    for (const r of found) {
-      const st = r.s.currentState.state;
-      perState[st]++;
-      if (!v.state || st === v.state) shown.push(r);
-    }
+    for (const r of found) perState[r.s.currentState.state]++;
+    // Without a state filter the rows shown are the rows found, not a copy.
+    shown = v.state ? found.filter((r) => r.s.currentState.state === v.state) : found;
     drawCounts(perState, total);
     const pages = Math.max(1, Math.ceil(shown.length / v.size));
     v.p = Math.min(v.p, pages);
