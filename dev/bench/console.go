@@ -93,11 +93,22 @@ func consoleFigures(ctx context.Context, e *env) ([]row, error) {
 
 	return append([]row{
 		{figure: fmt.Sprintf("first load, HTML+JS+CSS gzip-compressed (%d files)", files), value: fmt.Sprintf("%.1f KB", float64(transfer)/1024), target: "≤ 100 KB", met: verdict(transfer <= 100<<10)},
-		{figure: fmt.Sprintf("page response to first paint of the fleet table, %d slaves read as the feed's initial state (%.1f MB JSON, %.1f MB gzip), median of %d", n, float64(len(initial))/1e6, float64(gzipSize(initial))/1e6, runs), value: ms(paint), target: "≤ 1 s", met: verdict(paint <= time.Second)},
-		{figure: fmt.Sprintf("filter keystroke to paint, %d slaves, p95 of %d keystrokes", n, len(keys)), value: ms(p95), target: "≤ 50 ms", met: verdict(p95 <= 50*time.Millisecond)},
+		{figure: fmt.Sprintf("page response to first paint of the fleet table, %d slaves read as the feed's initial state (%.1f MB JSON, %.1f MB gzip), median of %d", n, float64(len(initial))/1e6, float64(gzipSize(initial))/1e6, runs), value: ms(paint), target: fmt.Sprintf("≤ %d ms", paintTarget(n).Milliseconds()), met: verdict(paint <= paintTarget(n))},
+		{figure: fmt.Sprintf("filter keystroke to paint, %d slaves, p95 of %d keystrokes", n, len(keys)), value: ms(p95), target: "≤ 50 ms (goal: 16 ms, one frame)", met: verdict(p95 <= 50*time.Millisecond)},
 		{figure: fmt.Sprintf("bulk change of %d rows, confirmation to all results shown (each change answered in %s)", bulkRows, bulkLatency), value: ms(bulk), target: "≤ 6 s", met: verdict(bulk <= 6*time.Second)},
 		{figure: fmt.Sprintf("bulk change of %d rows, changes in flight at once (most seen by the API)", bulkRows), value: fmt.Sprint(most), target: "8 (bulk.js PARALLEL)", met: verdict(most == 8)},
 	}, feed...), nil
+}
+
+// paintTarget is the first paint's target at n slaves: 700 ms up to
+// 10,000, where the page's own work is most of it, rising in proportion to
+// 2 s at 100,000, where reading the initial state (77 MB of JSON) is.
+func paintTarget(n int) time.Duration {
+	const small, large = 10_000, 100_000
+	if n <= small {
+		return 700 * time.Millisecond
+	}
+	return 700*time.Millisecond + time.Duration(n-small)*(1300*time.Millisecond)/(large-small)
 }
 
 // bulkRows is how many machines the bulk figure changes at once, and

@@ -18,7 +18,8 @@ import (
 // a minute at consoleFleet machines with 1% of them changing a minute,
 // against listing the fleet every minute as it did before, and how long a
 // feed answer takes from its arrival to its paint on that fleet (sorted by
-// state, with a search: every order and the search index computed again).
+// state, with a search: the changed rows put in their places in the order
+// and the search index joined again).
 
 // feedChangesPerMinute is 1% of consoleFleet changing a minute;
 // feedAnswersPerMinute is how many answers carry them: the feed answers a

@@ -96,6 +96,31 @@ func TestEveryModuleImportsOnlyAssetsThatExist(t *testing.T) {
 	}
 }
 
+func TestThePagePreloadsEveryModuleItImports(t *testing.T) {
+	h := handler(t, console.Config{Auth: console.AuthNone})
+	page := get(h, "/").Body.String()
+	imports := regexp.MustCompile(`from "\./([^"]+)"`)
+	seen := map[string]bool{"app.js": true}
+	next := []string{"app.js"}
+	for len(next) > 0 {
+		name := next[0]
+		next = next[1:]
+		for _, m := range imports.FindAllStringSubmatch(get(h, "/assets/"+h.Version()+"/"+name).Body.String(), -1) {
+			if seen[m[1]] {
+				continue
+			}
+			seen[m[1]] = true
+			next = append(next, m[1])
+			if link := `<link rel="modulepreload" href="assets/` + h.Version() + "/" + m[1] + `">`; !strings.Contains(page, link) {
+				t.Errorf("%s imports %s: got no %s in the page", name, m[1], link)
+			}
+		}
+	}
+	if len(seen) < 10 {
+		t.Errorf("got %d modules from app.js, want every module the console has", len(seen))
+	}
+}
+
 func TestAssetsAreGzippedForClientsThatAcceptIt(t *testing.T) {
 	h := handler(t, console.Config{Auth: console.AuthNone})
 	path := "/assets/" + h.Version() + "/fleet.js"

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -328,6 +329,53 @@ func TestAChangeMadeThroughTheAPIAppearsInAnOpenConsoleWithoutListingAgain(t *te
 	}
 	if n := site.count("changes"); n < 1 {
 		t.Errorf("the page asked the feed %d times, want at least once", n)
+	}
+}
+
+func TestAChangedMachineMovesToItsPlaceInALongSortedSearch(t *testing.T) {
+	p := fmt.Sprintf("feed-move-%d", time.Now().UnixNano())
+	ids := seed(t, p, 60, false)
+	// So many machines would push another test's off its first page.
+	t.Cleanup(func() {
+		for _, id := range ids {
+			api(t, "DELETE", "/api/slaves/slave/"+id, "", http.StatusOK)
+		}
+	})
+	slices.Sort(ids) // the page's order of the same state: by id
+	site := countedSite(t, "")
+	ctx := tab(t)
+	// A page of 50 rows is more than a screen shows: the rows below it are
+	// drawn after the first paint, and must come in their places too.
+	openFleet(t, ctx, site.URL, p, 50)
+	order := `[...document.querySelectorAll("table.fleet tbody tr[data-id]")].map(r => r.dataset.id).join(" ")`
+	eventually(t, ctx, "the first 50 machines in id order", fmt.Sprintf(`%s === %q`, order, strings.Join(ids[:50], " ")))
+	do(t, ctx, chromedp.Click(`button.sort[data-col=state]`))
+	eventually(t, ctx, "the table sorted by state", `document.querySelector("th[data-col=state]").getAttribute("aria-sort") === "ascending"`)
+	do(t, ctx, chromedp.Click(`button.sort[data-col=state]`))
+	eventually(t, ctx, "the table sorted by state, descending", `document.querySelector("th[data-col=state]").getAttribute("aria-sort") === "descending"`)
+
+	// The machine frozen is the 46th, far below the first screen: FROZEN
+	// sorts it first, and the rest move down one place, in id order.
+	moved := ids[45]
+	api(t, "POST", "/api/slaves/slave/"+moved+"/freeze", `{"message":"disk swap, ticket OPS-46"}`, http.StatusOK)
+	want := append([]string{moved}, slices.Delete(slices.Clone(ids), 45, 46)[:49]...)
+	eventually(t, ctx, "the frozen machine first, the others in id order", fmt.Sprintf(`%s === %q`, order, strings.Join(want, " ")))
+	eventually(t, ctx, "the counts after the change", has(".counts", "1 FROZEN")+" && "+has(".counts", "59 ACTIVE")+" && "+has(".counts", "60 all"))
+	eventually(t, ctx, "the rows counted", has(".pager", "1–50 of 60"))
+	// The search finds it by its new message, and no longer by nothing.
+	do(t, ctx, clear("input[type=search]"), chromedp.SendKeys("input[type=search]", "ticket ops-46"))
+	eventually(t, ctx, "the machine found by its new message", fmt.Sprintf(`%s === %q`, order, moved))
+	do(t, ctx, clear("input[type=search]"), chromedp.SendKeys("input[type=search]", p))
+	eventually(t, ctx, "the whole page again", fmt.Sprintf(`%s === %q`, order, strings.Join(want, " ")))
+	// Sorted by id, a machine changed below the first screen keeps its
+	// place, drawn again there while the rows around it stay as they are.
+	do(t, ctx, chromedp.Click(`button.sort[data-col=id]`))
+	eventually(t, ctx, "the table sorted by id", fmt.Sprintf(`%s === %q`, order, strings.Join(ids[:50], " ")))
+	api(t, "POST", "/api/slaves/slave/"+ids[40]+"/freeze", `{"message":"disk swap, ticket OPS-41"}`, http.StatusOK)
+	eventually(t, ctx, "the 41st machine frozen and marked in its place", fmt.Sprintf(`%s === %q && %s.includes("FROZEN") && %s.classList.contains("changed")`,
+		order, strings.Join(ids[:50], " "), rowText(ids[40]), row(ids[40])))
+	if n := site.reads(); n != 1 {
+		t.Errorf("the page read the fleet %d times, want once", n)
 	}
 }
 

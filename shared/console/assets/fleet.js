@@ -5,12 +5,13 @@
 // card. It stays fast on 100,000 machines: the list is fetched once,
 // each sort order is computed once, a search is a few indexOf calls over
 // one string of the rows' search text (see index), and only one page of
-// rows (50 by default) is ever in the DOM.
+// rows (50 by default) is ever in the DOM, the rows a screen shows drawn
+// before the rest (see draw).
 
 import { h, field, patch, pointerOn } from "./dom.js";
 import * as api from "./api.js";
 import { href, replace } from "./router.js";
-import { time, number, size } from "./format.js";
+import { time, number, size, prepare } from "./format.js";
 import { badge } from "./badge.js";
 import { problem } from "./notice.js";
 import { linkTasks } from "./tasklinks.js";
@@ -58,6 +59,11 @@ let fleet = null;
 
 // MARK is how long a changed row stays marked (style.css fades it).
 const MARK = 3000;
+// ROW_PX is less than any row's height (a wide table's row is about 34 px,
+// a card taller), so the rows a screen can show are never more than its
+// height over ROW_PX; MARGIN_ROWS are drawn beyond them, for a scroll.
+const ROW_PX = 28;
+const MARGIN_ROWS = 5;
 // EXPIRING_EVERY bounds how often state changes read the pending changes
 // again (ms), from a feed that carries none.
 const EXPIRING_EVERY = 10000;
@@ -68,7 +74,9 @@ const EXPIRING_EVERY = 10000;
 // read after the initial state: the feed brings every one that changes
 // after its cursor, so a read after it is only more current.
 async function load() {
-  const initial = await initialState();
+  const asked = initialState();
+  setTimeout(prepare); // once the request is out, while the fleet is on its way
+  const initial = await asked;
   const [list, exp] = initial ? [initial.slaves, await api.expiring()] : await Promise.all([api.slaves(), api.expiring()]);
   const byId = new Map(exp.map((x) => [x.machineId, x]));
   const rows = list.map((s) => ({ s, x: byId.get(s.id) }));
@@ -309,6 +317,11 @@ function view(params) {
 
 export function render(root, route) {
   const v = view(route.params);
+  // A fleet that follows the feed catches up (at the end); one without a
+  // feed is listed again once a minute old. The list is asked for before
+  // the page is built, which takes the browser a while.
+  const held = fleet && (fleet.cursor || Date.now() - fleet.at < 60000);
+  let loading = held ? null : load();
   let columns = store.get("fleet.columns", DEFAULT_COLUMNS).filter((k) => COLUMNS.some((c) => c.key === k));
   if (!columns.length) columns = DEFAULT_COLUMNS;
 
@@ -371,6 +384,7 @@ export function render(root, route) {
   table.append(caption, thead, tbody);
   let onPage = []; // the rows the table shows
   let drawnRows = new Map(); // by id, each shown row with what it shows
+  let drawing = 0; // the last draw's number: the rest of an older one is not put in
 
   root.replaceChildren(
     h("div", { class: "title" }, h("h1", {}, "Fleet"), live.el, status, refresh),
@@ -406,6 +420,9 @@ export function render(root, route) {
     if (!fleet) return;
     clearTimeout(redraw);
     redraw = 0;
+    // Where the table starts is read before the draw writes anything, so
+    // that reading it costs no layout of the draw's own changes.
+    const top = tbody.getBoundingClientRect().top;
     drawn = Date.now();
     table.removeAttribute("aria-busy");
     const focus = focused();
@@ -413,12 +430,9 @@ export function render(root, route) {
     const perState = Object.fromEntries(STATES.map((s) => [s, 0]));
     const found = matching(sorted(v.sort, v.dir), q);
     const total = found.length;
-    shown = [];
-    for (const r of found) {
-      const st = r.s.currentState.state;
-      perState[st]++;
-      if (!v.state || st === v.state) shown.push(r);
-    }
+    for (const r of found) perState[r.s.currentState.state]++;
+    // Without a state filter the rows shown are the rows found, not a copy.
+    shown = v.state ? found.filter((r) => r.s.currentState.state === v.state) : found;
     drawCounts(perState, total);
     const pages = Math.max(1, Math.ceil(shown.length / v.size));
     v.p = Math.min(v.p, pages);
@@ -434,15 +448,30 @@ export function render(root, route) {
         h("span", { "aria-hidden": "true" }, c.key === v.sort ? (v.dir === "asc" ? " ▲" : " ▼") : ""))))));
     thead.querySelector("input").checked = page.length > 0 && page.every((r) => selected.has(r.s.id));
     const colsKey = cols.map((c) => c.key).join();
-    const rows = new Map();
-    const trs = page.length
-      ? page.map((r) => { const d = drawnRow(r, cols, colsKey); rows.set(r.s.id, d); return d.tr; })
-      : [h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them."))];
-    drawnRows = rows;
-    // Rows already where they belong are left alone: only the rows that
-    // changed, came or moved are put in.
-    trs.forEach((tr, i) => { if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null); });
-    while (tbody.children.length > trs.length) tbody.lastElementChild.remove();
+    // The rows the screen can show are drawn now, the rest of the page
+    // once they are painted: a keystroke that brings a new page builds and
+    // lays out half its rows before the paint. A row the last draw left as
+    // it is costs nothing and is put in now wherever it is, and with the
+    // focus in the table every row is (it must not be taken away).
+    const screen = focus ? page.length : Math.ceil((innerHeight - top) / ROW_PX) + MARGIN_ROWS;
+    const before = drawnRows;
+    drawnRows = new Map();
+    const later = [];
+    let at = 0;
+    page.forEach((r, i) => {
+      if (i >= screen && !current(r, colsKey, before)) {
+        later.push(i);
+        if (before.has(r.s.id)) drawnRows.set(r.s.id, before.get(r.s.id)); // put back as it is if still current then
+        return;
+      }
+      place(r, at++, cols, colsKey, before);
+    });
+    if (!page.length) tbody.replaceChildren(h("tr", {}, h("td", { colSpan: cols.length + 1, class: "empty" }, fleet.rows.length ? "No machine matches." : "No machines yet: they appear when the scheduler reports them.")));
+    while (tbody.children.length > (page.length ? at : 1)) tbody.lastElementChild.remove();
+    const me = ++drawing;
+    // Each row left for later goes where it belongs: every row above it is
+    // in by then.
+    if (later.length) requestAnimationFrame(() => setTimeout(() => { if (me === drawing && !left) for (const i of later) place(page[i], i, cols, colsKey, drawnRows); }));
     picked.textContent = `${number(selected.size)} selected`;
     selectAll.textContent = `Select all ${number(shown.length)} ${v.q || v.state ? "matching" : "machines"}`;
     selectAll.disabled = !shown.length;
@@ -456,22 +485,37 @@ export function render(root, route) {
       h("button", { type: "button", disabled: v.p >= pages, onclick: () => { v.p++; update(); } }, "Next"));
   }
 
-  // drawnRow is the row of r as the last draw left it when it shows the
-  // same machine, pending change and columns, its selection brought up to
-  // date, else a new one: a draw the feed causes replaces only the rows
-  // that changed, and a press on any other row, or its checkbox, is not
-  // lost to it. A row marked as changed is drawn again until the mark is off.
-  function drawnRow(r, cols, colsKey) {
+  // place puts r's row, as drawnRow gives it, at index i of the table,
+  // unless it is there already: only the rows that changed, came or moved
+  // are put in.
+  function place(r, i, cols, colsKey, before) {
+    const d = drawnRow(r, cols, colsKey, before);
+    drawnRows.set(r.s.id, d);
+    if (tbody.children[i] !== d.tr) tbody.insertBefore(d.tr, tbody.children[i] || null);
+  }
+
+  // drawnRow is the row of r as the last draw left it (in before) when it
+  // is current, its selection brought up to date, else a new one: a draw
+  // the feed causes replaces only the rows that changed, and a press on
+  // any other row, or its checkbox, is not lost to it.
+  function drawnRow(r, cols, colsKey, before) {
     const id = r.s.id;
     const sel = selected.has(id);
-    const old = drawnRows.get(id);
-    if (old && old.s === r.s && old.x === r.x && old.cols === colsKey && !old.marked && !isMarked(id)) {
+    const old = current(r, colsKey, before);
+    if (old) {
       old.tr.classList.toggle("selected", sel);
       old.tr.querySelector("td[data-col=sel] input").checked = sel;
       return old;
     }
     return { tr: row(r, cols), s: r.s, x: r.x, cols: colsKey, marked: isMarked(id) };
   }
+  // current is the drawn row of r in before when it shows the same
+  // machine, pending change and columns. A row marked as changed is drawn
+  // again until the mark is off.
+  const current = (r, colsKey, before) => {
+    const old = before.get(r.s.id);
+    return old && old.s === r.s && old.x === r.x && old.cols === colsKey && !old.marked && !isMarked(r.s.id) ? old : null;
+  };
   const isMarked = (id) => Date.now() - (fleet.marks.get(id) ?? -Infinity) < MARK;
 
   // row is a machine's row; one the feed changed a moment ago is marked,
@@ -542,7 +586,9 @@ export function render(root, route) {
     status.textContent = "Loading…";
     refresh.disabled = true;
     try {
-      await load();
+      const asked = loading || load();
+      loading = null;
+      await asked;
       relisted = refused;
       // The page says so for a moment.
       if (refused) setTimeout(() => { relisted = false; if (fleet) updated(); }, 10000);
@@ -626,9 +672,7 @@ export function render(root, route) {
 
   update();
   let left = false;
-  // A fleet that follows the feed catches up; one without a feed is listed
-  // again once a minute old.
-  if (fleet && (fleet.cursor || Date.now() - fleet.at < 60000)) {
+  if (held) {
     updated();
     followFleet();
     if (fleet.stale) { fleet.stale = false; if (!fleet.expiring) expiringSoon(); }

@@ -18,18 +18,31 @@ export function span(ms) {
 // ago is a past time relative to now: "5m ago".
 export const ago = (t, now = Date.now()) => (now - t < 1000 ? "just now" : span(now - t) + " ago");
 
+// The formats are made once, when first used or prepared, not when the
+// module loads: the first costs the browser tens of milliseconds of
+// locale data, which a page can spend while it waits for the network.
+let exactFormat, stampFormat, numberFormat;
+
+// prepare makes the formats of times and numbers now.
+export function prepare() {
+  exact(0);
+  number(0);
+}
+
 // exact is a time as the reader's clock shows it, with its zone.
-const exactFormat = new Intl.DateTimeFormat(undefined, {
-  year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
-});
-export const exact = (t) => exactFormat.format(new Date(t));
+export function exact(t) {
+  exactFormat ??= new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short",
+  });
+  return exactFormat.format(new Date(t));
+}
 
 // stamp is a time as "2026-11-24 01:46:00 UTC": the reader's clock with
 // its zone, in one shape on every row, sortable by eye.
-const stampFormat = new Intl.DateTimeFormat("en-US", {
-  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
-});
 export function stamp(t) {
+  stampFormat ??= new Intl.DateTimeFormat("en-US", {
+    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23", timeZoneName: "short",
+  });
   const p = Object.fromEntries(stampFormat.formatToParts(new Date(t)).map((x) => [x.type, x.value]));
   return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute}:${p.second} ${p.timeZoneName}`;
 }
@@ -53,7 +66,8 @@ export function size(bytes) {
   return bytes.toFixed(bytes < 10 ? 1 : 0) + " " + u[i];
 }
 
-export const number = (n) => n.toLocaleString();
+// number formats with one format made once (toLocaleString makes one a call).
+export const number = (n) => (numberFormat ??= new Intl.NumberFormat()).format(n);
 
 // stateLabel is a state as people say it: STARTING_DECOMMISSION → "starting decommission".
 export const stateLabel = (s) => s.toLowerCase().replaceAll("_", " ");
