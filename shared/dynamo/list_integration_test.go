@@ -4,10 +4,12 @@ package dynamo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/machine"
 )
 
@@ -16,7 +18,7 @@ import (
 // an instance that has not listed yet, one for a small fleet after that),
 // and walks back only the feed's shards written within ListSettle.
 func TestAListsCallsAreInProportionToTheFleetAndItsChanges(t *testing.T) {
-	store, c, _ := importStore(t)
+	store, c, tables := importStore(t)
 	// The fleet was imported a minute ago: every shard has settled.
 	store.SetClock(func() time.Time { return time.Now().Add(-time.Minute) })
 	at := time.Now().Add(-time.Hour).UnixMilli()
@@ -49,6 +51,22 @@ func TestAListsCallsAreInProportionToTheFleetAndItsChanges(t *testing.T) {
 			t.Errorf("list %d: got calls %v, want %v", i+1, got, want)
 		}
 	}
+	t.Run("a list stops at its caller's error, in one segment or eight", func(t *testing.T) {
+		fresh := dynamo.New(local.DynamoDB, tables, 0) // has not listed: eight segments
+		for _, s := range []*dynamo.Store{store, fresh} {
+			stop := errors.New("enough")
+			n := 0
+			err := s.List(t.Context(), func(machine.Slave) error {
+				if n++; n == 3 {
+					return stop
+				}
+				return nil
+			})
+			if err != stop || n != 3 {
+				t.Errorf("got %v after %d slaves, want the caller's error after 3", err, n)
+			}
+		}
+	})
 	t.Run("a shard written just now is walked back, alone", func(t *testing.T) {
 		if _, err := importWith(t, store, oldHistory("S-new", 2, at), machine.ImportOptions{}); err != nil {
 			t.Fatal(err)

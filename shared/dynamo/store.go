@@ -108,12 +108,40 @@ func (s *Store) Get(ctx context.Context, id string) (*machine.Slave, error) {
 }
 
 // List calls each with every slave, one at a time, in no particular order.
-// It scans the table in parallel segments (scanSegments), holding no more
-// than a page of each while each works, and stops at the first error,
-// each's included, which it returns.
+// It scans the table in as many segments as the fleet pays for
+// (scanSegments), and stops at the first error, each's included, which it
+// returns.
 func (s *Store) List(ctx context.Context, each func(machine.Slave) error) error {
 	segments := scanSegments(s.listed.Load())
 	read := 0 // slaves handed to each
+	count := func(slave machine.Slave) error {
+		read++
+		return each(slave)
+	}
+	var err error
+	if segments == 1 {
+		// One segment is read where the list is, with no goroutine.
+		err = s.scanSegment(ctx, 0, 1, func(page []machine.Slave) error {
+			for _, slave := range page {
+				if err := count(slave); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	} else {
+		err = s.scanParallel(ctx, segments, count)
+	}
+	if err == nil {
+		s.listed.Store(int64(read))
+	}
+	return err
+}
+
+// scanParallel reads the table in segments at once, calling each with
+// every slave on the calling goroutine, holding no more than a page of
+// each segment while each works.
+func (s *Store) scanParallel(ctx context.Context, segments int, each func(machine.Slave) error) error {
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -130,24 +158,16 @@ func (s *Store) List(ctx context.Context, each func(machine.Slave) error) error 
 	var wg sync.WaitGroup
 	for seg := range segments {
 		wg.Go(func() {
-			in := &dynamodb.ScanInput{TableName: &s.tables.Slaves, Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(segments))}
-			p := dynamodb.NewScanPaginator(s.db, in)
-			for p.HasMorePages() {
-				out, err := p.NextPage(ctx)
-				if err != nil {
-					fail(translate("scan slaves", err))
-					return
-				}
-				page, err := decodeSlaves(out.Items)
-				if err != nil {
-					fail(err)
-					return
-				}
+			err := s.scanSegment(ctx, seg, segments, func(page []machine.Slave) error {
 				select {
 				case pages <- page:
+					return nil
 				case <-ctx.Done():
-					return
+					return errStopped
 				}
+			})
+			if err != nil && !errors.Is(err, errStopped) {
+				fail(err)
 			}
 		})
 	}
@@ -160,7 +180,6 @@ func (s *Store) List(ctx context.Context, each func(machine.Slave) error) error 
 		for _, slave := range page {
 			if stop == nil {
 				stop = each(slave)
-				read++
 			}
 		}
 		if stop != nil {
@@ -175,10 +194,31 @@ func (s *Store) List(ctx context.Context, each func(machine.Slave) error) error 
 	}
 	// A segment that saw the request end while it waited to hand over a
 	// page stops without an error of its own: the list is not whole.
-	if err := parent.Err(); err != nil {
-		return translate("scan slaves", err)
+	return translate("scan slaves", parent.Err())
+}
+
+// errStopped is how a segment learns that the scan stopped while it
+// waited to hand over a page.
+var errStopped = errors.New("the scan stopped")
+
+// scanSegment reads segment seg of total, a page at a time, and hands each
+// page to page; it stops at the first error, page's included.
+func (s *Store) scanSegment(ctx context.Context, seg, total int, page func([]machine.Slave) error) error {
+	in := &dynamodb.ScanInput{TableName: &s.tables.Slaves, Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(int32(total))}
+	p := dynamodb.NewScanPaginator(s.db, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return translate("scan slaves", err)
+		}
+		slaves, err := decodeSlaves(out.Items)
+		if err != nil {
+			return err
+		}
+		if err := page(slaves); err != nil {
+			return err
+		}
 	}
-	s.listed.Store(int64(read))
 	return nil
 }
 

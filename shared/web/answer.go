@@ -202,7 +202,12 @@ func (f *flushing) flush() error {
 // a channel): writeArray panics with its error, which Wrap answers as any
 // panic.
 func writeArray(w io.Writer, elems reflect.Value) {
-	bw := bufio.NewWriterSize(w, compressChunk)
+	bw := arrayBuffers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	defer func() {
+		bw.Reset(nil) // holds no writer of a finished answer
+		arrayBuffers.Put(bw)
+	}()
 	bw.WriteByte('[')
 	for i := range elems.Len() {
 		if i > 0 {
@@ -215,6 +220,11 @@ func writeArray(w io.Writer, elems reflect.Value) {
 	bw.WriteByte(']')
 	bw.Flush()
 }
+
+// arrayBuffers keeps writeArray's buffers for reuse: one of compressChunk
+// bytes a list was most of what a small list allocated, in bytes, and of
+// the collector's work.
+var arrayBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, compressChunk) }}
 
 // appendElement writes the JSON encoding of e to bw: a json.RawMessage as
 // it is, anything else through a pointer, as json.Marshal reaches a
