@@ -65,6 +65,12 @@ type matcher struct {
 	key   string
 	vals  map[token]string
 	steps int
+	// parsed is the last task id parsed (taskOf), and what it parsed to:
+	// a try is checked for fitting, then for agreeing, and the bound
+	// task id again for each id after it.
+	parsed string
+	task   Task
+	taskOK bool
 }
 
 // match reports whether parts[i:] render key[at:], binding vals.
@@ -92,7 +98,7 @@ func (m *matcher) match(i, at int) bool {
 	}
 	for n := minLen(p.tok); n <= end; n++ {
 		v := rest[:n]
-		if !fits(p.tok, v) {
+		if !m.fits(p.tok, v) {
 			if fixedDigits(p.tok) > 0 || !prefixCanGrow(p.tok, v) {
 				break
 			}
@@ -142,6 +148,24 @@ func prefixCanGrow(t token, v string) bool {
 	return true
 }
 
+// taskOf is parseTask of id, parsed once for the tries in a row that ask.
+func (m *matcher) taskOf(id string) (Task, bool) {
+	if id != m.parsed || m.parsed == "" {
+		m.parsed = id
+		m.task, m.taskOK = parseTask(id)
+	}
+	return m.task, m.taskOK
+}
+
+// fits is fits, with the task id parsed by taskOf.
+func (m *matcher) fits(t token, v string) bool {
+	if t == tokTaskID {
+		_, ok := m.taskOf(v)
+		return ok
+	}
+	return fits(t, v)
+}
+
 // fits reports whether v is a value t can render to.
 func fits(t token, v string) bool {
 	switch t {
@@ -175,14 +199,20 @@ func (m *matcher) agrees(t token, v string) bool {
 	task, hasTask := m.vals[tokTaskID]
 	switch t {
 	case tokTaskID:
-		parsed, _ := parseTask(v)
+		parsed, _ := m.taskOf(v)
 		return m.same(tokRequestID, parsed.RequestID) && m.same(tokDeployID, parsed.DeployID) && m.same(tokHost, parsed.Host)
 	case tokRequestID, tokDeployID, tokHost:
 		if !hasTask {
 			return true
 		}
-		parsed, _ := parseTask(task)
-		return v == map[token]string{tokRequestID: parsed.RequestID, tokDeployID: parsed.DeployID, tokHost: parsed.Host}[t]
+		parsed, _ := m.taskOf(task)
+		switch t {
+		case tokRequestID:
+			return v == parsed.RequestID
+		case tokDeployID:
+			return v == parsed.DeployID
+		}
+		return v == parsed.Host
 	}
 	return true
 }

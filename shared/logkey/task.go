@@ -43,9 +43,6 @@ func ParseTaskID(id string) (Task, error) {
 // The parts are cut at the id's last five '-', as splitting on every '-'
 // and joining the rest back would.
 func parseTask(id string) (Task, bool) {
-	if !validID(id) {
-		return Task{}, false
-	}
 	var cut [5]int // the last five '-', left to right
 	end := len(id)
 	for i := len(cut) - 1; i >= 0; i-- {
@@ -53,6 +50,10 @@ func parseTask(id string) (Task, bool) {
 			return Task{}, false
 		}
 		cut[i] = end
+	}
+	// After the cut, which refuses most of a parse's tries at once.
+	if !validID(id) {
+		return Task{}, false
 	}
 	t := Task{
 		ID:        id,
