@@ -127,14 +127,14 @@ func overhead(ctx context.Context, e *env) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		t, err := timeHandler(h, request, n)
+		// The route's own time: its p50 less its SDK calls' made alone.
+		replay, err := replayer(ctx, e, route, inputs)
 		if err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", route.name, route.event, err)
 		}
-		// The route's own time: its p50 less its SDK calls' made alone.
-		sdk, err := replayed(ctx, e, route, inputs, n)
+		t, sdk, err := timeBoth(h, request, replay, n)
 		if err != nil {
-			return nil, fmt.Errorf("%s (%s): replay its calls: %w", route.name, route.event, err)
+			return nil, fmt.Errorf("%s (%s): %w", route.name, route.event, err)
 		}
 		target := maxSlaveOverhead
 		if route.logs {
@@ -229,14 +229,14 @@ func memoryConfig() aws.Config {
 	}
 }
 
-// replayed times a route's SDK calls made again alone, one after another,
-// from the inputs the route gave them, over the memory answers the route
-// got: what the calls cost whatever the handler around them does. (The
-// route makes some at once; on two cores, over memory, that saves little.)
-func replayed(ctx context.Context, e *env, route overheadRoute, inputs []any, n int) (handlerTimes, error) {
+// replayer makes a route's SDK calls again alone, one after another, from
+// the inputs the route gave them, over the memory answers the route got:
+// what the calls cost whatever the handler around them does. (The route
+// makes some at once; on two cores, over memory, that saves little.)
+func replayer(ctx context.Context, e *env, route overheadRoute, inputs []any) (func() error, error) {
 	vars, err := localFunctionEnv(e, map[bool]string{false: "SlavesFunction", true: "LogsFunction"}[route.logs])
 	if err != nil {
-		return handlerTimes{}, err
+		return nil, err
 	}
 	tables := dynamo.Tables{Slaves: vars["SLAVES_TABLE"], History: vars["HISTORY_TABLE"], Expiring: vars["EXPIRING_TABLE"], Requests: vars["REQUESTS_TABLE"], Changes: vars["CHANGES_TABLE"]}
 	cfg := memoryConfig()
@@ -245,7 +245,7 @@ func replayed(ctx context.Context, e *env, route overheadRoute, inputs []any, n 
 	cfg = memoryConfig()
 	cfg.HTTPClient = &http.Client{Transport: newMemoryAWS(strings.Split(vars["LOG_BUCKETS"], ",")[0], nil)}
 	objects := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
-	return timeCalls(n, func() error {
+	return func() error {
 		for _, in := range inputs {
 			var err error
 			switch in := in.(type) {
@@ -281,29 +281,7 @@ func replayed(ctx context.Context, e *env, route overheadRoute, inputs []any, n 
 			}
 		}
 		return nil
-	})
-}
-
-// timeCalls warms call up, then times n calls one by one.
-func timeCalls(n int, call func() error) (handlerTimes, error) {
-	for range max(n/10, 50) {
-		if err := call(); err != nil {
-			return handlerTimes{}, err
-		}
-	}
-	times := make([]time.Duration, n)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for i := range times {
-		start := time.Now()
-		if err := call(); err != nil {
-			return handlerTimes{}, err
-		}
-		times[i] = time.Since(start)
-	}
-	runtime.ReadMemStats(&after)
-	slices.Sort(times)
-	return handlerTimes{p50: times[n/2], p99: times[n*99/100], allocs: float64(after.Mallocs-before.Mallocs) / float64(n)}, nil
+	}, nil
 }
 
 // answerLength is the number of elements of a JSON array answer, or of the
@@ -339,49 +317,94 @@ type handlerTimes struct {
 	allocs   float64 // per request
 }
 
-// timeHandler warms h up, then times n requests one by one. Requests and
-// recorders are made before each batch, so that the allocations counted are
-// the handler's.
-func timeHandler(h http.Handler, request func() *http.Request, n int) (handlerTimes, error) {
-	serve := func(rec *httptest.ResponseRecorder, r *http.Request) error {
-		h.ServeHTTP(rec, r)
-		if rec.Code != http.StatusOK {
-			return fmt.Errorf("status %d: %s", rec.Code, rec.Body)
-		}
-		return nil
-	}
+// timeBoth warms h and replay up, then times n requests of h and n
+// replays, one by one, in alternating rounds, so that a change of the
+// machine's load meets both alike: the route's own time is the difference.
+// Requests and recorders are made before each batch, so that the
+// allocations counted are the handler's.
+func timeBoth(h http.Handler, request func() *http.Request, replay func() error, n int) (route, sdk handlerTimes, err error) {
 	for range max(n/10, 50) {
-		if err := serve(httptest.NewRecorder(), request()); err != nil {
-			return handlerTimes{}, err
+		rec := httptest.NewRecorder()
+		if h.ServeHTTP(rec, request()); rec.Code != http.StatusOK {
+			return route, sdk, fmt.Errorf("status %d: %s", rec.Code, rec.Body)
+		}
+		if err := replay(); err != nil {
+			return route, sdk, fmt.Errorf("replay its calls: %w", err)
 		}
 	}
+	const rounds = 10
+	var r, c samples
+	for i := range rounds {
+		k := n / rounds
+		if i < n%rounds {
+			k++ // n in all
+		}
+		if err := r.handler(h, request, k); err != nil {
+			return route, sdk, err
+		}
+		if err := c.calls(replay, k); err != nil {
+			return route, sdk, fmt.Errorf("replay its calls: %w", err)
+		}
+	}
+	return r.times(), c.times(), nil
+}
+
+// samples are the times and allocations of requests or calls.
+type samples struct {
+	each    []time.Duration
+	mallocs uint64
+}
+
+// handler times k requests of h, in batches whose requests and recorders
+// are made before them.
+func (s *samples) handler(h http.Handler, request func() *http.Request, k int) error {
 	const batch = 250
-	times := make([]time.Duration, 0, n)
-	var mallocs uint64
 	reqs := make([]*http.Request, batch)
 	recs := make([]*httptest.ResponseRecorder, batch)
 	var before, after runtime.MemStats
-	for len(times) < n {
-		k := min(batch, n-len(times))
-		for i := range k {
+	for done := 0; done < k; {
+		b := min(batch, k-done)
+		for i := range b {
 			reqs[i], recs[i] = request(), httptest.NewRecorder()
 		}
 		runtime.ReadMemStats(&before)
-		for i := range k {
+		for i := range b {
 			start := time.Now()
 			h.ServeHTTP(recs[i], reqs[i])
-			times = append(times, time.Since(start))
+			s.each = append(s.each, time.Since(start))
 		}
 		runtime.ReadMemStats(&after)
-		mallocs += after.Mallocs - before.Mallocs
-		for i := range k {
+		s.mallocs += after.Mallocs - before.Mallocs
+		for i := range b {
 			if recs[i].Code != http.StatusOK {
-				return handlerTimes{}, fmt.Errorf("status %d: %s", recs[i].Code, recs[i].Body)
+				return fmt.Errorf("status %d: %s", recs[i].Code, recs[i].Body)
 			}
 		}
+		done += b
 	}
-	slices.Sort(times)
-	return handlerTimes{p50: times[len(times)/2], p99: times[len(times)*99/100], allocs: float64(mallocs) / float64(n)}, nil
+	return nil
+}
+
+// calls times k calls of call.
+func (s *samples) calls(call func() error, k int) error {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range k {
+		start := time.Now()
+		if err := call(); err != nil {
+			return err
+		}
+		s.each = append(s.each, time.Since(start))
+	}
+	runtime.ReadMemStats(&after)
+	s.mallocs += after.Mallocs - before.Mallocs
+	return nil
+}
+
+func (s *samples) times() handlerTimes {
+	slices.Sort(s.each)
+	n := len(s.each)
+	return handlerTimes{p50: s.each[n/2], p99: s.each[n*99/100], allocs: float64(s.mallocs) / float64(n)}
 }
 
 // memoryAWS answers DynamoDB (by X-Amz-Target) and S3 requests from memory
