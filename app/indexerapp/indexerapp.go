@@ -17,7 +17,6 @@ import (
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logstore"
 	"github.com/fleetops/fleet/shared/metrics"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // Options are what a caller brings instead of what the environment says.
@@ -47,11 +46,9 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (Handler
 	if db == nil {
 		// The index's client is built by its first call; its
 		// configuration is checked now, at init.
-		sdk, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, cfg.DynamoDBAttemptTimeout)
-		if err != nil {
+		if db, err = ondemand.LoadDynamoDB(ctx, cfg.DynamoDBAttemptTimeout); err != nil {
 			return nil, err
 		}
-		db = ondemand.NewDynamoDB(sdk)
 	}
 	table := logindex.NewTable(db, cfg.Table)
 	client := opts.S3

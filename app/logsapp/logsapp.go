@@ -14,7 +14,6 @@ import (
 	"github.com/fleetops/fleet/shared/logindex"
 	"github.com/fleetops/fleet/shared/logs"
 	"github.com/fleetops/fleet/shared/logstore"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // Options are what a caller brings instead of what the environment says.
@@ -57,11 +56,9 @@ func New(ctx context.Context, getenv func(string) string, opts Options) (http.Ha
 	if db == nil {
 		// The index's client is built by its first call; its
 		// configuration is checked now, at init.
-		sdk, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, idx.DynamoDBAttemptTimeout)
-		if err != nil {
+		if db, err = ondemand.LoadDynamoDB(ctx, idx.DynamoDBAttemptTimeout); err != nil {
 			return nil, err
 		}
-		db = ondemand.NewDynamoDB(sdk)
 	}
 	table := logindex.NewTable(db, idx.Table)
 	// A bucket is read from the index only once a reconciliation has

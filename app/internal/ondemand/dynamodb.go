@@ -10,9 +10,11 @@ package ondemand
 import (
 	"context"
 	"sync"
+	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // DynamoDB is a DynamoDB client built by its first call, once, however
@@ -22,9 +24,16 @@ type DynamoDB struct {
 	client func() *dynamodb.Client
 }
 
-// NewDynamoDB returns a client built from cfg on its first call.
-func NewDynamoDB(cfg aws.Config) DynamoDB {
-	return dynamoDBBuiltBy(func() *dynamodb.Client { return dynamodb.NewFromConfig(cfg) })
+// LoadDynamoDB reads and checks the SDK's environment now (sdkconfig.Load,
+// with attemptTimeout), so that a function without its region or
+// credentials fails its init saying which, and returns a client built
+// from it on its first call.
+func LoadDynamoDB(ctx context.Context, attemptTimeout time.Duration) (DynamoDB, error) {
+	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, attemptTimeout)
+	if err != nil {
+		return DynamoDB{}, err
+	}
+	return dynamoDBBuiltBy(func() *dynamodb.Client { return dynamodb.NewFromConfig(cfg) }), nil
 }
 
 func dynamoDBBuiltBy(build func() *dynamodb.Client) DynamoDB {

@@ -9,7 +9,6 @@ import (
 	"github.com/fleetops/fleet/app/internal/ondemand"
 	"github.com/fleetops/fleet/shared/config"
 	"github.com/fleetops/fleet/shared/dynamo"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // Slaves is the store of the slave functions' configuration: on db, or on
@@ -19,11 +18,10 @@ import (
 // itself is built on the store's first call (ondemand.DynamoDB).
 func Slaves(ctx context.Context, cfg config.Slaves, db dynamo.API) (*dynamo.Store, error) {
 	if db == nil {
-		sdk, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, cfg.DynamoDBAttemptTimeout)
-		if err != nil {
+		var err error
+		if db, err = ondemand.LoadDynamoDB(ctx, cfg.DynamoDBAttemptTimeout); err != nil {
 			return nil, err
 		}
-		db = ondemand.NewDynamoDB(sdk)
 	}
 	return dynamo.New(db, dynamo.Tables(cfg.Tables), cfg.HistoryRetention), nil
 }
