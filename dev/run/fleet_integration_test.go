@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/fleetops/fleet/dev/fleettable"
 	"github.com/fleetops/fleet/dev/stack"
 	"github.com/fleetops/fleet/shared/access"
@@ -23,6 +25,7 @@ import (
 	"github.com/fleetops/fleet/shared/dynamo"
 	"github.com/fleetops/fleet/shared/edge"
 	"github.com/fleetops/fleet/shared/machine"
+	"github.com/fleetops/fleet/shared/sdkconfig"
 	"github.com/fleetops/fleet/shared/slaves"
 	"github.com/fleetops/fleet/shared/web"
 )
@@ -125,10 +128,11 @@ func TestTheProductionDeadlineGivesUpOnPagesTheLocalStackWaitsFor(t *testing.T) 
 			if err != nil {
 				t.Fatal(err)
 			}
-			store, err := dynamo.Open(context.Background(), dynamo.Tables(cfg.Tables), 0, cfg.DynamoDBAttemptTimeout)
+			sdk, err := sdkconfig.Load(context.Background(), sdkconfig.DynamoDB, cfg.DynamoDBAttemptTimeout)
 			if err != nil {
 				t.Fatal(err)
 			}
+			store := dynamo.New(dynamodb.NewFromConfig(sdk), dynamo.Tables(cfg.Tables), 0)
 			h := web.Wrap(slaves.New(store, access.Policy{}, machine.Limits{}), web.Options{Logger: slog.New(slog.DiscardHandler)})
 			began := time.Now()
 			status, got, body := getList(t, h, "/api/slaves?state=ACTIVE")

@@ -44,12 +44,8 @@ func serve(h http.Handler, method, target string) *http.Response {
 func TestEveryFailureOfDynamoDBAnswersAsTheOthers(t *testing.T) {
 	for _, f := range awsfaulttest.Failures(t, awsfault.DynamoDB) {
 		t.Run(f.Name, func(t *testing.T) {
-			awsfaulttest.Env(t, awsfault.DynamoDB, f.Endpoint)
-			store, err := dynamo.Open(context.Background(), faultTables, 90*24*time.Hour, f.AttemptTimeout)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = store.Get(context.Background(), "S1")
+			store := dynamo.New(awsfaulttest.DynamoDBClient(t, f), faultTables, 90*24*time.Hour)
+			_, err := store.Get(context.Background(), "S1")
 			if got := fault.Message(err); got != f.Message {
 				t.Errorf("Get: got %q (%v), want %q", got, err, f.Message)
 			}
@@ -89,11 +85,7 @@ func TestKeysLeftUnprocessedAnswerAsAThrottle(t *testing.T) {
 		}
 		return http.StatusBadRequest, `{"__type":"com.amazon.coral.validate#ValidationException","message":"unexpected ` + op + `"}`
 	})
-	awsfaulttest.Env(t, awsfault.DynamoDB, endpoint)
-	store, err := dynamo.Open(context.Background(), faultTables, 90*24*time.Hour, awsfaulttest.Patient)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := dynamo.New(awsfaulttest.DynamoDBClient(t, awsfaulttest.Failure{Endpoint: endpoint, AttemptTimeout: awsfaulttest.Patient}), faultTables, 90*24*time.Hour)
 	busy := awsfaulttest.Failure{Name: "keys left unprocessed", Status: http.StatusServiceUnavailable, Message: "DynamoDB is busy, try again"}
 	if got := awsfaulttest.CheckAnswer(t, serve(slaveRoutes(store), "GET", "/api/slaves/expiring"), busy); got != busy.Message {
 		t.Errorf("got message %q, want %q", got, busy.Message)

@@ -27,7 +27,6 @@ import (
 	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/change"
 	"github.com/fleetops/fleet/shared/machine"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // API is the part of the DynamoDB client the store uses.
@@ -827,16 +826,4 @@ func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Va
 
 func num(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: fmt.Sprint(v)}
-}
-
-// Open builds a store on a DynamoDB client configured by sdkconfig (region,
-// credentials and AWS_ENDPOINT_URL_DYNAMODB or AWS_ENDPOINT_URL from the
-// environment), each attempt of a call cut off after attemptTimeout
-// (sdkconfig.DynamoDBAttemptTimeout in a deployment, config.Slaves).
-func Open(ctx context.Context, tables Tables, historyRetention, attemptTimeout time.Duration) (*Store, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, attemptTimeout)
-	if err != nil {
-		return nil, err
-	}
-	return New(dynamodb.NewFromConfig(cfg), tables, historyRetention), nil
 }

@@ -37,14 +37,10 @@ const routeDeadline = time.Minute
 func TestEveryFailureOfTheIndexAnswersAsTheOthers(t *testing.T) {
 	for _, f := range awsfaulttest.Failures(t, awsfault.DynamoDB) {
 		t.Run(f.Name, func(t *testing.T) {
-			awsfaulttest.Env(t, awsfault.DynamoDB, f.Endpoint)
 			ctx := context.Background()
-			table, err := logindex.OpenTable(ctx, "logindex", f.AttemptTimeout)
-			if err != nil {
-				t.Fatal(err)
-			}
+			table := logindex.NewTable(awsfaulttest.DynamoDBClient(t, f), "logindex")
 			now := time.Now().UnixMilli()
-			_, err = table.Request(ctx, "web-api", logkey.Window{Start: now - 3_600_000, End: now})
+			_, err := table.Request(ctx, "web-api", logkey.Window{Start: now - 3_600_000, End: now})
 			if got := fault.Message(err); got != f.Message {
 				t.Errorf("Request: got %q (%v), want %q", got, err, f.Message)
 			}
@@ -80,14 +76,10 @@ func TestCompleteAnswersKeysLeftUnprocessedAsAThrottle(t *testing.T) {
 		}
 		return http.StatusOK, `{"Responses":{},"UnprocessedKeys":` + string(in.RequestItems) + `}`
 	})
-	awsfaulttest.Env(t, awsfault.DynamoDB, endpoint)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	table, err := logindex.OpenTable(ctx, "logindex", awsfaulttest.Patient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = table.Complete(ctx, []string{"logs", "more-logs"})
+	table := logindex.NewTable(awsfaulttest.DynamoDBClient(t, awsfaulttest.Failure{Endpoint: endpoint, AttemptTimeout: awsfaulttest.Patient}), "logindex")
+	_, err := table.Complete(ctx, []string{"logs", "more-logs"})
 	if fault.KindOf(err) != fault.KindUnavailable || fault.Message(err) != "DynamoDB is busy, try again" {
 		t.Errorf("got %v, want DynamoDB is busy (unavailable)", err)
 	}

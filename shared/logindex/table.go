@@ -23,7 +23,6 @@ import (
 
 	"github.com/fleetops/fleet/shared/awsfault"
 	"github.com/fleetops/fleet/shared/logkey"
-	"github.com/fleetops/fleet/shared/sdkconfig"
 )
 
 // API is the part of the DynamoDB client the table uses.
@@ -93,15 +92,6 @@ type Table struct {
 
 // NewTable returns the index stored in the table name.
 func NewTable(api API, name string) *Table { return &Table{api: api, name: name, now: time.Now} }
-
-// OpenTable builds the index on a DynamoDB client configured by sdkconfig.
-func OpenTable(ctx context.Context, name string, attemptTimeout time.Duration) (*Table, error) {
-	cfg, err := sdkconfig.Load(ctx, sdkconfig.DynamoDB, attemptTimeout)
-	if err != nil {
-		return nil, err
-	}
-	return NewTable(dynamodb.NewFromConfig(cfg), name), nil
-}
 
 // object is the sort key of a log in every partition: a hash of where it
 // is, which fits the sort key's 1,024 bytes whatever the key's length and

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/fleetops/fleet/shared/awsfault"
@@ -73,6 +74,18 @@ func S3Client(t *testing.T, f Failure) *s3.Client {
 		t.Fatal(err)
 	}
 	return s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
+}
+
+// DynamoDBClient is a DynamoDB client of f's endpoint, built as the
+// functions build theirs (sdkconfig.Load, with f's attempt timeout).
+func DynamoDBClient(t *testing.T, f Failure) *dynamodb.Client {
+	t.Helper()
+	Env(t, awsfault.DynamoDB, f.Endpoint)
+	cfg, err := sdkconfig.Load(context.Background(), sdkconfig.DynamoDB, f.AttemptTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dynamodb.NewFromConfig(cfg)
 }
 
 // Env points the SDK clients that sdkconfig.Load builds for service at
