@@ -150,24 +150,15 @@ func prefixCanGrow(t token, v string) bool {
 
 // taskOf is parseTask of id, parsed once for the tries in a row that ask.
 func (m *matcher) taskOf(id string) (Task, bool) {
-	if id != m.parsed || m.parsed == "" {
+	if id != m.parsed {
 		m.parsed = id
 		m.task, m.taskOK = parseTask(id)
 	}
 	return m.task, m.taskOK
 }
 
-// fits is fits, with the task id parsed by taskOf.
-func (m *matcher) fits(t token, v string) bool {
-	if t == tokTaskID {
-		_, ok := m.taskOf(v)
-		return ok
-	}
-	return fits(t, v)
-}
-
 // fits reports whether v is a value t can render to.
-func fits(t token, v string) bool {
+func (m *matcher) fits(t token, v string) bool {
 	switch t {
 	case tokYear, tokMonth, tokDay, tokHour:
 		return len(v) == fixedDigits(t) && digitsOnly(v)
@@ -175,12 +166,12 @@ func fits(t token, v string) bool {
 		_, err := parseDigits(v, 63)
 		return err == nil
 	case tokTaskID:
-		_, ok := parseTask(v)
+		_, ok := m.taskOf(v)
 		return ok
 	case tokRequestID:
 		return validID(v)
 	case tokDeployID:
-		return validID(v) && !strings.Contains(v, "-")
+		return validDeployID(v)
 	case tokFileExt:
 		return v == "" || v[0] == '.' && !strings.Contains(v[1:], ".")
 	case tokTag:

@@ -99,11 +99,13 @@ func CheckRequestID(id string) error {
 // id is valid as a request id and has no '-', which would make the task ids
 // of its deploy ambiguous.
 func CheckDeployID(id string) error {
-	if !validID(id) || strings.Contains(id, "-") {
+	if !validDeployID(id) {
 		return fault.Invalid("%s is not a valid deploy id", id)
 	}
 	return nil
 }
+
+func validDeployID(id string) bool { return validID(id) && !strings.Contains(id, "-") }
 
 func validID(id string) bool {
 	if id == "" || len(id) > maxIDLen || !utf8.ValidString(id) ||
