@@ -307,6 +307,13 @@ func (c *calls) take() (map[string]int, string) {
 	return got, strings.Join(parts, ", ")
 }
 
+// recorded is the input of every call since the last take, in order.
+func (c *calls) recorded() []any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inputs
+}
+
 // total is the number of calls of counts taken (take).
 func total(byOp map[string]int) int {
 	n := 0

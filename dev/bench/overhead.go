@@ -98,13 +98,8 @@ func overhead(ctx context.Context, e *env) ([]row, error) {
 		counted.ServeHTTP(httptest.NewRecorder(), request())
 		c.take()
 		rec := httptest.NewRecorder()
-		c.mu.Lock()
-		c.inputs = nil
-		c.mu.Unlock()
 		counted.ServeHTTP(rec, request())
-		c.mu.Lock()
-		inputs := c.inputs
-		c.mu.Unlock()
+		inputs := c.recorded()
 		byOp, ops := c.take()
 		if rec.Code != http.StatusOK {
 			return nil, fmt.Errorf("%s (%s): status %d after %s: %s", route.name, route.event, rec.Code, ops, rec.Body)
