@@ -22,14 +22,7 @@ import (
 // the same binary asks for its first event.
 func TestAFunctionWithoutItsRegionOrCredentialsFailsItsInit(t *testing.T) {
 	root := filepath.Join("..")
-	tmpl, err := stack.LoadTemplate(filepath.Join(root, "template.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dirs, err := stack.FunctionDirs(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tmpl, dirs := templateAndFunctions(t, root)
 	ctx := context.Background()
 	for fn, dir := range dirs {
 		if fn == "ConsoleFunction" { // it calls no AWS service

@@ -11,13 +11,10 @@ import (
 	"github.com/fleetops/fleet/dev/stack"
 )
 
-// TestEveryRouteStreams holds template.yaml to the functions' mains: every
-// function FleetApi reaches answers in the response streaming format
-// (startup.API), so every route must invoke it with response streaming,
-// since a streamed answer to a buffered invocation is a gateway error
-// (docs/behaviour.md "Answers of any size").
-func TestEveryRouteStreams(t *testing.T) {
-	root := filepath.Join("..")
+// templateAndFunctions is the repository's template.yaml at root and the
+// directory of each of its functions under functions/, by logical id.
+func templateAndFunctions(t *testing.T, root string) (*stack.Template, map[string]string) {
+	t.Helper()
 	tmpl, err := stack.LoadTemplate(filepath.Join(root, "template.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -26,6 +23,17 @@ func TestEveryRouteStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tmpl, dirs
+}
+
+// TestEveryRouteStreams holds template.yaml to the functions' mains: every
+// function FleetApi reaches answers in the response streaming format
+// (startup.API), so every route must invoke it with response streaming,
+// since a streamed answer to a buffered invocation is a gateway error
+// (docs/behaviour.md "Answers of any size").
+func TestEveryRouteStreams(t *testing.T) {
+	root := filepath.Join("..")
+	tmpl, dirs := templateAndFunctions(t, root)
 	api := tmpl.Resources["FleetApi"].Properties
 	paths, _ := api["DefinitionBody"].(map[string]any)["paths"].(map[string]any)
 	if len(paths) == 0 {
